@@ -1,0 +1,1 @@
+"""The raw capture directory: the contract between collection and parsing."""

@@ -1,0 +1,52 @@
+"""Names and constants of the raw capture directory (docs/capture_format.md).
+
+Both the writer (``mlprof.collect``) and the readers (``mlprof.parse``) import
+these, so the format is spelled in exactly one place.
+"""
+
+from __future__ import annotations
+
+import re
+
+SCHEMA_VERSION = 1
+
+CAPTURE_DIR_SUFFIX = "_mlprof"
+INFO_FILE = "profiler_info.json"
+METADATA_FILE = "profiler_metadata.json"
+RAW_DIR = "raw"
+OUTPUT_DIR = "mlprof_output"
+LOG_DIR = "logs"
+
+WINDOW_PREFIX = "window_"
+PARTIAL_PREFIX = ".partial_"
+
+# Files inside one window directory.
+WINDOW_FILE = "window.json"
+KINETO_TRACE_FILE = "kineto.pt.trace.json"
+STEPS_FILE = "steps.json"
+MARKERS_FILE = "markers.json"
+GC_FILE = "gc.json"
+
+DIR_MODE = 0o750
+FILE_MODE = 0o640
+
+STATUS_RUNNING = "running"
+STATUS_COMPLETE = "complete"
+STATUS_FINISHED = "finished"
+STATUS_FAILED = "failed"
+
+_WINDOW_RE = re.compile(r"^window_(\d{4,})$")
+
+
+def window_dir_name(index: int) -> str:
+    return f"{WINDOW_PREFIX}{index:04d}"
+
+
+def partial_dir_name(index: int) -> str:
+    return f"{PARTIAL_PREFIX}{window_dir_name(index)}"
+
+
+def window_index(dir_name: str) -> int | None:
+    """The window number of a finished window directory name, else None."""
+    match = _WINDOW_RE.match(dir_name)
+    return int(match.group(1)) if match else None
