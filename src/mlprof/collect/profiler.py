@@ -1,0 +1,386 @@
+"""mlprof.profile and mlprof._KinetoProfile: the collection API.
+
+A drop-in for torch.profiler.profile / torch_npu.profiler.profile. torch is
+imported when a profiler is built, never at ``import mlprof``. Failures
+inside the profiler never reach the training loop: they are logged once and
+profiling switches itself off (see :class:`FailSafe`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..capture import layout
+from ..config import CollectOptions, ExperimentalConfig, ProfilerLevel, check_activities
+from ..errors import ConfigError, MlprofError, TorchUnavailableError
+from ..schedule import ProfilerAction, always_record
+from . import chrome_events
+from .analysis_child import spawn_analysis
+from .capture_writer import CaptureWriter, default_worker_name, write_json_atomic
+from .handler import TraceHandler
+from .recorder import HostRecorder
+
+__all__ = ["profile", "_KinetoProfile"]
+
+logger = logging.getLogger("mlprof")
+
+
+def _import_backend() -> Any:
+    try:
+        from . import torch_backend
+    except ImportError as exc:
+        raise TorchUnavailableError(
+            f"mlprof.profile needs torch to collect ({exc}); install the torch build you train with, "
+            "e.g. pip install torch==2.13.0"
+        ) from None
+    return torch_backend
+
+
+class FailSafe:
+    """Runs profiler work so that its failures switch profiling off instead of raising."""
+
+    def __init__(self, on_failure: Callable[[], None]) -> None:
+        self.failed = False
+        self.error: str | None = None
+        self._on_failure = on_failure
+
+    def run(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
+        if self.failed:
+            return None
+        try:
+            return func(*args)
+        except Exception as exc:  # noqa: BLE001 - the training job must go on
+            self.failed = True
+            self.error = f"{what}: {type(exc).__name__}: {exc}"
+            logger.error("mlprof: %s; profiling is switched off, training continues", self.error)
+            logger.debug("mlprof failure details:\n%s", traceback.format_exc())
+            try:
+                self._on_failure()
+            except Exception:  # noqa: BLE001
+                logger.debug("mlprof cleanup after failure failed:\n%s", traceback.format_exc())
+            return None
+
+
+class _KinetoProfile:
+    """Start/stop profiling without a schedule (torch_npu's ``_KinetoProfile``).
+
+    The whole start()..stop() span is one window; export it with
+    :meth:`export_chrome_trace` after stop().
+    """
+
+    _records_steps = False
+
+    def __init__(
+        self,
+        *,
+        activities: Iterable[Any] | None = None,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        with_flops: bool = False,
+        with_modules: bool = False,
+        experimental_config: ExperimentalConfig | None = None,
+    ) -> None:
+        self._init(activities, record_shapes, profile_memory, with_stack, with_flops, with_modules,
+                   experimental_config, schedule=None, on_trace_ready=None)
+
+    def _init(self, activities, record_shapes, profile_memory, with_stack, with_flops, with_modules,
+              experimental_config, schedule, on_trace_ready) -> None:
+        self.options = CollectOptions(
+            activities=check_activities(activities),
+            record_shapes=record_shapes,
+            profile_memory=profile_memory,
+            with_stack=with_stack,
+            with_modules=with_modules,
+            with_flops=with_flops,
+            experimental_config=experimental_config or ExperimentalConfig(),
+        )
+        if schedule is not None and not callable(schedule):
+            raise ConfigError(f"schedule must be mlprof.schedule(...) or a callable, got {schedule!r}")
+        if on_trace_ready is not None and not callable(on_trace_ready):
+            raise ConfigError(f"on_trace_ready must be callable, got {on_trace_ready!r}")
+        self.on_trace_ready = on_trace_ready
+        self._schedule = schedule or always_record
+        backend_module = _import_backend()
+        level = self.options.level
+        # torch_npu writes its raw data without building Python event objects;
+        # so do we whenever nobody can ask this object for them.
+        trace_only = isinstance(on_trace_ready, TraceHandler)
+        self._backend = backend_module.ScheduledBackend(
+            hooks=self,
+            schedule_fn=self._checked_schedule,
+            kineto=level is not ProfilerLevel.Level_none,
+            record_steps=self._records_steps,
+            torch_kwargs=backend_module.torch_profile_kwargs(self.options, trace_only),
+        )
+        self._failsafe = FailSafe(self._after_failure)
+        self._recorder: HostRecorder | None = None
+        self._last_window: HostRecorder | None = None
+        self._window_bounds = (0, 0)
+        self._window_index = 0
+        self._capture: CaptureWriter | None = None
+        self._user_metadata: dict[str, Any] = {}
+        self._running = False
+
+    def _checked_schedule(self, step: int) -> ProfilerAction:
+        action = self._schedule(step)
+        if isinstance(action, ProfilerAction):
+            return action
+        name = getattr(action, "name", None)  # torch.profiler.schedule objects work too
+        if name in ProfilerAction.__members__:
+            return ProfilerAction[name]
+        raise ConfigError(f"schedule returned {action!r}, not a ProfilerAction")
+
+    # -- window hooks, called by the torch backend ------------------------------
+    def window_started(self) -> None:
+        exp = self.options.experimental_config
+        threshold = exp.gc_detect_threshold
+        self._recorder = HostRecorder(
+            record_markers=exp.mstx,
+            gc_threshold_ns=None if threshold is None else int(threshold * 1_000_000),
+        )
+        self._recorder.attach()
+        self._window_bounds = (time.time_ns(), 0)
+
+    def window_stopping(self) -> None:
+        recorder, self._recorder = self._recorder, None
+        if recorder is not None:
+            recorder.detach()
+        self._last_window = recorder
+        self._window_bounds = (self._window_bounds[0], time.time_ns())
+
+    def window_ready(self) -> None:
+        handler = self.on_trace_ready
+        if isinstance(handler, TraceHandler):
+            self._save_window_to_capture(handler)
+        elif handler is not None:
+            handler(self)
+
+    # -- lifecycle ---------------------------------------------------------------
+    def start(self) -> None:
+        """Start collecting (the first window opens now if the schedule says so)."""
+        if self._running or self._failsafe.failed:
+            return
+        self._running = True
+        self._failsafe.run("start", self._start)
+
+    def _start(self) -> None:
+        handler = self.on_trace_ready
+        if isinstance(handler, TraceHandler) and self._capture is None:
+            self._capture = CaptureWriter(handler.dir_name, handler.worker_name or default_worker_name(),
+                                          self.options.to_dict())
+            self._capture.user_metadata = self._user_metadata
+        self._backend.start()
+        self._begin_step(time.time_ns())
+
+    def stop(self) -> None:
+        """Stop collecting; a window still open is saved."""
+        if not self._running:
+            return
+        self._running = False
+        if self._failsafe.failed:
+            return
+        self._failsafe.run("stop", self._stop)
+
+    def _stop(self) -> None:
+        if self._recorder is not None:
+            self._recorder.end_step(time.time_ns())
+        self._backend.stop()
+        if self._capture is not None:
+            self._capture.close(layout.STATUS_FINISHED)
+
+    def _begin_step(self, now_ns: int) -> None:
+        if self._records_steps and self._recorder is not None:
+            self._recorder.begin_step(self._backend.step_num, now_ns)
+
+    def _after_failure(self) -> None:
+        if self._recorder is not None:
+            self._recorder.detach()
+            self._recorder = None
+        try:
+            self._backend.abandon()
+        finally:
+            if self._capture is not None:
+                self._capture.close(layout.STATUS_FAILED, self._failsafe.error)
+
+    def __enter__(self) -> "_KinetoProfile":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- results -----------------------------------------------------------------
+    @property
+    def enabled(self) -> bool:
+        """False once an internal failure switched profiling off."""
+        return not self._failsafe.failed
+
+    @property
+    def capture_dir(self) -> Path | None:
+        """The raw capture directory written by tensorboard_trace_handler, if any."""
+        return None if self._capture is None else self._capture.path
+
+    @property
+    def step_num(self) -> int:
+        return self._backend.step_num
+
+    def _window_files(self) -> dict[str, Any]:
+        recorder = self._last_window or HostRecorder()
+        return recorder.files()
+
+    def export_chrome_trace(self, path: str | os.PathLike) -> None:
+        """Write the last window as a Chrome trace (``.gz`` suffix: gzipped), with mlprof's markers and GC."""
+        self._failsafe.run("export_chrome_trace", self._export_chrome_trace, os.fspath(path))
+
+    def _export_chrome_trace(self, path: str) -> None:
+        files = self._window_files()
+        plain = path[:-3] if path.endswith(".gz") else path
+        if self._backend.has_trace():
+            self._backend.export_chrome_trace(plain)
+            chrome_events.splice_into_kineto_trace(plain, files, os.getpid())
+        else:
+            chrome_events.write_host_only_trace(plain, files, os.getpid())
+        if plain != path:
+            import gzip
+            import shutil
+
+            with open(plain, "rb") as src, gzip.open(path, "wb", compresslevel=3) as dst:
+                shutil.copyfileobj(src, dst)
+            os.unlink(plain)
+
+    def export_stacks(self, path: str | os.PathLike, metric: str = "self_cpu_time_total") -> None:
+        """Write collapsed stacks (FlameGraph input); needs with_stack=True."""
+        if not (self.options.with_stack or self.options.level is ProfilerLevel.Level2):
+            raise ConfigError("export_stacks needs with_stack=True (or profiler_level=Level2)")
+        self._failsafe.run("export_stacks", self._backend.export_stacks, os.fspath(path), metric)
+
+    def export_memory_timeline(self, path: str | os.PathLike, device: str | None = None) -> None:
+        """Write the memory timeline: ``.html``, ``.json`` or ``.json.gz`` by suffix.
+
+        Needs record_shapes, profile_memory and with_stack (Level2 sets all three).
+        """
+        path = os.fspath(path)
+        if not path.endswith((".html", ".json", ".json.gz")):
+            raise ConfigError(f"export_memory_timeline: {path!r} must end in .html, .json or .json.gz")
+        self._failsafe.run("export_memory_timeline", self._backend.export_memory_timeline, path, device)
+
+    def key_averages(self, *args: Any, **kwargs: Any) -> Any:
+        """torch's per-op statistics of the last window (not with tensorboard_trace_handler)."""
+        if isinstance(self.on_trace_ready, TraceHandler):
+            raise MlprofError("key_averages() is not kept when tensorboard_trace_handler writes the capture; "
+                              "run `mlprof parse` on the capture instead")
+        return self._backend.key_averages(*args, **kwargs)
+
+    def events(self) -> Any:
+        if isinstance(self.on_trace_ready, TraceHandler):
+            raise MlprofError("events() is not kept when tensorboard_trace_handler writes the capture")
+        return self._backend.events()
+
+    # -- metadata ----------------------------------------------------------------
+    def add_metadata(self, key: str, value: str) -> None:
+        """Attach a string to the capture (profiler_metadata.json) and the trace."""
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ConfigError("add_metadata(key, value) takes two strings")
+        self._user_metadata[key] = value
+        self._failsafe.run("add_metadata", self._add_trace_metadata, key, json.dumps(value))
+
+    def add_metadata_json(self, key: str, value: str) -> None:
+        """Attach a JSON document (given as a string) to the capture and the trace."""
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ConfigError("add_metadata_json(key, value) takes a key and a JSON string")
+        try:
+            decoded = json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"add_metadata_json({key!r}): value is not valid JSON: {exc}") from None
+        self._user_metadata[key] = decoded
+        self._failsafe.run("add_metadata_json", self._add_trace_metadata, key, value)
+
+    def _add_trace_metadata(self, key: str, json_value: str) -> None:
+        if self._backend.has_trace():
+            self._backend.add_metadata_json(key, json_value)
+        else:
+            self._backend.preset_metadata_json(key, json_value)
+
+    # -- capture writing -----------------------------------------------------------
+    def _save_window_to_capture(self, handler: TraceHandler) -> None:
+        capture = self._capture
+        if capture is None:  # handler used with start() skipped; create it now
+            capture = self._capture = CaptureWriter(
+                handler.dir_name, handler.worker_name or default_worker_name(), self.options.to_dict())
+            capture.user_metadata = self._user_metadata
+        index = self._window_index
+        self._window_index += 1
+        partial = capture.begin_window(index)
+        files = self._window_files()
+        kineto = self._backend.has_trace()
+        if kineto:
+            # The cheapest write torch offers: Kineto's own JSON writer, plain text.
+            self._backend.export_chrome_trace(str(partial / layout.KINETO_TRACE_FILE))
+        write_json_atomic(partial / layout.STEPS_FILE, files["steps"])
+        write_json_atomic(partial / layout.MARKERS_FILE, files["markers"])
+        write_json_atomic(partial / layout.GC_FILE, files["gc"])
+        first_step, last_step = (self._last_window.step_range() if self._last_window else (None, None))
+        start_ns, end_ns = self._window_bounds
+        capture.finish_window(index, partial, {
+            "level": self.options.level.name,
+            "first_step": first_step,
+            "last_step": last_step,
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "files": {
+                "kineto": layout.KINETO_TRACE_FILE if kineto else None,
+                "steps": layout.STEPS_FILE,
+                "markers": layout.MARKERS_FILE,
+                "gc": layout.GC_FILE,
+            },
+            "kineto_events_written": kineto,
+        })
+        if handler.analyse_flag:
+            spawn_analysis(capture.path)
+
+
+class profile(_KinetoProfile):  # noqa: N801 - drop-in for torch.profiler.profile
+    """Profile a training job: ``with mlprof.profile(...) as prof: ... prof.step()``.
+
+    Arguments are those of torch.profiler.profile (and torch_npu's); see
+    docs/collection.md for what each ``ExperimentalConfig.profiler_level``
+    records on CPU and CUDA.
+    """
+
+    _records_steps = True
+
+    def __init__(
+        self,
+        *,
+        activities: Iterable[Any] | None = None,
+        schedule: Callable[[int], Any] | None = None,
+        on_trace_ready: Callable[[Any], Any] | None = None,
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        with_modules: bool = False,
+        with_flops: bool = False,
+        experimental_config: ExperimentalConfig | None = None,
+    ) -> None:
+        self._init(activities, record_shapes, profile_memory, with_stack, with_flops, with_modules,
+                   experimental_config, schedule=schedule, on_trace_ready=on_trace_ready)
+
+    def step(self) -> None:
+        """Mark the end of one training step and the start of the next."""
+        if not self._running or self._failsafe.failed:
+            return
+        now_ns = time.time_ns()
+        if self._recorder is not None:
+            self._recorder.end_step(now_ns)
+        self._failsafe.run("step", self._step)
+
+    def _step(self) -> None:
+        self._backend.step()
+        self._begin_step(time.time_ns())

@@ -1,0 +1,143 @@
+"""In-memory buffers for what mlprof records itself during a capture window.
+
+Steps, mstx markers and GC pauses are timed here with ``time.time_ns()``, the
+wall clock Kineto uses, so the parser can merge them with the Kineto trace
+without any offset. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["HostRecorder", "active_recorder", "range_record"]
+
+
+@dataclass
+class OpenRange:
+    range_id: int
+    name: str
+    start_ns: int
+    tid: int
+    stream: Any = None
+    device_start: Any = None  # a torch.cuda.Event when a stream was given
+
+
+@dataclass
+class HostRecorder:
+    """What one window records outside torch.profiler.
+
+    ``gc_threshold_ns`` is None when GC detection is off.
+    """
+
+    record_markers: bool = True
+    gc_threshold_ns: int | None = None
+    steps: list[dict[str, int]] = field(default_factory=list)
+    marks: list[dict[str, Any]] = field(default_factory=list)
+    ranges: list[dict[str, Any]] = field(default_factory=list)
+    gc_pauses: list[dict[str, Any]] = field(default_factory=list)
+    _current_step: tuple[int, int] | None = None
+    _gc_start_ns: int = 0
+    _device: Any = None  # mlprof.collect.device_markers.DeviceRangeTimer, lazily
+
+    # -- steps ---------------------------------------------------------------
+    def begin_step(self, step: int, ts_ns: int) -> None:
+        self._current_step = (step, ts_ns)
+
+    def end_step(self, ts_ns: int) -> None:
+        if self._current_step is not None:
+            step, start_ns = self._current_step
+            self.steps.append({"step": step, "start_ns": start_ns, "end_ns": ts_ns})
+            self._current_step = None
+
+    def step_range(self) -> tuple[int | None, int | None]:
+        if not self.steps:
+            return None, None
+        return self.steps[0]["step"], self.steps[-1]["step"]
+
+    # -- GC ------------------------------------------------------------------
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        # Runs inside the interpreter's collector: keep it allocation-light.
+        if phase == "start":
+            self._gc_start_ns = time.time_ns()
+            return
+        end_ns = time.time_ns()
+        dur_ns = end_ns - self._gc_start_ns
+        if self.gc_threshold_ns is not None and dur_ns >= self.gc_threshold_ns:
+            self.gc_pauses.append(
+                {
+                    "start_ns": self._gc_start_ns,
+                    "dur_ns": dur_ns,
+                    "generation": info.get("generation", -1),
+                    "collected": info.get("collected", 0),
+                    "uncollectable": info.get("uncollectable", 0),
+                    "tid": threading.get_native_id(),
+                }
+            )
+
+    # -- lifecycle -----------------------------------------------------------
+    def attach(self) -> None:
+        global _active
+        if self.gc_threshold_ns is not None:
+            gc.callbacks.append(self._on_gc)
+        if self.record_markers:
+            _active = self
+
+    def detach(self) -> None:
+        global _active
+        if _active is self:
+            _active = None
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+        self.end_step(time.time_ns())
+        self.flush_open_ranges()
+
+    def flush_open_ranges(self) -> None:
+        """Write ranges still open at window end, with an unknown end."""
+        for rng in _open_ranges.values():
+            self.ranges.append(range_record(rng, None, None))
+        _open_ranges.clear()
+
+    def device_timer(self) -> Any:
+        if self._device is None:
+            from .device_markers import DeviceRangeTimer
+
+            self._device = DeviceRangeTimer()
+        return self._device
+
+    def files(self) -> dict[str, Any]:
+        if self._device is not None:
+            self._device.resolve(self.ranges)
+        return {
+            "steps": self.steps,
+            "markers": {"marks": self.marks, "ranges": self.ranges},
+            "gc": self.gc_pauses,
+        }
+
+
+def range_record(rng: OpenRange, end_ns: int | None, end_tid: int | None) -> dict[str, Any]:
+    return {
+        "id": rng.range_id,
+        "name": rng.name,
+        "start_ns": rng.start_ns,
+        "end_ns": end_ns,
+        "tid": rng.tid,
+        "end_tid": end_tid,
+        "stream": None if rng.stream is None else str(rng.stream),
+        "device_start_ns": None,
+        "device_end_ns": None,
+    }
+
+
+# The recorder of the window being recorded, if any. mstx reads this one
+# global so that an idle marker costs a single attribute check.
+_active: HostRecorder | None = None
+# mstx ranges started in the current window and not ended yet, by id.
+_open_ranges: dict[int, OpenRange] = {}
+
+
+def active_recorder() -> HostRecorder | None:
+    return _active

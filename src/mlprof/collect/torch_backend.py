@@ -1,0 +1,113 @@
+"""torch.profiler underneath mlprof.profile: options per level and window hooks.
+
+The subclass keeps torch's own schedule state machine (warmup, cycles,
+DEVICE_STOPPED handling, ProfilerStep#N annotations) and only adds hooks at
+the window edges, so mlprof's windows are exactly torch's.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Protocol
+
+import torch
+from torch._C._profiler import _ExperimentalConfig
+from torch.profiler import ProfilerAction as TorchAction
+from torch.profiler import ProfilerActivity as TorchActivity
+from torch.profiler import profile as TorchProfile
+
+from ..config import CollectOptions, ProfilerActivity, ProfilerLevel
+from ..schedule import ProfilerAction
+
+__all__ = ["WindowHooks", "ScheduledBackend", "torch_profile_kwargs"]
+
+_LEVEL_RANK = {
+    ProfilerLevel.Level_none: 0,
+    ProfilerLevel.Level0: 1,
+    ProfilerLevel.Level1: 2,
+    ProfilerLevel.Level2: 3,
+}
+
+
+def torch_profile_kwargs(options: CollectOptions, trace_only: bool) -> dict[str, Any]:
+    """torch.profiler arguments for a level; the user's own switches only add to it."""
+    rank = _LEVEL_RANK[options.level]
+    activities = [TorchActivity.CPU if a is ProfilerActivity.CPU else TorchActivity.CUDA for a in options.activities
+                  if a in (ProfilerActivity.CPU, ProfilerActivity.CUDA)]
+    uses_cuda = ProfilerActivity.CUDA in options.activities
+    return {
+        "activities": activities,
+        "record_shapes": options.record_shapes or rank >= 2,
+        "profile_memory": options.profile_memory or rank >= 3,
+        "with_stack": options.with_stack or rank >= 3,
+        "with_flops": options.with_flops or rank >= 3,
+        "with_modules": options.with_modules,
+        "experimental_config": _ExperimentalConfig(
+            trace_only=trace_only,
+            enable_cuda_sync_events=uses_cuda and rank >= 3,
+        ),
+    }
+
+
+class WindowHooks(Protocol):
+    def window_started(self) -> None: ...
+    def window_stopping(self) -> None: ...
+    def window_ready(self) -> None: ...
+
+
+class ScheduledBackend(TorchProfile):
+    """torch.profiler.profile with mlprof's window hooks.
+
+    With ``kineto=False`` (Level_none) the schedule still runs and the hooks
+    still fire, but torch's profiler is never started.
+    """
+
+    def __init__(
+        self,
+        hooks: WindowHooks,
+        schedule_fn: Callable[[int], ProfilerAction],
+        kineto: bool,
+        record_steps: bool,
+        torch_kwargs: dict[str, Any],
+    ) -> None:
+        self._hooks = hooks
+        self._kineto = kineto
+        super().__init__(
+            schedule=lambda step: TorchAction[schedule_fn(step).name],
+            on_trace_ready=lambda _prof: hooks.window_ready(),
+            **torch_kwargs,
+        )
+        # ProfilerStep#N annotations only mean something when Kineto records.
+        self.record_steps = record_steps and kineto
+
+    def prepare_trace(self) -> None:
+        if self._kineto:
+            with warnings.catch_warnings():
+                # torch warns that each cycle drops the previous one's events;
+                # mlprof saves every cycle before that happens.
+                warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
+                super().prepare_trace()
+
+    def start_trace(self) -> None:
+        if self._kineto:
+            super().start_trace()
+        self._hooks.window_started()
+
+    def stop_trace(self) -> None:
+        self._hooks.window_stopping()
+        if self._kineto:
+            super().stop_trace()
+
+    def has_trace(self) -> bool:
+        return self._kineto and self.profiler is not None
+
+    def abandon(self) -> None:
+        """Stop torch's profiler without writing anything, after a failure."""
+        if self.step_rec_fn is not None:
+            try:
+                self.step_rec_fn.__exit__(None, None, None)
+            finally:
+                self.step_rec_fn = None
+        if self._kineto and torch.autograd._profiler_enabled():
+            if self.profiler is not None:
+                self.profiler.__exit__(None, None, None)
