@@ -35,15 +35,18 @@ def torch_profile_kwargs(options: CollectOptions, trace_only: bool) -> dict[str,
     activities = [TorchActivity.CPU if a is ProfilerActivity.CPU else TorchActivity.CUDA for a in options.activities
                   if a in (ProfilerActivity.CPU, ProfilerActivity.CUDA)]
     uses_cuda = ProfilerActivity.CUDA in options.activities
+    with_stack = options.with_stack or rank >= 3
     return {
         "activities": activities,
         "record_shapes": options.record_shapes or rank >= 2,
         "profile_memory": options.profile_memory or rank >= 3,
-        "with_stack": options.with_stack or rank >= 3,
+        "with_stack": with_stack,
         "with_flops": options.with_flops or rank >= 3,
         "with_modules": options.with_modules,
         "experimental_config": _ExperimentalConfig(
             trace_only=trace_only,
+            # Without verbose, torch 2.13 keeps no Python stacks on CPU ops.
+            verbose=with_stack,
             enable_cuda_sync_events=uses_cuda and rank >= 3,
         ),
     }

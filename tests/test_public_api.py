@@ -1,0 +1,69 @@
+"""The public surface of mlprof, pinned, and its promise to work without torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import mlprof
+
+PUBLIC = {
+    "__version__", "profile", "_KinetoProfile", "schedule", "ProfilerAction", "ProfilerActivity",
+    "ProfilerLevel", "ExportType", "HostSystem", "ExperimentalConfig", "tensorboard_trace_handler",
+    "supported_activities", "supported_profiler_level", "supported_export_type", "mstx", "MlprofError",
+}
+
+
+def test_public_names_are_exactly_the_documented_ones():
+    assert set(mlprof.__all__) == PUBLIC
+    for name in mlprof.__all__:
+        assert getattr(mlprof, name) is not None
+    assert set(mlprof.mstx.__all__) == {"mark", "range_start", "range_end", "range"}
+
+
+def test_supported_queries():
+    assert mlprof.ProfilerActivity.CPU in mlprof.supported_activities()
+    assert [lvl.name for lvl in mlprof.supported_profiler_level()] == ["Level_none", "Level0", "Level1", "Level2"]
+    assert [t.name for t in mlprof.supported_export_type()] == ["Text", "Db"]
+
+
+BLOCK_TORCH = "import sys; sys.modules['torch'] = None\n"
+
+
+def run_without_torch(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", BLOCK_TORCH + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_import_and_configuration_work_without_torch():
+    result = run_without_torch(
+        """
+        import mlprof
+        cfg = mlprof.ExperimentalConfig(profiler_level="Level1", export_type=["text", "db"], gc_detect_threshold=1)
+        assert cfg.to_dict()["export_type"] == ["Text", "Db"]
+        assert [s.name for s in map(mlprof.schedule(wait=1, active=1), range(3))] == ["NONE", "RECORD_AND_SAVE", "NONE"]
+        mlprof.mstx.mark("fine without torch")
+        with mlprof.mstx.range("fine"):
+            pass
+        assert mlprof.supported_activities() == [mlprof.ProfilerActivity.CPU]
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+    assert "torch" not in result.stderr
+
+
+def test_building_a_profiler_without_torch_says_what_is_missing():
+    result = run_without_torch(
+        """
+        import mlprof
+        try:
+            mlprof.profile()
+        except mlprof.MlprofError as exc:
+            print(exc)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "needs torch" in result.stdout and "pip install torch==" in result.stdout
