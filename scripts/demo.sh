@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The main job: set up, profile the bundled CNN example on CPU, show the result.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+OUT=${1:-./result}
+.venv/bin/python examples/cnn_train.py --steps 20 --out "$OUT" --no-analyse
+CAPTURE=$(ls -dt "$OUT"/*_mlprof | head -n 1)
+if .venv/bin/python -c "import mlprof.cli.main" 2>/dev/null; then
+  .venv/bin/mlprof parse "$CAPTURE"
+  .venv/bin/mlprof query "$CAPTURE"
+fi
