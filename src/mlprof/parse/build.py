@@ -1,0 +1,323 @@
+"""Turns decoded windows (Kineto columns + mlprof's window files) into table columns.
+
+Each window is built on its own (correlation ids and flow ids are only unique
+inside one trace), then windows are stacked with running row ids.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlprof.parse.capture_files import GcRecord, MarkersFile, StepRecord
+from mlprof.parse.hierarchy import assign_steps, nest_host_events
+from mlprof.parse.kineto import FLOW_END, FLOW_START, MISSING, KinetoColumns, StringPool
+
+__all__ = ["WindowData", "build_tables"]
+
+_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+# Bytes per element of the dtype names Kineto writes for collectives.
+_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
+    "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1,
+    "byte": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+}
+
+
+@dataclass
+class WindowData:
+    index: int
+    kineto: KinetoColumns | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    markers: MarkersFile | None = None
+    gc: list[GcRecord] = field(default_factory=list)
+
+
+def _i64(values) -> np.ndarray:
+    return np.array([MISSING if v is None else v for v in values], dtype=np.int64)
+
+
+def _full(n: int, value, dtype=np.int64) -> np.ndarray:
+    return np.full(n, value, dtype=dtype)
+
+
+class _Tables:
+    """Per-table lists of column dicts, concatenated at the end."""
+
+    def __init__(self, pool: StringPool) -> None:
+        self.parts: dict[str, list[dict[str, np.ndarray]]] = {}
+        self.pool = pool
+
+    def add(self, table: str, window: int, columns: dict[str, np.ndarray]) -> None:
+        n = len(next(iter(columns.values())))
+        if n == 0:
+            return
+        columns = dict(columns)
+        columns["window"] = _full(n, window)
+        self.parts.setdefault(table, []).append(columns)
+
+    def result(self) -> dict[str, dict[str, np.ndarray]]:
+        out = {}
+        for table, parts in self.parts.items():
+            keys = set().union(*(p.keys() for p in parts))
+            for p in parts:
+                n = len(p["window"])
+                for key in keys - p.keys():
+                    p[key] = np.full(n, None, dtype=object) if any(
+                        q.get(key) is not None and q[key].dtype == object for q in parts) else np.full(n, MISSING)
+            out[table] = {k: self._concat([p.get(k) for p in parts]) for k in keys}
+        return out
+
+    def _concat(self, arrays: list[np.ndarray | None]) -> np.ndarray:
+        present = [a for a in arrays if a is not None]
+        if any(a.dtype == object for a in present) and not all(a.dtype == object for a in present):
+            # Text from mlprof's files meets pool codes from a trace: resolve the codes.
+            lookup = np.array(self.pool.values() + [None], dtype=object)
+            present = [a if a.dtype == object else lookup[a] for a in present]
+        return np.concatenate(present)
+
+
+def _strings_matching(pool: StringPool, pattern: re.Pattern) -> dict[int, re.Match]:
+    return {code: m for code, value in enumerate(pool.values())
+            if isinstance(value, str) and (m := pattern.match(value))}
+
+
+def _step_table(win: WindowData, pool: StringPool, host: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    if host and len(host["name"]):
+        step_codes = _strings_matching(pool, _STEP_NAME)
+        if step_codes:
+            mask = np.isin(host["name"], np.fromiter(step_codes, dtype=np.int32))
+            idx = np.flatnonzero(mask)
+            if idx.size:
+                number = np.array([int(step_codes[c].group(1)) for c in host["name"][idx].tolist()], dtype=np.int64)
+                start = host["start_ns"][idx]
+                end = start + host["dur_ns"][idx]
+                order = np.argsort(start, kind="stable")
+                return number[order], start[order], end[order], "kineto"
+    if win.steps:
+        recs = sorted(win.steps, key=lambda r: r.start_ns)
+        return (_i64([r.step for r in recs]), _i64([r.start_ns for r in recs]),
+                _i64([r.end_ns for r in recs]), "mlprof")
+    empty = np.zeros(0, dtype=np.int64)
+    return empty, empty, empty, "none"
+
+
+def _lookup(keys_sorted: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """values[i] where keys_sorted[i] == query, else MISSING."""
+    if len(keys_sorted) == 0:
+        return _full(len(query), MISSING)
+    pos = np.clip(np.searchsorted(keys_sorted, query), 0, len(keys_sorted) - 1)
+    hit = (keys_sorted[pos] == query) & (query != MISSING)
+    return np.where(hit, values[pos], MISSING)
+
+
+def build_tables(windows: list[WindowData], pool: StringPool,
+                 capture_metadata: dict[str, object]) -> dict[str, dict[str, np.ndarray]]:
+    """Table name -> column arrays (string columns as ``pool`` codes)."""
+    tables = _Tables(pool)
+    offsets = {"op": 0, "call": 0, "device": 0}
+    for key, value in capture_metadata.items():
+        tables.add("metadata", MISSING, {"key": np.array([key], dtype=object),
+                                          "value_json": np.array([json.dumps(value, default=str)], dtype=object)})
+    for win in windows:
+        _build_window(win, pool, tables, offsets)
+    return tables.result()
+
+
+def _build_window(win: WindowData, pool: StringPool, tables: _Tables, offsets: dict[str, int]) -> None:
+    k = win.kineto
+    w = win.index
+    host = k.host if k else {}
+    steps_n, steps_s, steps_e, source = _step_table(win, pool, host)
+    tables.add("steps", w, {"step": steps_n, "start_ns": steps_s, "end_ns": steps_e,
+                            "dur_ns": steps_e - steps_s,
+                            "source": np.array([source] * len(steps_n), dtype=object)})
+
+    def step_of(ts: np.ndarray) -> np.ndarray:
+        return assign_steps(ts, steps_s, steps_e, steps_n, MISSING)
+
+    if k is not None:
+        _build_kineto(k, w, pool, tables, offsets, step_of)
+    _build_capture_files(win, tables, step_of)
+
+
+def _build_kineto(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables,
+                  offsets: dict[str, int], step_of) -> None:
+    empty_i = np.zeros(0, dtype=np.int64)
+    host, rt, dev, mem = k.host, k.runtime, k.device, k.memory
+    n_ops = len(host["name"]) if host else 0
+    leaves = []
+    if rt:
+        leaves.append((rt["pid"], rt["tid"], rt["start_ns"], rt["dur_ns"], True))
+    if mem:
+        leaves.append((mem["pid"], mem["tid"], mem["ts_ns"], np.zeros(len(mem["ts_ns"]), np.int64), False))
+    if n_ops or leaves:
+        if host:
+            pf = pool.code("python_function")
+            in_tree = host["category"] != pf
+            nest = nest_host_events(host["pid"], host["tid"], host["start_ns"], host["dur_ns"], in_tree, leaves)
+        else:
+            nest = nest_host_events(empty_i, empty_i, empty_i, empty_i, np.zeros(0, bool), leaves)
+    op_base = offsets["op"]
+
+    def op_ids(local: np.ndarray) -> np.ndarray:
+        return np.where(local >= 0, local + op_base, MISSING)
+
+    if n_ops:
+        cols = dict(host)
+        cols.update({
+            "op_id": np.arange(n_ops, dtype=np.int64) + op_base,
+            "self_ns": nest.self_ns,
+            "depth": np.where(nest.depth >= 0, nest.depth, MISSING).astype(np.int64),
+            "parent_op_id": op_ids(nest.parent),
+            "step": step_of(host["start_ns"]),
+        })
+        tables.add("host_ops", w, cols)
+    leaf_i = 0
+    rt_step = rt_owner = None
+    if rt:
+        n = len(rt["name"])
+        rt_owner = op_ids(nest.leaf_owner[leaf_i])
+        leaf_i += 1
+        rt_step = step_of(rt["start_ns"])
+        cols = dict(rt)
+        cols.update({"call_id": np.arange(n, dtype=np.int64) + offsets["call"],
+                     "host_op_id": rt_owner, "step": rt_step})
+        tables.add("runtime_calls", w, cols)
+        offsets["call"] += n
+    if mem:
+        owner = op_ids(nest.leaf_owner[leaf_i])
+        cols = dict(mem)
+        cols.update({"host_op_id": owner, "step": step_of(mem["ts_ns"])})
+        tables.add("memory_events", w, cols)
+    offsets["op"] += n_ops
+    if dev:
+        _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step)
+    _build_flows(k, w, tables)
+    _build_misc(k, w, pool, tables)
+
+
+def _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step) -> None:
+    dev, rt = k.device, k.runtime
+    n = len(dev["name"])
+    if rt:
+        order = np.argsort(rt["correlation"], kind="stable")
+        keys = rt["correlation"][order]
+        host_op = _lookup(keys, rt_owner[order], dev["correlation"])
+        launch_step = _lookup(keys, rt_step[order], dev["correlation"])
+    else:
+        host_op = _full(n, MISSING)
+        launch_step = _full(n, MISSING)
+    # A kernel belongs to the step its launch happened in; without a launch
+    # record, to the step it ran in.
+    step = np.where(launch_step != MISSING, launch_step, step_of(dev["start_ns"]))
+    base = offsets["device"]
+    cols = dict(dev)
+    cols.update({"device_op_id": np.arange(n, dtype=np.int64) + base, "host_op_id": host_op, "step": step})
+    tables.add("device_ops", w, cols)
+    offsets["device"] += n
+    coll = k.collectives
+    if coll:
+        rows = coll["device_row"]
+        strings = pool.values()
+        dtype_bytes = np.array([
+            _DTYPE_BYTES.get(strings[c].lower(), MISSING) if c >= 0 else MISSING
+            for c in coll["dtype"].tolist()], dtype=np.int64)
+        nelems = coll["in_nelems"]
+        size = np.where((dtype_bytes != MISSING) & (nelems != MISSING), nelems * dtype_bytes, MISSING)
+        cols = {key: v for key, v in coll.items() if key != "device_row"}
+        cols.update({
+            "device_op_id": rows + base, "name": dev["name"][rows], "device": dev["device"][rows],
+            "stream": dev["stream"][rows], "start_ns": dev["start_ns"][rows], "dur_ns": dev["dur_ns"][rows],
+            "step": step[rows], "size_bytes": size,
+        })
+        tables.add("collectives", w, cols)
+
+
+def _build_flows(k: KinetoColumns, w: int, tables: _Tables) -> None:
+    fl = k.flows
+    if not fl:
+        return
+    ph = fl["ph"].tolist()
+    cat = fl["category"].tolist()
+    fid = fl["flow_id"].tolist()
+    starts: dict[tuple[int, int], int] = {}
+    pairs: list[tuple[int, int]] = []
+    for i, p in enumerate(ph):
+        key = (cat[i], fid[i])
+        if p == FLOW_START:
+            starts[key] = i
+        elif p == FLOW_END:
+            j = starts.pop(key, None)
+            if j is not None:
+                pairs.append((j, i))
+    if not pairs:
+        return
+    a = np.array([p[0] for p in pairs])
+    b = np.array([p[1] for p in pairs])
+    tables.add("flows", w, {
+        "flow_id": fl["flow_id"][a], "category": fl["category"][a],
+        "start_pid": fl["pid"][a], "start_tid": fl["tid"][a], "start_ns": fl["ts_ns"][a],
+        "end_pid": fl["pid"][b], "end_tid": fl["tid"][b], "end_ns": fl["ts_ns"][b],
+    })
+
+
+def _build_misc(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables) -> None:
+    ann = k.device_annotations
+    if ann:
+        n = len(ann["name"])
+        tables.add("markers", w, {
+            "name": ann["name"], "kind": np.array(["device_annotation"] * n, dtype=object),
+            "start_ns": ann["start_ns"], "end_ns": ann["start_ns"] + ann["dur_ns"],
+            "pid": ann["pid"], "tid": ann["tid"]})
+    ins = k.instants
+    if ins:
+        n = len(ins["name"])
+        tables.add("markers", w, {"name": ins["name"], "kind": np.array(["instant"] * n, dtype=object),
+                                  "start_ns": ins["start_ns"], "pid": ins["pid"], "tid": ins["tid"]})
+    if k.counters:
+        tables.add("counters", w, dict(k.counters))
+    if k.threads:
+        tables.add("threads", w, {
+            "pid": _i64([t[0] for t in k.threads]), "tid": _i64([t[1] for t in k.threads]),
+            "kind": np.array([t[2] for t in k.threads], dtype=object),
+            "value": np.array([t[3] for t in k.threads], dtype=object)})
+    meta = dict(k.metadata)
+    meta["eventCount"] = str(k.event_count).encode()
+    tables.add("metadata", w, {"key": np.array(list(meta), dtype=object),
+                               "value_json": np.array([v.decode("utf-8", "replace") for v in meta.values()],
+                                                      dtype=object)})
+    if k.unknown:
+        items = list(k.unknown.items())
+        tables.add("unknown_events", w, {
+            "ph": np.array([key[0] for key, _ in items], dtype=object),
+            "category": np.array([key[1] for key, _ in items], dtype=object),
+            "count": _i64([c for _, c in items])})
+
+
+def _build_capture_files(win: WindowData, tables: _Tables, step_of) -> None:
+    w = win.index
+    m = win.markers
+    if m and (m.marks or m.ranges):
+        names = [x.name for x in m.marks] + [r.name for r in m.ranges]
+        kinds = ["mark"] * len(m.marks) + ["range"] * len(m.ranges)
+        tables.add("markers", w, {
+            "name": np.array(names, dtype=object), "kind": np.array(kinds, dtype=object),
+            "start_ns": _i64([x.ts_ns for x in m.marks] + [r.start_ns for r in m.ranges]),
+            "end_ns": _i64([None] * len(m.marks) + [r.end_ns for r in m.ranges]),
+            "tid": _i64([x.tid for x in m.marks] + [r.tid for r in m.ranges]),
+            "range_id": _i64([None] * len(m.marks) + [r.id for r in m.ranges]),
+            "device_start_ns": _i64([None] * len(m.marks) + [r.device_start_ns for r in m.ranges]),
+            "device_end_ns": _i64([None] * len(m.marks) + [r.device_end_ns for r in m.ranges]),
+        })
+    if win.gc:
+        start = _i64([g.start_ns for g in win.gc])
+        tables.add("gc_pauses", w, {
+            "start_ns": start, "dur_ns": _i64([g.dur_ns for g in win.gc]),
+            "generation": _i64([g.generation for g in win.gc]),
+            "collected": _i64([g.collected for g in win.gc]),
+            "uncollectable": _i64([g.uncollectable for g in win.gc]),
+            "tid": _i64([g.tid for g in win.gc]), "step": step_of(start)})

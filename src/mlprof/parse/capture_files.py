@@ -1,0 +1,81 @@
+"""Parser of mlprof's own window files: steps.json, markers.json, gc.json.
+
+The format is docs/capture_format.md; times there are already wall-clock ns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Union
+
+import msgspec
+
+from mlprof.errors import CaptureError
+
+__all__ = ["StepRecord", "MarkRecord", "RangeRecord", "MarkersFile", "GcRecord",
+           "read_steps", "read_markers", "read_gc"]
+
+
+class StepRecord(msgspec.Struct):
+    step: int
+    start_ns: int
+    end_ns: int
+
+
+class MarkRecord(msgspec.Struct):
+    name: str
+    ts_ns: int
+    tid: Union[int, None] = None
+
+
+class RangeRecord(msgspec.Struct):
+    name: str
+    start_ns: int
+    id: Union[int, None] = None
+    end_ns: Union[int, None] = None
+    tid: Union[int, None] = None
+    end_tid: Union[int, None] = None
+    stream: Union[int, str, None] = None
+    device_start_ns: Union[int, None] = None
+    device_end_ns: Union[int, None] = None
+
+
+class MarkersFile(msgspec.Struct):
+    marks: list[MarkRecord] = []
+    ranges: list[RangeRecord] = []
+
+
+class GcRecord(msgspec.Struct):
+    start_ns: int
+    dur_ns: int
+    generation: Union[int, None] = None
+    collected: Union[int, None] = None
+    uncollectable: Union[int, None] = None
+    tid: Union[int, None] = None
+
+
+def _decode(path: Path | None, kind, default):
+    if path is None:
+        return default
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CaptureError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not data.strip():
+        raise CaptureError(f"{path}: empty file")
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise CaptureError(f"{path}: invalid capture file: {exc}") from None
+
+
+def read_steps(path: Path | None) -> list[StepRecord]:
+    return _decode(path, list[StepRecord], [])
+
+
+def read_markers(path: Path | None) -> MarkersFile:
+    return _decode(path, MarkersFile, MarkersFile())
+
+
+def read_gc(path: Path | None) -> list[GcRecord]:
+    return _decode(path, list[GcRecord], [])

@@ -1,0 +1,122 @@
+"""``parse_path``: find inputs, decode them, build and store the tables.
+
+Output of one input (a capture or a trace file) goes to its output directory:
+``tables/<table>.parquet`` and ``parse_info.json`` (what was parsed, what was
+skipped and why). Exports are presenters run afterwards on those tables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mlprof.parse.build import WindowData, build_tables
+from mlprof.parse.capture_files import read_gc, read_markers, read_steps
+from mlprof.parse.capture_reader import CaptureInput, TraceInput, find_inputs
+from mlprof.parse.kineto import StringPool, read_kineto
+from mlprof.tables.files import atomic_write, make_private_dir, output_lock, replace_dir
+from mlprof.tables.store import write_tables
+
+__all__ = ["ParseOptions", "ParseResult", "parse_path", "TABLES_DIR", "PARSE_INFO_FILE"]
+
+TABLES_DIR = "tables"
+PARSE_INFO_FILE = "parse_info.json"
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    # Where results go; None = beside the input (capture/mlprof_output, or
+    # <trace name>_mlprof_output next to a bare trace). Only for one input.
+    output_dir: Path | None = None
+    # Called as progress(label, done_events, total_events) while decoding.
+    progress: ProgressFn | None = None
+
+
+@dataclass
+class ParseResult:
+    source: str
+    output_dir: str
+    kind: str  # "capture" or "trace"
+    windows: list[int] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    event_count: int = 0
+    unknown_events: dict[str, int] = field(default_factory=dict)
+    table_rows: dict[str, int] = field(default_factory=dict)
+    parse_seconds: float = 0.0
+    capture_status: str | None = None
+
+    @property
+    def tables_dir(self) -> Path:
+        return Path(self.output_dir) / TABLES_DIR
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[ParseResult]:
+    """Parse a capture dir, a dir of captures/traces, or one trace file."""
+    inputs = find_inputs(Path(path))
+    if options.output_dir is not None and len(inputs) > 1:
+        from mlprof.errors import ConfigError
+        raise ConfigError(f"{path}: --output needs a single capture or trace, found {len(inputs)}")
+    return [_parse_one(item, options) for item in inputs]
+
+
+def _capture_metadata(item: CaptureInput) -> dict[str, object]:
+    meta: dict[str, object] = {}
+    for key in ("worker_name", "host", "pid", "rank", "world_size", "local_rank", "status",
+                "versions", "config", "created_wall_ns", "schema_version"):
+        if key in item.manifest:
+            meta[f"capture.{key}"] = item.manifest[key]
+    for key, value in item.metadata.items():
+        meta[f"profiler_metadata.{key}"] = value
+    return meta
+
+
+def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseResult:
+    started = time.perf_counter()
+    out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
+    pool = StringPool()
+    windows: list[WindowData] = []
+
+    def progress_for(label: str):
+        if options.progress is None:
+            return None
+        return lambda done, total: options.progress(label, done, total)
+
+    if isinstance(item, TraceInput):
+        result = ParseResult(source=str(item.path), output_dir=str(out_dir), kind="trace")
+        k = read_kineto(item.path, pool, progress_for(item.path.name))
+        windows.append(WindowData(index=0, kineto=k))
+        meta: dict[str, object] = {"source.path": str(item.path)}
+    else:
+        result = ParseResult(source=str(item.root), output_dir=str(out_dir), kind="capture",
+                             skipped=list(item.skipped), capture_status=item.manifest.get("status"))
+        meta = _capture_metadata(item)
+        for wf in item.windows:
+            k = read_kineto(wf.kineto, pool, progress_for(f"window {wf.index}")) if wf.kineto else None
+            windows.append(WindowData(index=wf.index, kineto=k, steps=read_steps(wf.steps),
+                                      markers=read_markers(wf.markers), gc=read_gc(wf.gc)))
+    for win in windows:
+        result.windows.append(win.index)
+        if win.kineto is not None:
+            result.event_count += win.kineto.event_count
+            for (ph, cat), count in win.kineto.unknown.items():
+                key = f"{ph}/{cat}"
+                result.unknown_events[key] = result.unknown_events.get(key, 0) + count
+    columns = build_tables(windows, pool, meta)
+    del windows
+    result.table_rows = {name: len(cols["window"]) for name, cols in columns.items()}
+    make_private_dir(out_dir)
+    with output_lock(out_dir):
+        tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
+        write_tables(tmp, columns, pool.values())
+        replace_dir(tmp, out_dir / TABLES_DIR)
+        result.parse_seconds = round(time.perf_counter() - started, 3)
+        atomic_write(out_dir / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
+    return result

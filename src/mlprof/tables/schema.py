@@ -1,0 +1,235 @@
+"""The parsed tables: every column of every table, declared once.
+
+Exporters, analyses, the SQLite writer and docs/output_files.md all read these
+declarations; nothing else spells a table's columns. Times are integer
+nanoseconds of the wall clock (``*_ns``), sizes are bytes (``*_bytes``).
+``window`` is the capture window the row came from (0 for a bare trace file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Column", "TableSchema", "TABLES", "table"]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    sql_type: str  # DuckDB type: BIGINT, INTEGER, DOUBLE, VARCHAR, BOOLEAN
+    doc: str
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def create_sql(self, relation: str | None = None) -> str:
+        cols = ", ".join(f'"{c.name}" {c.sql_type}' for c in self.columns)
+        return f'CREATE TABLE "{relation or self.name}" ({cols})'
+
+
+def _t(name: str, doc: str, *cols: tuple[str, str, str]) -> TableSchema:
+    return TableSchema(name, doc, tuple(Column(*c) for c in cols))
+
+
+_WINDOW = ("window", "INTEGER", "capture window index (0 for a bare trace file)")
+_STEP = ("step", "BIGINT", "profiler step number (ProfilerStep#N) the row falls in; NULL outside every step")
+
+TABLES: dict[str, TableSchema] = {
+    t.name: t
+    for t in (
+        _t(
+            "host_ops",
+            "Framework ops and annotations on host threads (Kineto cpu_op, user_annotation, python_function).",
+            _WINDOW,
+            ("op_id", "BIGINT", "row id, unique in the table"),
+            ("name", "VARCHAR", "op name, e.g. aten::addmm or a record_function label"),
+            ("category", "VARCHAR", "Kineto category: cpu_op, user_annotation, python_function, ..."),
+            ("pid", "BIGINT", "process id"),
+            ("tid", "BIGINT", "thread id"),
+            ("start_ns", "BIGINT", "start, wall clock ns"),
+            ("dur_ns", "BIGINT", "duration, ns (total time, children included)"),
+            ("self_ns", "BIGINT", "duration minus the time of directly nested ops and runtime calls, ns"),
+            ("depth", "INTEGER", "nesting depth on its thread, 0 = outermost (NULL for python_function)"),
+            ("parent_op_id", "BIGINT", "op_id of the innermost enclosing op on the same thread"),
+            _STEP,
+            ("external_id", "BIGINT", "Kineto External id (links runtime calls and device ops)"),
+            ("sequence_number", "BIGINT", "autograd sequence number (forward/backward link)"),
+            ("fwd_thread_id", "BIGINT", "thread of the forward op, set on backward ops"),
+            ("input_dims", "VARCHAR", "input shapes as JSON text, when record_shapes was on"),
+            ("input_types", "VARCHAR", "input dtypes as JSON text, when record_shapes was on"),
+        ),
+        _t(
+            "runtime_calls",
+            "Device runtime/driver API calls on host threads (cudaLaunchKernel, cudaMemcpyAsync, hipLaunchKernel, ...).",
+            _WINDOW,
+            ("call_id", "BIGINT", "row id"),
+            ("name", "VARCHAR", "API name"),
+            ("category", "VARCHAR", "Kineto category: cuda_runtime or cuda_driver"),
+            ("pid", "BIGINT", "process id"),
+            ("tid", "BIGINT", "thread id"),
+            ("start_ns", "BIGINT", "start, wall clock ns"),
+            ("dur_ns", "BIGINT", "duration, ns"),
+            ("correlation", "BIGINT", "correlation id shared with the device op it launched"),
+            ("external_id", "BIGINT", "Kineto External id"),
+            ("host_op_id", "BIGINT", "op_id of the innermost host op that made the call"),
+            _STEP,
+        ),
+        _t(
+            "device_ops",
+            "Work executed on a device: kernels, memcpy, memset, synchronisations.",
+            _WINDOW,
+            ("device_op_id", "BIGINT", "row id"),
+            ("name", "VARCHAR", "kernel or copy name"),
+            ("kind", "VARCHAR", "kernel, memcpy, memset or sync"),
+            ("device", "INTEGER", "device index"),
+            ("stream", "BIGINT", "stream id"),
+            ("start_ns", "BIGINT", "start, wall clock ns"),
+            ("dur_ns", "BIGINT", "duration, ns"),
+            ("correlation", "BIGINT", "correlation id of the launching runtime call"),
+            ("external_id", "BIGINT", "Kineto External id"),
+            ("host_op_id", "BIGINT", "op_id of the host op whose runtime call launched it"),
+            _STEP,
+            ("grid", "VARCHAR", "launch grid [x, y, z]"),
+            ("block", "VARCHAR", "thread block [x, y, z]"),
+            ("size_bytes", "BIGINT", "bytes copied or set (memcpy, memset)"),
+            ("registers_per_thread", "BIGINT", "registers per thread (kernels)"),
+            ("shared_memory_bytes", "BIGINT", "shared memory per block, bytes (kernels)"),
+            ("occupancy_pct", "DOUBLE", "estimated achieved occupancy, percent (kernels)"),
+            ("is_communication", "BOOLEAN", "a collective/point-to-point communication kernel (NCCL/RCCL)"),
+        ),
+        _t(
+            "collectives",
+            "Communication kernels with the collective metadata Kineto records.",
+            _WINDOW,
+            ("device_op_id", "BIGINT", "the kernel's row in device_ops"),
+            ("name", "VARCHAR", "kernel name"),
+            ("collective_name", "VARCHAR", "allreduce, broadcast, allgather, ... (from the kernel name when absent)"),
+            ("group_name", "VARCHAR", "process group name"),
+            ("group_desc", "VARCHAR", "process group description"),
+            ("group_ranks", "VARCHAR", "ranks of the process group, JSON text"),
+            ("group_size", "BIGINT", "number of ranks in the group"),
+            ("dtype", "VARCHAR", "element type"),
+            ("in_nelems", "BIGINT", "input message elements"),
+            ("out_nelems", "BIGINT", "output message elements"),
+            ("size_bytes", "BIGINT", "input message size, bytes (elements x dtype size; NULL when unknown)"),
+            ("in_split_size", "VARCHAR", "input split sizes (all-to-all), JSON text"),
+            ("out_split_size", "VARCHAR", "output split sizes, JSON text"),
+            ("device", "INTEGER", "device index"),
+            ("stream", "BIGINT", "stream id"),
+            ("start_ns", "BIGINT", "start, wall clock ns"),
+            ("dur_ns", "BIGINT", "duration, ns"),
+            _STEP,
+        ),
+        _t(
+            "flows",
+            "Flow arrows of the trace (s/f pairs): ac2g host->device launches, fwdbwd forward->backward.",
+            _WINDOW,
+            ("flow_id", "BIGINT", "the trace's flow id"),
+            ("category", "VARCHAR", "flow category (ac2g, fwdbwd, ...)"),
+            ("start_pid", "BIGINT", "pid of the flow start"),
+            ("start_tid", "BIGINT", "tid of the flow start"),
+            ("start_ns", "BIGINT", "time of the flow start, ns"),
+            ("end_pid", "BIGINT", "pid of the flow end"),
+            ("end_tid", "BIGINT", "tid of the flow end"),
+            ("end_ns", "BIGINT", "time of the flow end, ns"),
+        ),
+        _t(
+            "steps",
+            "Training steps: ProfilerStep#N spans from the trace, else mlprof's steps.json.",
+            _WINDOW,
+            ("step", "BIGINT", "step number"),
+            ("start_ns", "BIGINT", "start, wall clock ns"),
+            ("end_ns", "BIGINT", "end, wall clock ns"),
+            ("dur_ns", "BIGINT", "end_ns - start_ns"),
+            ("source", "VARCHAR", "kineto (ProfilerStep events) or mlprof (steps.json)"),
+        ),
+        _t(
+            "markers",
+            "mstx marks and ranges, device-side annotations and trace instant events.",
+            _WINDOW,
+            ("name", "VARCHAR", "marker text"),
+            ("kind", "VARCHAR", "mark, range, device_annotation or instant"),
+            ("start_ns", "BIGINT", "start (or the instant), ns"),
+            ("end_ns", "BIGINT", "end, ns (NULL for a mark or an unclosed range)"),
+            ("pid", "BIGINT", "process id (or device for device_annotation)"),
+            ("tid", "BIGINT", "thread id (or stream)"),
+            ("range_id", "BIGINT", "mstx range id"),
+            ("device_start_ns", "BIGINT", "device-side start of a range recorded on a stream, ns"),
+            ("device_end_ns", "BIGINT", "device-side end, ns"),
+        ),
+        _t(
+            "gc_pauses",
+            "Python garbage-collector pauses recorded by mlprof (gc.json).",
+            _WINDOW,
+            ("start_ns", "BIGINT", "start, ns"),
+            ("dur_ns", "BIGINT", "pause, ns"),
+            ("generation", "INTEGER", "GC generation"),
+            ("collected", "BIGINT", "objects collected"),
+            ("uncollectable", "BIGINT", "objects found uncollectable"),
+            ("tid", "BIGINT", "thread id"),
+            _STEP,
+        ),
+        _t(
+            "memory_events",
+            "Allocator events ([memory] instants of profile_memory=True): one row per allocation (+) or free (-).",
+            _WINDOW,
+            ("ts_ns", "BIGINT", "time, ns"),
+            ("pid", "BIGINT", "process id"),
+            ("tid", "BIGINT", "thread id"),
+            ("device_type", "INTEGER", "Kineto device type (0 = CPU, 1 = CUDA, ...)"),
+            ("device_id", "INTEGER", "device index (-1 for CPU)"),
+            ("addr", "BIGINT", "block address"),
+            ("size_bytes", "BIGINT", "bytes allocated (>0) or freed (<0)"),
+            ("total_allocated_bytes", "BIGINT", "allocator total after the event, bytes"),
+            ("total_reserved_bytes", "BIGINT", "allocator reserved total after the event, bytes"),
+            ("host_op_id", "BIGINT", "innermost host op running on the thread at that time"),
+            _STEP,
+        ),
+        _t(
+            "counters",
+            "Counter samples (Chrome 'C' events; host/device samplers).",
+            _WINDOW,
+            ("name", "VARCHAR", "counter name"),
+            ("series", "VARCHAR", "series inside the counter (the args key)"),
+            ("pid", "BIGINT", "process id"),
+            ("ts_ns", "BIGINT", "time, ns"),
+            ("value", "DOUBLE", "sampled value"),
+        ),
+        _t(
+            "threads",
+            "Process and thread names and sort order from the trace's metadata events.",
+            _WINDOW,
+            ("pid", "BIGINT", "process id (or device)"),
+            ("tid", "BIGINT", "thread id (or stream); NULL for process-level rows"),
+            ("kind", "VARCHAR", "process_name, thread_name, process_labels, process_sort_index, thread_sort_index"),
+            ("value", "VARCHAR", "the name, label or index"),
+        ),
+        _t(
+            "metadata",
+            "Trace and capture metadata: one JSON value per key (deviceProperties, distributedInfo, rank, ...).",
+            _WINDOW,
+            ("key", "VARCHAR", "metadata key"),
+            ("value_json", "VARCHAR", "the value as JSON text"),
+        ),
+        _t(
+            "unknown_events",
+            "Events the parser does not model, counted per phase and category (never fatal).",
+            _WINDOW,
+            ("ph", "VARCHAR", "Chrome trace phase"),
+            ("category", "VARCHAR", "category"),
+            ("count", "BIGINT", "number of events"),
+        ),
+    )
+}
+
+
+def table(name: str) -> TableSchema:
+    return TABLES[name]

@@ -1,0 +1,120 @@
+"""Tables on disk (one Parquet file each, written by DuckDB) and queries on them.
+
+Parquet dictionary-encodes repeated strings, so an op name is stored once per
+row group however many rows use it. Writers produce a complete set of files
+in a fresh directory that the caller renames into place, so readers never see
+a half-written table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from mlprof.errors import MlprofError
+from mlprof.tables.schema import TABLES, TableSchema
+
+__all__ = ["TableStore", "write_tables", "MISSING_INT"]
+
+MISSING_INT = int(np.iinfo(np.int64).min)
+
+
+class TableStore:
+    """Read access to a directory of table files through an embedded DuckDB."""
+
+    def __init__(self, tables_dir: Path) -> None:
+        self.tables_dir = Path(tables_dir)
+        if not self.tables_dir.is_dir():
+            raise MlprofError(f"{self.tables_dir}: no parsed tables here; run `mlprof parse` first")
+        self.con = duckdb.connect()
+        for name in TABLES:
+            path = self.tables_dir / f"{name}.parquet"
+            if path.is_file():
+                self.con.execute(f"CREATE VIEW \"{name}\" AS SELECT * FROM read_parquet('{_sql_str(path)}')")
+            else:
+                self.con.execute(TABLES[name].create_sql())
+
+    def sql(self, query: str, params: list | None = None) -> duckdb.DuckDBPyRelation:
+        return self.con.execute(query, params or [])
+
+    def rows(self, query: str, params: list | None = None) -> list[tuple]:
+        return self.con.execute(query, params or []).fetchall()
+
+    def dicts(self, query: str, params: list | None = None) -> list[dict]:
+        cur = self.con.execute(query, params or [])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def count(self, table: str) -> int:
+        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> TableStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _sql_str(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _select_list(schema: TableSchema, present: set[str], coded: dict[str, str]) -> str:
+    parts = []
+    for col in schema.columns:
+        if col.name in coded:
+            parts.append(f'{coded[col.name]}.value AS "{col.name}"')
+        elif col.name not in present:
+            parts.append(f'CAST(NULL AS {col.sql_type}) AS "{col.name}"')
+        elif col.sql_type in ("BIGINT", "INTEGER"):
+            parts.append(f'CAST(NULLIF(f."{col.name}", {MISSING_INT}) AS {col.sql_type}) AS "{col.name}"')
+        elif col.sql_type == "DOUBLE":
+            parts.append(f'CAST(CASE WHEN isnan(f."{col.name}") THEN NULL ELSE f."{col.name}" END AS DOUBLE) '
+                         f'AS "{col.name}"')
+        else:
+            parts.append(f'CAST(f."{col.name}" AS {col.sql_type}) AS "{col.name}"')
+    return ", ".join(parts)
+
+
+def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strings: list[str]) -> None:
+    """Write every declared table to ``out_dir/<name>.parquet``.
+
+    ``columns`` maps a table name to its column arrays: integer columns use
+    :data:`MISSING_INT` for NULL, string columns are int32 codes into
+    ``strings`` (-1 = NULL) unless already object arrays. Tables absent from
+    ``columns`` are written empty, so every table always exists.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+    try:
+        # String columns arrive as codes: DuckDB joins them to the (small)
+        # string list instead of Python building one object per row.
+        con.register("_strings_src", {"code": np.arange(len(strings), dtype=np.int32),
+                                      "value": np.array(strings, dtype=object)})
+        con.execute("CREATE TABLE _strings AS SELECT * FROM _strings_src")
+        con.unregister("_strings_src")
+        for name, schema in TABLES.items():
+            data = columns.get(name) or {}
+            frame = {col.name: data[col.name] for col in schema.columns if col.name in data}
+            con.execute(schema.create_sql())
+            n_rows = len(next(iter(frame.values()))) if frame else 0
+            if n_rows:
+                frame["_row"] = np.arange(n_rows, dtype=np.int64)
+                coded = {c.name: f"s{i}" for i, c in enumerate(schema.columns)
+                         if c.name in frame and c.sql_type == "VARCHAR" and frame[c.name].dtype != object}
+                joins = " ".join(f'LEFT JOIN _strings {alias} ON {alias}.code = f."{col}"'
+                                 for col, alias in coded.items())
+                con.register("_frame", frame)
+                con.execute(f'INSERT INTO "{name}" SELECT {_select_list(schema, set(frame), coded)} '
+                            f"FROM _frame f {joins} ORDER BY f._row")
+                con.unregister("_frame")
+            target = out_dir / f"{name}.parquet"
+            con.execute(f"COPY \"{name}\" TO '{_sql_str(target)}' (FORMAT parquet, COMPRESSION zstd)")
+            con.execute(f'DROP TABLE "{name}"')
+    finally:
+        con.close()
