@@ -56,7 +56,7 @@ class _Tables:
         if n == 0:
             return
         columns = dict(columns)
-        columns["window"] = _full(n, window)
+        columns["window_index"] = _full(n, window)
         self.parts.setdefault(table, []).append(columns)
 
     def result(self) -> dict[str, dict[str, np.ndarray]]:
@@ -64,7 +64,7 @@ class _Tables:
         for table, parts in self.parts.items():
             keys = set().union(*(p.keys() for p in parts))
             for p in parts:
-                n = len(p["window"])
+                n = len(p["window_index"])
                 for key in keys - p.keys():
                     p[key] = np.full(n, None, dtype=object) if any(
                         q.get(key) is not None and q[key].dtype == object for q in parts) else np.full(n, MISSING)

@@ -111,7 +111,7 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
                 result.unknown_events[key] = result.unknown_events.get(key, 0) + count
     columns = build_tables(windows, pool, meta)
     del windows
-    result.table_rows = {name: len(cols["window"]) for name, cols in columns.items()}
+    result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
     make_private_dir(out_dir)
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"

@@ -3,7 +3,7 @@
 Exporters, analyses, the SQLite writer and docs/output_files.md all read these
 declarations; nothing else spells a table's columns. Times are integer
 nanoseconds of the wall clock (``*_ns``), sizes are bytes (``*_bytes``).
-``window`` is the capture window the row came from (0 for a bare trace file).
+``window_index`` is the capture window the row came from (0 for a bare trace file).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _t(name: str, doc: str, *cols: tuple[str, str, str]) -> TableSchema:
     return TableSchema(name, doc, tuple(Column(*c) for c in cols))
 
 
-_WINDOW = ("window", "INTEGER", "capture window index (0 for a bare trace file)")
+_WINDOW = ("window_index", "INTEGER", "capture window index (0 for a bare trace file)")
 _STEP = ("step", "BIGINT", "profiler step number (ProfilerStep#N) the row falls in; NULL outside every step")
 
 TABLES: dict[str, TableSchema] = {

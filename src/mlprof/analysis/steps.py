@@ -1,0 +1,143 @@
+"""Step breakdown: where each step's time went, on the device and on the host.
+
+Device view (traces with device ops), over the step's interval
+[start_ns, end_ns) of the ``steps`` table, counting kernels, memcpy and memset:
+
+* computing = time at least one non-communication device op runs;
+* communication = time at least one communication kernel runs;
+* overlapped = time both run; communication_not_overlapped = communication - overlapped;
+* preparing = from the step start to the first device op of the step (0 when
+  the step has no device op);
+* free = the rest (the device idles after it started working).
+
+so computing + communication_not_overlapped + preparing + free = step time.
+
+Host view (all traces): top-level host ops of the step are classed as data
+loading (DataLoader iteration), optimizer (Optimizer.step/zero_grad), backward
+(autograd engine functions) or forward (any other op); a moment covered by
+several classes counts for the first of that list, and time covered by none is
+``other_host``, so data_loading + forward + backward + optimizer + other_host
+= step time. ``data_loading_ns`` is also the "preparing data" figure on GPU
+traces (a host-side figure, not part of the device sum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from mlprof.analysis.intervals import clip, union_length
+from mlprof.tables.store import TableStore
+
+__all__ = ["StepBreakdown", "step_breakdown", "classify_host_op"]
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    window: int
+    step: int
+    start_ns: int
+    end_ns: int
+    dur_ns: int
+    # Device view; None when the trace has no device ops.
+    computing_ns: int | None
+    communication_ns: int | None
+    overlapped_ns: int | None
+    communication_not_overlapped_ns: int | None
+    free_ns: int | None
+    preparing_ns: int | None
+    # Host view.
+    data_loading_ns: int
+    forward_ns: int
+    backward_ns: int
+    optimizer_ns: int
+    other_host_ns: int
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+_CLASSES = ("data_loading", "optimizer", "backward", "forward")
+
+
+def classify_host_op(name: str) -> str:
+    """Host class of a top-level op name (see the module doc)."""
+    if name.startswith("enumerate(DataLoader)") or "DataLoader" in name:
+        return "data_loading"
+    if name.startswith("Optimizer."):
+        return "optimizer"
+    if name.startswith("autograd::engine::evaluate_function") or name.endswith("Backward0") \
+            or "backward" in name.lower():
+        return "backward"
+    return "forward"
+
+
+def _device_arrays(store: TableStore):
+    got = store.sql(
+        "SELECT window_index AS win, start_ns, start_ns + dur_ns AS end_ns, is_communication FROM device_ops "
+        "WHERE kind IN ('kernel', 'memcpy', 'memset') AND dur_ns >= 0").fetchnumpy()
+    return {k: np.asarray(v) for k, v in got.items()}
+
+
+def _host_arrays(store: TableStore):
+    # Top-level work of a step: ops directly under the ProfilerStep span, and
+    # outermost ops on other threads (autograd engine threads on GPU jobs).
+    got = store.sql(
+        """
+        SELECT h.window_index AS win, h.start_ns, h.start_ns + h.dur_ns AS end_ns, h.name
+        FROM host_ops h LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
+        WHERE h.category <> 'python_function' AND h.name NOT LIKE 'ProfilerStep#%'
+          AND (h.depth = 0 OR p.name LIKE 'ProfilerStep#%')
+        """).fetchnumpy()
+    names = got.pop("name")
+    classes = np.array([_CLASSES.index(classify_host_op(str(n))) for n in names], dtype=np.int8)
+    out = {k: np.asarray(v) for k, v in got.items()}
+    out["cls"] = classes
+    return out
+
+
+def step_breakdown(store: TableStore) -> list[StepBreakdown]:
+    """One :class:`StepBreakdown` per row of the ``steps`` table."""
+    steps = store.rows("SELECT window_index, step, start_ns, end_ns FROM steps ORDER BY window_index, start_ns")
+    dev = _device_arrays(store)
+    host = _host_arrays(store)
+    has_device = len(dev["start_ns"]) > 0
+    out = []
+    for window, step, lo, hi in steps:
+        dur = hi - lo
+        device_cols = dict.fromkeys(
+            ("computing_ns", "communication_ns", "overlapped_ns", "communication_not_overlapped_ns",
+             "free_ns", "preparing_ns"))
+        if has_device:
+            in_win = dev["win"] == window
+            s, e = dev["start_ns"][in_win], dev["end_ns"][in_win]
+            comm = dev["is_communication"][in_win].astype(bool)
+            cs, ce = clip(s[~comm], e[~comm], lo, hi)
+            ms, me = clip(s[comm], e[comm], lo, hi)
+            computing = union_length(cs, ce)
+            communication = union_length(ms, me)
+            busy = union_length(np.concatenate([cs, ms]), np.concatenate([ce, me]))
+            overlapped = computing + communication - busy
+            starts = np.concatenate([cs, ms])
+            # A step with no device work at all is free time, not preparing.
+            preparing = int(starts.min()) - lo if len(starts) else 0
+            device_cols = {
+                "computing_ns": computing, "communication_ns": communication,
+                "overlapped_ns": overlapped, "communication_not_overlapped_ns": communication - overlapped,
+                "free_ns": dur - busy - preparing, "preparing_ns": preparing,
+            }
+        in_win = host["win"] == window
+        hs, he = clip(host["start_ns"][in_win], host["end_ns"][in_win], lo, hi)
+        hc = host["cls"][in_win][(np.minimum(host["end_ns"][in_win], hi) > np.maximum(host["start_ns"][in_win], lo))]
+        covered = 0
+        host_cols = {}
+        for i, name in enumerate(_CLASSES):
+            sel = hc <= i
+            now = union_length(hs[sel], he[sel])
+            host_cols[f"{name}_ns"] = now - covered
+            covered = now
+        out.append(StepBreakdown(window=window, step=step, start_ns=lo, end_ns=hi, dur_ns=dur,
+                                 **device_cols, **host_cols, other_host_ns=dur - covered))
+    return out
