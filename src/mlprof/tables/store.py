@@ -29,6 +29,8 @@ class TableStore:
         if not self.tables_dir.is_dir():
             raise MlprofError(f"{self.tables_dir}: no parsed tables here; run `mlprof parse` first")
         self.con = duckdb.connect()
+        # Progress is ours to show (on stderr, when asked), not DuckDB's.
+        self.con.execute("SET enable_progress_bar = false")
         for name in TABLES:
             path = self.tables_dir / f"{name}.parquet"
             if path.is_file():
@@ -91,6 +93,7 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     try:
         # String columns arrive as codes: DuckDB joins them to the (small)
         # string list instead of Python building one object per row.

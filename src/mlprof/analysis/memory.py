@@ -1,0 +1,31 @@
+"""Memory analyses: allocator totals over time, and allocations per op."""
+
+from __future__ import annotations
+
+from mlprof.tables.store import TableStore
+
+__all__ = ["memory_record", "operator_memory"]
+
+
+def memory_record(store: TableStore, step: int | None = None) -> list[dict]:
+    cond = "" if step is None else "WHERE step = ?"
+    return store.dicts(f"""
+        SELECT ts_ns, device_type, device_id, total_allocated_bytes, total_reserved_bytes
+        FROM memory_events {cond} ORDER BY ts_ns""", [] if step is None else [step])
+
+
+def operator_memory(store: TableStore, step: int | None = None) -> list[dict]:
+    """Allocations paired with the next free of the same block."""
+    cond = "" if step is None else "AND a.step = ?"
+    return store.dicts(f"""
+        WITH ev AS (
+            SELECT *, lead(size_bytes) OVER w AS next_size, lead(ts_ns) OVER w AS next_ts
+            FROM memory_events
+            WINDOW w AS (PARTITION BY window_index, device_type, device_id, addr ORDER BY ts_ns))
+        SELECT h.name AS op_name, a.size_bytes, a.ts_ns AS alloc_ns,
+               CASE WHEN a.next_size < 0 THEN a.next_ts END AS release_ns,
+               CASE WHEN a.next_size < 0 THEN a.next_ts - a.ts_ns END AS lifetime_ns,
+               a.device_type, a.device_id
+        FROM ev a LEFT JOIN host_ops h ON h.op_id = a.host_op_id
+        WHERE a.size_bytes > 0 {cond}
+        ORDER BY a.ts_ns""", [] if step is None else [step])

@@ -1,0 +1,70 @@
+"""Presenters: files written from the parsed tables (SPEC §2 exports)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlprof.analysis.communication import communication_matrix, communication_summary, rank_of
+from mlprof.errors import ConfigError
+from mlprof.export.csv_summaries import write_summaries
+from mlprof.export.sqlite import write_sqlite
+from mlprof.export.trace_view import write_trace_view
+from mlprof.tables.files import atomic_write, make_private_dir
+from mlprof.tables.store import TableStore
+
+__all__ = ["ExportOptions", "run_exports", "SUMMARY_FORMATS", "EXPORT_TYPES"]
+
+SUMMARY_FORMATS = ("csv", "json")
+EXPORT_TYPES = ("text", "db")
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    # Only this step's data (None: everything).
+    step: int | None = None
+    # Summary files as "csv" or "json".
+    summary_format: str = "csv"
+    # "text" (trace_view.json + summaries + communication JSON), "db" (SQLite).
+    export_types: tuple[str, ...] = ("text",)
+    # Where the files go (None: the output directory holding tables/).
+    target_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.summary_format not in SUMMARY_FORMATS:
+            raise ConfigError(f"summary format must be one of {', '.join(SUMMARY_FORMATS)}, "
+                              f"not {self.summary_format!r}")
+        bad = [t for t in self.export_types if t not in EXPORT_TYPES]
+        if bad or not self.export_types:
+            raise ConfigError(f"export types must be among {', '.join(EXPORT_TYPES)}, not {bad or 'none'}")
+
+
+def _json(data) -> str:
+    import json
+
+    def ns_to_us(obj):
+        return str(obj)
+    return json.dumps(data, indent=1, default=ns_to_us)
+
+
+def run_exports(output_dir: Path, options: ExportOptions = ExportOptions()) -> list[Path]:
+    """Write the export files of one parsed output directory; returns their paths."""
+    output_dir = Path(output_dir)
+    target = make_private_dir(Path(options.target_dir) if options.target_dir else output_dir)
+    written: list[Path] = []
+    with TableStore(output_dir / "tables") as store:
+        if options.step is not None and not store.rows("SELECT 1 FROM steps WHERE step = ?", [options.step]):
+            steps = [r[0] for r in store.rows("SELECT DISTINCT step FROM steps ORDER BY 1")]
+            raise ConfigError(f"{output_dir}: no step {options.step} (steps: "
+                              f"{', '.join(map(str, steps)) or 'none recorded'})")
+        if "text" in options.export_types:
+            written.append(write_trace_view(store, target, options.step))
+            written += write_summaries(store, target, options.summary_format, options.step)
+            if store.count("collectives"):
+                written.append(atomic_write(target / "communication.json",
+                                            _json(communication_summary(store, options.step))))
+                written.append(atomic_write(target / "communication_matrix.json",
+                                            _json(communication_matrix(store, options.step))))
+        if "db" in options.export_types:
+            written.append(write_sqlite(store, target, rank_of(store)))
+    return written

@@ -1,0 +1,67 @@
+"""Presenter of the summary files as CSV (default) or JSON (--summary-format json)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from mlprof.export.summaries import SUMMARIES, Summary, SummaryColumn
+from mlprof.tables.files import atomic_write
+from mlprof.tables.store import TableStore
+
+__all__ = ["write_summaries", "format_us"]
+
+
+def format_us(ns) -> str:
+    """ns (int or float) as µs with exactly three decimals; '' for NULL."""
+    if ns is None:
+        return ""
+    value = int(round(ns))
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    return f"{sign}{value // 1000}.{value % 1000:03d}"
+
+
+def _cell(col: SummaryColumn, value) -> str:
+    if value is None:
+        return ""
+    if col.unit == "us":
+        return format_us(value)
+    if col.unit == "%":
+        return f"{value:.2f}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _json_value(col: SummaryColumn, value):
+    if value is None:
+        return None
+    if col.unit == "us":
+        return float(format_us(value))
+    if col.unit == "%":
+        return round(float(value), 4)
+    return value
+
+
+def _render(summary: Summary, rows: list[dict], fmt: str) -> str:
+    if fmt == "json":
+        out = [{c.name: _json_value(c, r.get(c.source)) for c in summary.columns} for r in rows]
+        return json.dumps(out, indent=1, default=str)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([c.name for c in summary.columns])
+    for r in rows:
+        writer.writerow([_cell(c, r.get(c.source)) for c in summary.columns])
+    return buf.getvalue()
+
+
+def write_summaries(store: TableStore, out_dir: Path, fmt: str = "csv", step: int | None = None) -> list[Path]:
+    """Write every summary file into ``out_dir``; returns the paths written."""
+    written = []
+    for summary in SUMMARIES:
+        rows = summary.rows(store, step)
+        written.append(atomic_write(out_dir / f"{summary.stem}.{fmt}", _render(summary, rows, fmt)))
+    return written

@@ -1,0 +1,163 @@
+"""The summary files (CSV, or JSON with --summary-format json): their columns, once.
+
+Each :class:`Summary` names its file, documents every column with its unit,
+and says how to get its rows from the tables. Times in the files are
+microseconds with ns precision (three decimals), written exactly from the
+integer ns of the tables; absolute times are wall-clock µs since the epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, operator_details, step_breakdown
+from mlprof.analysis.memory import memory_record, operator_memory
+from mlprof.analysis.steps import StepBreakdown
+from mlprof.tables.store import TableStore
+
+__all__ = ["SummaryColumn", "Summary", "SUMMARIES"]
+
+
+@dataclass(frozen=True)
+class SummaryColumn:
+    name: str  # header in the file
+    source: str  # key in the analysis row
+    unit: str  # "us" (converted from ns), "bytes", "%", "" (plain)
+    doc: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    stem: str  # file name without extension
+    doc: str
+    columns: tuple[SummaryColumn, ...]
+    rows: Callable[[TableStore, int | None], list[dict]]
+
+
+def _c(name: str, source: str, unit: str, doc: str) -> SummaryColumn:
+    return SummaryColumn(name, source, unit, doc)
+
+
+def _steps(store: TableStore, step: int | None) -> list[dict]:
+    rows = [vars(b) for b in step_breakdown(store)]
+    return [r for r in rows if step is None or r["step"] == step]
+
+
+def _kernel_details(store: TableStore, step: int | None) -> list[dict]:
+    cond = "" if step is None else "WHERE d.step = ?"
+    return store.dicts(f"""
+        SELECT d.step, d.name, d.kind, d.device, d.stream, d.start_ns, d.dur_ns, d.grid, d.block,
+               d.size_bytes, d.registers_per_thread, d.shared_memory_bytes, d.occupancy_pct,
+               d.is_communication, h.name AS host_op, d.correlation
+        FROM device_ops d LEFT JOIN host_ops h ON h.op_id = d.host_op_id {cond}
+        ORDER BY d.start_ns, d.device_op_id""", [] if step is None else [step])
+
+
+def _data_preprocess(store: TableStore, step: int | None) -> list[dict]:
+    cond = "" if step is None else "AND step = ?"
+    return store.dicts(f"""
+        SELECT step, name, tid, start_ns, dur_ns FROM host_ops
+        WHERE (name LIKE 'enumerate(DataLoader)%' OR name LIKE '%DataLoader%__next__%') {cond}
+        ORDER BY start_ns""", [] if step is None else [step])
+
+
+_STAT = (
+    _c("Count", "count", "", "number of calls"),
+    _c("Total Time(us)", "total_ns", "us", "sum of durations"),
+    _c("Avg Time(us)", "avg_ns", "us", "mean duration"),
+    _c("Min Time(us)", "min_ns", "us", "shortest call"),
+    _c("Max Time(us)", "max_ns", "us", "longest call"),
+    _c("Ratio(%)", "ratio_pct", "%", "share of the total time of the file's rows"),
+)
+
+SUMMARIES: tuple[Summary, ...] = (
+    Summary("step_trace_time", "One row per step: device breakdown (GPU traces) and host breakdown.", (
+        _c("Step", "step", "", "step number (ProfilerStep#N)"),
+        _c("Window", "window", "", "capture window"),
+        _c("Start(us)", "start_ns", "us", "step start, wall clock"),
+        _c("Duration(us)", "dur_ns", "us", "step time"),
+        _c("Computing(us)", "computing_ns", "us", "device busy with non-communication work (empty on CPU-only traces)"),
+        _c("Communication(us)", "communication_ns", "us", "device busy with communication kernels"),
+        _c("Overlapped(us)", "overlapped_ns", "us", "communication hidden under computing"),
+        _c("Communication(Not Overlapped)(us)", "communication_not_overlapped_ns", "us",
+           "communication not hidden under computing"),
+        _c("Free(us)", "free_ns", "us", "device idle after the step's first device op"),
+        _c("Preparing(us)", "preparing_ns", "us", "step start to the first device op"),
+        _c("Data Loading(us)", "data_loading_ns", "us", "host: DataLoader iteration"),
+        _c("Forward(us)", "forward_ns", "us", "host: forward ops"),
+        _c("Backward(us)", "backward_ns", "us", "host: autograd backward"),
+        _c("Optimizer(us)", "optimizer_ns", "us", "host: Optimizer.step / zero_grad"),
+        _c("Other Host(us)", "other_host_ns", "us", "host: time in no profiled op (Python, framework overhead)"),
+    ), _steps),
+    Summary("op_statistic", "Framework ops grouped by name (host self time, as torch's key_averages()).", (
+        _c("Op Name", "name", "", "op name"),
+        _c("Count", "count", "", "number of calls"),
+        _c("Total Self Time(us)", "host_self_ns", "us", "host time excluding nested ops and runtime calls"),
+        _c("Avg Self Time(us)", "avg_self_ns", "us", "mean host self time"),
+        _c("Min Self Time(us)", "min_self_ns", "us", "smallest host self time"),
+        _c("Max Self Time(us)", "max_self_ns", "us", "largest host self time"),
+        _c("Total Time(us)", "host_total_ns", "us", "host time including nested ops"),
+        _c("Device Self Time(us)", "device_self_ns", "us", "device time of ops launched directly"),
+        _c("Device Total Time(us)", "device_total_ns", "us", "device time launched by the op or nested ops"),
+        _c("Ratio(%)", "ratio_pct", "%", "share of all host self time"),
+    ), op_statistic),
+    Summary("operator_details", "Framework ops grouped by name and input shapes.", (
+        _c("Name", "name", "", "op name"),
+        _c("Input Shapes", "input_dims", "", "input shapes (JSON), when record_shapes was on"),
+        _c("Input Types", "input_types", "", "input dtypes (JSON)"),
+        _c("Count", "count", "", "number of calls"),
+        _c("Host Self Duration(us)", "host_self_ns", "us", "host self time"),
+        _c("Host Total Duration(us)", "host_total_ns", "us", "host total time"),
+        _c("Device Self Duration(us)", "device_self_ns", "us", "device time of ops launched directly"),
+        _c("Device Total Duration(us)", "device_total_ns", "us", "device time launched by the op or nested ops"),
+    ), operator_details),
+    Summary("kernel_details", "Every device task (kernel, memcpy, memset, sync).", (
+        _c("Step", "step", "", "step of the launch"),
+        _c("Name", "name", "", "kernel or copy name"),
+        _c("Type", "kind", "", "kernel, memcpy, memset or sync"),
+        _c("Device", "device", "", "device index"),
+        _c("Stream", "stream", "", "stream id"),
+        _c("Start Time(us)", "start_ns", "us", "start, wall clock"),
+        _c("Duration(us)", "dur_ns", "us", "duration"),
+        _c("Grid", "grid", "", "launch grid"),
+        _c("Block", "block", "", "thread block"),
+        _c("Size(bytes)", "size_bytes", "bytes", "bytes copied or set"),
+        _c("Registers Per Thread", "registers_per_thread", "", "registers per thread"),
+        _c("Shared Memory(bytes)", "shared_memory_bytes", "bytes", "shared memory per block"),
+        _c("Achieved Occupancy(%)", "occupancy_pct", "%", "estimated achieved occupancy"),
+        _c("Communication", "is_communication", "", "true for communication kernels"),
+        _c("Host Op", "host_op", "", "framework op that launched it"),
+        _c("Correlation", "correlation", "", "correlation id of the launch"),
+    ), _kernel_details),
+    Summary("kernel_statistic", "Device tasks grouped by name.", (
+        _c("Name", "name", "", "kernel or copy name"),
+        _c("Type", "kind", "", "kernel, memcpy or memset"),
+    ) + _STAT, kernel_statistic),
+    Summary("api_statistic", "Device runtime API calls grouped by name.", (
+        _c("API Name", "name", "", "runtime/driver API"),
+    ) + _STAT, api_statistic),
+    Summary("memory_record", "Allocator totals after every allocation or free.", (
+        _c("Time(us)", "ts_ns", "us", "wall clock"),
+        _c("Device Type", "device_type", "", "Kineto device type (0 CPU, 1 CUDA)"),
+        _c("Device Id", "device_id", "", "device index (-1 CPU)"),
+        _c("Allocated(bytes)", "total_allocated_bytes", "bytes", "allocated total"),
+        _c("Reserved(bytes)", "total_reserved_bytes", "bytes", "reserved total"),
+    ), memory_record),
+    Summary("operator_memory", "Each allocation with its op, size and lifetime.", (
+        _c("Name", "op_name", "", "op that allocated (empty when outside any op)"),
+        _c("Size(bytes)", "size_bytes", "bytes", "bytes allocated"),
+        _c("Allocation Time(us)", "alloc_ns", "us", "wall clock"),
+        _c("Release Time(us)", "release_ns", "us", "wall clock (empty when not freed in the trace)"),
+        _c("Duration(us)", "lifetime_ns", "us", "release - allocation"),
+        _c("Device Type", "device_type", "", "Kineto device type"),
+        _c("Device Id", "device_id", "", "device index"),
+    ), operator_memory),
+    Summary("data_preprocess", "DataLoader iterations (host).", (
+        _c("Step", "step", "", "step"),
+        _c("Name", "name", "", "DataLoader op"),
+        _c("Thread", "tid", "", "thread id"),
+        _c("Start Time(us)", "start_ns", "us", "wall clock"),
+        _c("Duration(us)", "dur_ns", "us", "duration"),
+    ), _data_preprocess),
+)
