@@ -1,0 +1,59 @@
+"""Job information of one parsed output: who, where, when, how many steps, how big."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mlprof.analysis.communication import rank_of
+from mlprof.tables.store import TableStore
+
+__all__ = ["JobInfo", "job_info"]
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job: str
+    source: str
+    rank: int | None
+    devices: list[int]
+    start_ns: int | None
+    end_ns: int | None
+    step_count: int
+    slowest_steps: list[dict]  # [{"step", "window", "dur_ns"}], slowest first, at most 5
+    raw_bytes: int
+    output_bytes: int
+    event_count: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _dir_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def job_info(store: TableStore, source: Path, output_dir: Path) -> JobInfo:
+    meta = dict(store.rows("SELECT key, value_json FROM metadata"))
+
+    def meta_value(key: str):
+        return json.loads(meta[key]) if key in meta else None
+
+    job = meta_value("capture.worker_name") or Path(source).name
+    start, end = store.rows("""SELECT min(s), max(e) FROM (
+        SELECT min(start_ns) s, max(start_ns + dur_ns) e FROM host_ops
+        UNION ALL SELECT min(start_ns), max(start_ns + dur_ns) FROM device_ops
+        UNION ALL SELECT min(start_ns), max(end_ns) FROM steps)""")[0]
+    slowest = store.dicts("SELECT step, window_index AS window, dur_ns FROM steps "
+                          "ORDER BY dur_ns DESC, step LIMIT 5")
+    devices = [r[0] for r in store.rows("SELECT DISTINCT device FROM device_ops WHERE device IS NOT NULL ORDER BY 1")]
+    raw = Path(source) / "raw" if (Path(source) / "raw").is_dir() else Path(source)
+    events = sum(json.loads(v) for k, v in meta.items() if k == "eventCount") if "eventCount" in meta else 0
+    return JobInfo(
+        job=str(job), source=str(source), rank=rank_of(store), devices=devices,
+        start_ns=start, end_ns=end, step_count=store.count("steps"), slowest_steps=slowest,
+        raw_bytes=_dir_bytes(raw), output_bytes=_dir_bytes(output_dir), event_count=events,
+    )

@@ -1,0 +1,1 @@
+"""The ``mlprof`` command line (thin: options -> library calls -> output)."""

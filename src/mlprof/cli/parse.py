@@ -1,0 +1,55 @@
+"""``mlprof parse PATH``: parse captures or trace files into tables, then export."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlprof.cli.common import add_common, print_json, progress_for
+from mlprof.export import EXPORT_TYPES, SUMMARY_FORMATS, ExportOptions, run_exports
+from mlprof.parse import ParseOptions, parse_path
+
+__all__ = ["register", "run"]
+
+
+def register(sub) -> None:
+    p = sub.add_parser("parse", help="parse a capture dir, a dir of captures, or a trace file",
+                       description="Parse every complete capture window (or trace file) under PATH into "
+                                   "tables, then write the export files.")
+    p.add_argument("path", type=Path, metavar="PATH")
+    p.add_argument("--output", type=Path, default=None,
+                   help="output directory (one input only; default: beside the input)")
+    p.add_argument("--tables-only", action="store_true", help="write the tables, skip the export files")
+    p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv")
+    p.add_argument("--export-type", choices=EXPORT_TYPES, action="append", default=None,
+                   help="text (default) and/or db (SQLite); repeat for both")
+    add_common(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    export_options = None
+    if not args.tables_only:
+        export_options = ExportOptions(summary_format=args.summary_format,
+                                       export_types=tuple(args.export_type or ("text",)))
+    results = parse_path(args.path, ParseOptions(output_dir=args.output, progress=progress_for(args)))
+    report = []
+    for result in results:
+        entry = result.to_dict()
+        entry["exports"] = []
+        if export_options is not None:
+            entry["exports"] = [p.name for p in run_exports(Path(result.output_dir), export_options)]
+        report.append(entry)
+    if args.json:
+        print_json(report)
+        return 0
+    for entry in report:
+        windows = ", ".join(map(str, entry["windows"])) or "none"
+        print(f"{entry['source']}: {entry['event_count']:,} events, windows {windows}, "
+              f"{entry['table_rows'].get('steps', 0)} steps, {entry['parse_seconds']} s -> {entry['output_dir']}")
+        for skipped in entry["skipped"]:
+            print(f"  skipped {skipped}")
+        if entry["unknown_events"]:
+            kinds = ", ".join(f"{k} x{v}" for k, v in sorted(entry["unknown_events"].items()))
+            print(f"  not modelled (counted): {kinds}")
+    return 0

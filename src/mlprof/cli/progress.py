@@ -1,0 +1,33 @@
+"""A small stderr progress bar for long parses (no dependency)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+__all__ = ["ProgressBar"]
+
+
+class ProgressBar:
+    """Callable as ``bar(label, done, total)``; redraws at most 10 times a second."""
+
+    def __init__(self, stream=None, width: int = 30) -> None:
+        self.stream = stream or sys.stderr
+        self.width = width
+        self._last = 0.0
+        self._label = None
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        finished = done >= total
+        if not finished and now - self._last < 0.1 and label == self._label:
+            return
+        self._last = now
+        self._label = label
+        frac = done / total if total else 1.0
+        filled = int(frac * self.width)
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\rparsing {label} [{bar}] {frac:4.0%} {done:,}/{total:,} events")
+        if finished:
+            self.stream.write("\n")
+        self.stream.flush()

@@ -1,0 +1,63 @@
+"""``mlprof query PATH``: job information of parsed captures or traces."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mlprof.analysis.job import job_info
+from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.tables.store import TableStore
+
+__all__ = ["register", "run"]
+
+
+def register(sub) -> None:
+    p = sub.add_parser("query", help="job, rank/devices, collection time, steps, slowest steps, data size",
+                       description="Show the job information table of each capture or trace under PATH "
+                                   "(parsing first when needed).")
+    p.add_argument("path", type=Path, metavar="PATH")
+    add_common(p)
+    p.set_defaults(run=run)
+
+
+def _when(ns: int | None) -> str:
+    if ns is None:
+        return "-"
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def run(args: argparse.Namespace) -> int:
+    infos = []
+    for source, out in parsed_outputs(args.path, None, progress_for(args)):
+        with TableStore(out / "tables") as store:
+            infos.append(job_info(store, Path(source), out))
+    if args.json:
+        print_json([i.to_dict() for i in infos])
+        return 0
+    for info in infos:
+        duration = (info.end_ns - info.start_ns) / 1e9 if info.start_ns is not None else 0.0
+        slow = ", ".join(f"#{s['step']} {s['dur_ns'] / 1e6:.3f} ms" for s in info.slowest_steps) or "-"
+        rows = [
+            ("job", info.job), ("source", info.source),
+            ("rank", "-" if info.rank is None else str(info.rank)),
+            ("devices", ", ".join(map(str, info.devices)) or "CPU only"),
+            ("collected", f"{_when(info.start_ns)} .. {_when(info.end_ns)} ({duration:.3f} s)"),
+            ("steps", str(info.step_count)), ("slowest steps", slow),
+            ("events", f"{info.event_count:,}"),
+            ("raw data", _size(info.raw_bytes)), ("parsed output", _size(info.output_bytes)),
+        ]
+        width = max(len(k) for k, _ in rows)
+        for key, value in rows:
+            print(f"{key:<{width}}  {value}")
+        print()
+    return 0
