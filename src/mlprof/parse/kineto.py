@@ -252,7 +252,11 @@ def _to_int(value) -> int:
 
 def _ns(values: list, base_ns: int) -> np.ndarray:
     # Kineto times are float microseconds; round(x * 1000) keeps ns resolution.
-    return np.rint(np.asarray(values, dtype=np.float64) * 1000.0).astype(np.int64) + base_ns
+    # Whole and fractional µs are scaled apart: absolute µs (no
+    # baseTimeNanoseconds) times 1000 would not fit a double's 53 bits.
+    us = np.asarray(values, dtype=np.float64)
+    whole = np.floor(us)
+    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64) + base_ns
 
 
 def _durs(values: list) -> np.ndarray:
