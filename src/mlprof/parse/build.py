@@ -244,15 +244,23 @@ def _build_flows(k: KinetoColumns, w: int, tables: _Tables) -> None:
     ph = fl["ph"].tolist()
     cat = fl["category"].tolist()
     fid = fl["flow_id"].tolist()
+    # Kineto does not always write a flow's start before its end: pair by id.
     starts: dict[tuple[int, int], int] = {}
+    ends: dict[tuple[int, int], int] = {}
     pairs: list[tuple[int, int]] = []
     for i, p in enumerate(ph):
         key = (cat[i], fid[i])
         if p == FLOW_START:
-            starts[key] = i
+            j = ends.pop(key, None)
+            if j is None:
+                starts[key] = i
+            else:
+                pairs.append((i, j))
         elif p == FLOW_END:
             j = starts.pop(key, None)
-            if j is not None:
+            if j is None:
+                ends[key] = i
+            else:
                 pairs.append((j, i))
     if not pairs:
         return
