@@ -1,0 +1,158 @@
+"""Profiling overhead of mlprof next to torch.profiler, on the bundled examples.
+
+    .venv/bin/python benchmarks/overhead.py [--rounds 5] [--steps 20] [--examples cnn,lm]
+
+For each example, in one process, configurations run in alternating blocks
+(round-robin, so machine noise hits all of them alike): unprofiled, plain
+torch.profiler (CPU, without and with shapes), mlprof at Level_none, Level0
+and Level1. Each block profiles all its steps. It prints the median step time
+per configuration and the ratios the project targets:
+
+    mlprof Level0 / torch.profiler          <= 1.03  (same detail: ops, no shapes)
+    mlprof Level1 / torch.profiler+shapes   <= 1.03  (same detail: ops with shapes)
+    mlprof Level_none / unprofiled          <= 1.02
+
+Then the window-end stall, the time the training thread is blocked when a
+window closes: mlprof's stop() (which writes the raw capture and starts the
+parse child) against torch.profiler's stop() + export_chrome_trace().
+
+A benchmark, not a test: numbers on a shared 2-core machine are noisy, so
+read the ratios, and rerun with more rounds when they are close.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+
+import mlprof  # noqa: E402
+from mlprof.collect.analysis_child import wait_for_analysis  # noqa: E402
+
+StepFn = Callable[[], float]
+
+
+def _mlprof_block(level: str, out: Path, analyse: bool = False):
+    return mlprof.profile(
+        activities=[mlprof.ProfilerActivity.CPU],
+        on_trace_ready=mlprof.tensorboard_trace_handler(out, analyse_flag=analyse),
+        record_shapes=False,
+        experimental_config=mlprof.ExperimentalConfig(profiler_level=level),
+    )
+
+
+def _torch_block(record_shapes: bool):
+    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=record_shapes)
+
+
+CONFIGS: dict[str, Callable[[Path], object | None]] = {
+    "unprofiled": lambda out: None,
+    "torch.profiler": lambda out: _torch_block(False),
+    "torch.profiler+shapes": lambda out: _torch_block(True),
+    "mlprof Level_none": lambda out: _mlprof_block("Level_none", out),
+    "mlprof Level0": lambda out: _mlprof_block("Level0", out),
+    "mlprof Level1": lambda out: _mlprof_block("Level1", out),
+}
+
+
+def run_block(step: StepFn, steps: int, prof) -> list[float]:
+    times = []
+    if prof is not None:
+        prof.start()
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        if prof is not None:
+            prof.step()
+        times.append(time.perf_counter() - t0)
+    if prof is not None:
+        prof.stop()
+    return times
+
+
+def step_overhead(name: str, step: StepFn, rounds: int, steps: int, out: Path) -> dict[str, float]:
+    samples: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    for _ in range(3):
+        step()  # warm caches and allocator before anything is timed
+    for round_index in range(rounds):
+        order = list(CONFIGS) if round_index % 2 == 0 else list(reversed(CONFIGS))
+        for config in order:
+            samples[config] += run_block(step, steps, CONFIGS[config](out))
+    medians = {c: statistics.median(v) * 1e3 for c, v in samples.items()}
+    print(f"\n== {name}: median step time over {rounds} x {steps} steps per configuration")
+    for config, ms in medians.items():
+        print(f"  {config:24s} {ms:9.2f} ms")
+    ratios = {
+        "mlprof Level0 / torch.profiler": medians["mlprof Level0"] / medians["torch.profiler"],
+        "mlprof Level1 / torch.profiler+shapes": medians["mlprof Level1"] / medians["torch.profiler+shapes"],
+        "mlprof Level_none / unprofiled": medians["mlprof Level_none"] / medians["unprofiled"],
+    }
+    targets = {"mlprof Level0 / torch.profiler": 1.03, "mlprof Level1 / torch.profiler+shapes": 1.03,
+               "mlprof Level_none / unprofiled": 1.02}
+    for label, ratio in ratios.items():
+        verdict = "ok" if ratio <= targets[label] else "OVER TARGET"
+        print(f"  {label:40s} {ratio:6.3f}  (target <= {targets[label]:.2f}: {verdict})")
+    return ratios
+
+
+def window_stall(name: str, step: StepFn, rounds: int, steps: int, out: Path) -> None:
+    ours, theirs = [], []
+    for _ in range(rounds):
+        prof = _mlprof_block("Level0", out, analyse=True)
+        run_block(step, steps - 1, None)  # same amount of work before each stop
+        prof.start()
+        for _ in range(steps):
+            step()
+            prof.step()
+        t0 = time.perf_counter()
+        prof.stop()
+        ours.append(time.perf_counter() - t0)
+        wait_for_analysis(300)  # the parse child must not steal the CPU from the next measurement
+
+        tprof = _torch_block(False)
+        tprof.start()
+        for _ in range(steps):
+            step()
+            tprof.step()
+        t0 = time.perf_counter()
+        tprof.stop()
+        tprof.export_chrome_trace(str(out / f"torch_{time.time_ns()}.pt.trace.json"))
+        theirs.append(time.perf_counter() - t0)
+    mine, torch_ms = statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3
+    print(f"\n== {name}: window-end stall for a {steps}-step window (median of {rounds})")
+    print(f"  mlprof stop() (writes capture, spawns parse)   {mine:9.1f} ms")
+    print(f"  torch stop() + export_chrome_trace()          {torch_ms:9.1f} ms")
+    verdict = "ok" if mine <= torch_ms else "OVER TARGET"
+    print(f"  ratio mlprof / torch                          {mine / torch_ms:9.3f}  (target <= 1.00: {verdict})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=20, help="steps per block")
+    parser.add_argument("--examples", default="cnn,lm")
+    args = parser.parse_args()
+    import cnn_train
+    import transformer_lm
+
+    examples = {"cnn": ("CNN (examples/cnn_train.py)", cnn_train.make_step),
+                "lm": ("transformer LM (examples/transformer_lm.py)", transformer_lm.make_step)}
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, mlprof {mlprof.__version__}")
+    with tempfile.TemporaryDirectory(prefix="mlprof_overhead_") as tmp:
+        for key in args.examples.split(","):
+            label, make_step = examples[key]
+            step = make_step()
+            step_overhead(label, step, args.rounds, args.steps, Path(tmp))
+            window_stall(label, step, max(3, args.rounds // 2), args.steps, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
