@@ -1,6 +1,7 @@
 """Operator, kernel and runtime-API statistics over the parsed tables.
 
-Host times are self times (children excluded) unless named total; device time
+Host times are self times (children excluded) unless named total, with
+torch's folding of nested same-name calls (see ``host_ops.folded``); device time
 of an op is the time of the device ops its runtime calls launched: ``self``
 for calls made directly by the op, ``total`` for calls made by it or any op
 nested in it. All times in ns.
@@ -16,8 +17,9 @@ __all__ = ["op_statistic", "operator_details", "kernel_statistic", "api_statisti
            "device_time_per_op", "HOST_OP_FILTER"]
 
 # Ops that appear in op statistics: framework ops and record_function
-# annotations, as torch's key_averages() counts them (python frames excluded).
-HOST_OP_FILTER = "category IN ('cpu_op', 'user_annotation', 'Operator')"
+# annotations, as torch's key_averages() counts them (python frames and
+# folded nested duplicates excluded; their time is in the parent's).
+HOST_OP_FILTER = "category IN ('cpu_op', 'user_annotation', 'Operator') AND NOT coalesce(folded, false)"
 
 
 def device_time_per_op(store: TableStore) -> tuple[dict[int, int], dict[int, int]]:
@@ -64,11 +66,12 @@ def op_statistic(store: TableStore, step: int | None = None) -> list[dict]:
     cond, params = _step_filter(step, "h.")
     return store.dicts(f"""
         SELECT h.name, count(*) AS count,
-               sum(h.self_ns) AS host_self_ns, sum(h.dur_ns) AS host_total_ns,
-               avg(h.self_ns) AS avg_self_ns, min(h.self_ns) AS min_self_ns, max(h.self_ns) AS max_self_ns,
+               sum(h.folded_self_ns) AS host_self_ns, sum(h.dur_ns) AS host_total_ns,
+               avg(h.folded_self_ns) AS avg_self_ns, min(h.folded_self_ns) AS min_self_ns,
+               max(h.folded_self_ns) AS max_self_ns,
                coalesce(sum(d.device_self_ns), 0) AS device_self_ns,
                coalesce(sum(d.device_total_ns), 0) AS device_total_ns,
-               100.0 * sum(h.self_ns) / nullif(sum(sum(h.self_ns)) OVER (), 0) AS ratio_pct
+               100.0 * sum(h.folded_self_ns) / nullif(sum(sum(h.folded_self_ns)) OVER (), 0) AS ratio_pct
         FROM host_ops h LEFT JOIN _op_device d USING (op_id)
         WHERE h.{HOST_OP_FILTER} {cond}
         GROUP BY h.name ORDER BY host_self_ns DESC, h.name""", params)
@@ -80,7 +83,7 @@ def operator_details(store: TableStore, step: int | None = None) -> list[dict]:
     cond, params = _step_filter(step, "h.")
     return store.dicts(f"""
         SELECT h.name, h.input_dims, h.input_types, count(*) AS count,
-               sum(h.self_ns) AS host_self_ns, sum(h.dur_ns) AS host_total_ns,
+               sum(h.folded_self_ns) AS host_self_ns, sum(h.dur_ns) AS host_total_ns,
                coalesce(sum(d.device_self_ns), 0) AS device_self_ns,
                coalesce(sum(d.device_total_ns), 0) AS device_total_ns
         FROM host_ops h LEFT JOIN _op_device d USING (op_id)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlprof.parse.capture_files import GcRecord, MarkersFile, StepRecord
-from mlprof.parse.hierarchy import assign_steps, nest_host_events
+from mlprof.parse.hierarchy import assign_steps, fold_duplicates, nest_host_events
 from mlprof.parse.kineto import FLOW_END, FLOW_START, MISSING, KinetoColumns, StringPool
 
 __all__ = ["WindowData", "build_tables"]
@@ -167,10 +167,13 @@ def _build_kineto(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables,
         return np.where(local >= 0, local + op_base, MISSING)
 
     if n_ops:
+        folded, folded_self = fold_duplicates(host["name"], nest.parent, nest.depth, nest.self_ns)
         cols = dict(host)
         cols.update({
             "op_id": np.arange(n_ops, dtype=np.int64) + op_base,
             "self_ns": nest.self_ns,
+            "folded": folded,
+            "folded_self_ns": folded_self,
             "depth": np.where(nest.depth >= 0, nest.depth, MISSING).astype(np.int64),
             "parent_op_id": op_ids(nest.parent),
             "step": step_of(host["start_ns"]),

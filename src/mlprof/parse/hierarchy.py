@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Nesting", "nest_host_events", "assign_steps"]
+__all__ = ["Nesting", "nest_host_events", "assign_steps", "fold_duplicates"]
 
 
 @dataclass
@@ -116,3 +116,25 @@ def assign_steps(ts_ns: np.ndarray, step_start: np.ndarray, step_end: np.ndarray
     safe = np.where(ok, idx, 0)
     ok &= ts_ns < step_end[safe]
     return np.where(ok, step_number[safe], missing).astype(np.int64)
+
+
+def fold_duplicates(name: np.ndarray, parent: np.ndarray, depth: np.ndarray,
+                    self_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """torch's key_averages() rule for nested calls of the same op.
+
+    An op whose parent has the same name and no other child op is folded into
+    the parent (``aten::div_`` calling ``aten::div_``): it is not counted, and
+    its self time is added to the parent's. Returns (folded, folded_self_ns).
+    """
+    n = len(name)
+    has_parent = parent >= 0
+    safe_parent = np.where(has_parent, parent, 0)
+    children = np.bincount(parent[has_parent], minlength=n) if n else np.zeros(0, np.int64)
+    folded = has_parent & (name == name[safe_parent]) & (children[safe_parent] == 1)
+    folded_self = self_ns.copy()
+    if folded.any():
+        # Deepest first, so a chain a > a > a folds all the way up.
+        for d in sorted(set(depth[folded].tolist()), reverse=True):
+            idx = np.flatnonzero(folded & (depth == d))
+            np.add.at(folded_self, parent[idx], folded_self[idx])
+    return folded, folded_self
