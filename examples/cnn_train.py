@@ -48,7 +48,7 @@ def make_step(batch_size: int = 64, num_workers: int = 0):
     """A closure running one training step; the DataLoader restarts when exhausted."""
     torch.manual_seed(0)
     model, loss_fn = SmallCNN(), nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loader = DataLoader(SyntheticImages(), batch_size=batch_size, shuffle=True, num_workers=num_workers)
     batches = iter(loader)
 
