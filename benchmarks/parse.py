@@ -74,10 +74,126 @@ def make_trace(target_events: int, path: Path) -> None:
     subprocess.run([sys.executable, "-c", _MAKE_TRACE, str(target_events), str(path)], check=True)
 
 
+class _Top:  # replaced by a msgspec Struct on first use (keeps import cheap)
+    pass
+
+
 def count_events(path: Path) -> int:
+    import gzip
+
     import msgspec
 
-    class _Top(msgspec.Struct):
-        traceEvents: list[msgspec.Raw] = []
+    global _Top
+    if not isinstance(_Top, type) or not issubclass(_Top, msgspec.Struct):
+        _Top = msgspec.defstruct("_Top", [("traceEvents", list[msgspec.Raw], [])])
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    return len(msgspec.json.decode(data, type=_Top).traceEvents)
 
-    return len(msgspec.json.decode(path.read_bytes(), type=_Top).traceEvents)
+
+# Each peer runs in a fresh interpreter; the file path is argv[1].
+_PEERS = {
+    "mlprof parse (tables only)": ["-m", "mlprof", "parse", "{trace}", "--output", "{out}/tables_only",
+                                   "--tables-only", "--no-progress"],
+    "mlprof parse (all exports)": ["-m", "mlprof", "parse", "{trace}", "--output", "{out}/all",
+                                   "--export-type", "text", "--export-type", "db", "--no-progress"],
+    "HTA TraceAnalysis load": ["-c", textwrap.dedent("""
+        import sys, os, tempfile
+        from hta.trace_analysis import TraceAnalysis
+        d = tempfile.mkdtemp()
+        os.symlink(os.path.abspath(sys.argv[1]), os.path.join(d, os.path.basename(sys.argv[1])))
+        TraceAnalysis(trace_dir=d)
+        """), "{trace}"],
+    "TensorBoard plugin loader": ["-c", textwrap.dedent("""
+        import sys, tempfile
+        from torch_tb_profiler.profiler.data import RunProfileData
+        RunProfileData.parse("worker0", None, sys.argv[1], tempfile.mkdtemp())
+        """), "{trace}"],
+    "orjson.loads": ["-c", textwrap.dedent("""
+        import sys, gzip, orjson
+        data = open(sys.argv[1], 'rb').read()
+        orjson.loads(gzip.decompress(data) if data[:2] == b'\\x1f\\x8b' else data)
+        """), "{trace}"],
+}
+_NEEDS = {"HTA TraceAnalysis load": "hta", "TensorBoard plugin loader": "torch_tb_profiler",
+          "orjson.loads": "orjson"}
+
+
+def measure(argv: list[str], timeout_s: float) -> tuple[float, int, int]:
+    """(wall seconds, peak RSS bytes, exit status) of one child process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = start + timeout_s
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() > deadline:
+            proc.kill()
+            pid, status, usage = os.wait4(proc.pid, 0)
+            break
+        time.sleep(0.02)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace").strip().splitlines()
+    if proc.returncode != 0 and err:
+        print(f"    (exit {proc.returncode}: {err[-1][:200]})", file=sys.stderr)
+    return wall, usage.ru_maxrss * 1024, proc.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", type=Path, help="an existing Kineto trace (else one is made)")
+    ap.add_argument("--events", type=int, default=1_000_000, help="events in the made trace")
+    ap.add_argument("--workdir", type=Path, default=None, help="where to make the trace and outputs")
+    ap.add_argument("--skip", action="append", default=[], help="peer to skip (substring), repeatable")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds allowed per peer")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = ap.parse_args(argv)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="mlprof_bench_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    trace = args.trace
+    if trace is None:
+        trace = workdir / f"cpu_{args.events}.pt.trace.json"
+        if not trace.exists():
+            print(f"making a CPU training trace of >= {args.events:,} events in {trace} ...", flush=True)
+            make_trace(args.events, trace)
+    size = trace.stat().st_size
+    n_events = count_events(trace)
+    print(f"trace: {trace} ({size / 2**20:.0f} MiB, {n_events:,} events); {os.cpu_count()} CPUs")
+    out = workdir / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    results: dict[str, dict] = {}
+    for name, template in _PEERS.items():
+        if any(s.lower() in name.lower() for s in args.skip):
+            continue
+        module = _NEEDS.get(name)
+        if module is not None:
+            try:
+                __import__(module)
+            except Exception:
+                print(f"{name:<28} skipped ({module} not installed: pip install -e .[bench])")
+                continue
+        cmd = [part.format(trace=trace, out=out) for part in template]
+        wall, rss, rc = measure(cmd, args.timeout)
+        results[name] = {"wall_s": round(wall, 2), "peak_rss_bytes": rss, "exit": rc}
+        print(f"{name:<28} {wall:8.2f} s  {rss / 2**20:8.0f} MiB peak RSS"
+              f"{'' if rc == 0 else f'  (exit {rc})'}", flush=True)
+    tables = results.get("mlprof parse (tables only)")
+    if tables:
+        print("\nratios (targets: <= 0.1x HTA, <= 0.6x orjson.loads, peak RSS <= 1.5x file size):")
+        for peer in ("HTA TraceAnalysis load", "TensorBoard plugin loader", "orjson.loads",
+                     "mlprof parse (all exports)"):
+            if peer in results and results[peer]["exit"] == 0:
+                print(f"  parse-to-tables / {peer:<28} time {tables['wall_s'] / results[peer]['wall_s']:.3f}x"
+                      f"  peak RSS {tables['peak_rss_bytes'] / results[peer]['peak_rss_bytes']:.2f}x")
+        print(f"  parse-to-tables peak RSS / file size: {tables['peak_rss_bytes'] / size:.2f}x")
+    if args.json:
+        args.json.write_text(json.dumps({"trace": str(trace), "file_bytes": size, "events": n_events,
+                                         "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
