@@ -1,0 +1,44 @@
+"""analyse_flag: each finished window is parsed by a child process, off the training thread."""
+
+from __future__ import annotations
+
+import csv
+import os
+
+import mlprof
+from mlprof.collect import analysis_child
+
+from .conftest import load_json
+
+
+def test_windows_are_parsed_in_a_child_process(tmp_path, trainer):
+    with mlprof.profile(
+        activities=[mlprof.ProfilerActivity.CPU],
+        schedule=mlprof.schedule(wait=1, warmup=1, active=2, repeat=2),
+        on_trace_ready=mlprof.tensorboard_trace_handler(tmp_path, analyse_flag=True),
+    ) as prof:
+        for _ in range(10):
+            trainer.step()
+            prof.step()
+        children = list(analysis_child._children)
+    assert children and all(child.pid != os.getpid() for child in children)
+    assert all(str(prof.capture_dir) in child.args for child in children)
+    assert analysis_child.wait_for_analysis(timeout_s=300)
+    assert all(child.returncode == 0 for child in children), (prof.capture_dir / "logs" / "analyse.log").read_text()
+
+    output = prof.capture_dir / "mlprof_output"
+    with open(output / "step_trace_time.csv", newline="") as f:
+        steps = [int(row["Step"]) for row in csv.DictReader(f)]
+    assert steps == [2, 3, 6, 7], "both windows' steps should be parsed"
+    assert load_json(output / "trace_view.json")["traceEvents"]
+
+
+def test_no_child_without_analyse_flag(tmp_path, trainer):
+    before = len(analysis_child._children)
+    with mlprof.profile(
+        activities=[mlprof.ProfilerActivity.CPU],
+        on_trace_ready=mlprof.tensorboard_trace_handler(tmp_path, analyse_flag=False),
+    ) as prof:
+        trainer.step()
+    assert len(analysis_child._children) == before
+    assert not (prof.capture_dir / "mlprof_output").exists()
