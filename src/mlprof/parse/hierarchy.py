@@ -36,6 +36,23 @@ def _thread_codes(pids: list[np.ndarray], tids: list[np.ndarray]) -> list[np.nda
     return out
 
 
+def _last_at_depth(depth_sorted: np.ndarray, want_depth: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """For each query: the last sorted position p < before[q] with depth p == want_depth[q] (-1 if none)."""
+    out = np.full(len(want_depth), -1, dtype=np.int64)
+    valid = want_depth >= 0
+    if not valid.any():
+        return out
+    order = np.argsort(depth_sorted, kind="stable")  # positions grouped by depth, ascending inside
+    bounds = np.searchsorted(depth_sorted[order], np.arange(depth_sorted.max() + 2))
+    for d in np.unique(want_depth[valid]).tolist():
+        positions = order[bounds[d]:bounds[d + 1]]
+        q = np.flatnonzero(want_depth == d)
+        k = np.searchsorted(positions, before[q], side="left") - 1
+        ok = k >= 0
+        out[q[ok]] = positions[k[ok]]
+    return out
+
+
 def nest_host_events(
     pid: np.ndarray,
     tid: np.ndarray,
@@ -47,60 +64,73 @@ def nest_host_events(
     """Nest host ops (``in_tree`` selects which take part) and attach leaves.
 
     ``leaves`` holds (pid, tid, start_ns, dur_ns, counts_as_child) per group.
+
+    Vectorised, no loop per event: on one thread, sorted by start (longer
+    first), an op's depth is the number of earlier ops still open at its
+    start, and its parent is the last earlier op one level up. Ops of zero
+    duration cannot contain anything and are placed like leaves.
     """
     n_ops = len(start_ns)
     parent = np.full(n_ops, -1, dtype=np.int64)
     depth = np.full(n_ops, -1, dtype=np.int32)
     child_ns = np.zeros(n_ops, dtype=np.int64)
     owners = [np.full(len(leaf[2]), -1, dtype=np.int64) for leaf in leaves]
-    tree_idx = np.flatnonzero(in_tree)
-    groups_pid = [pid[tree_idx]] + [leaf[0] for leaf in leaves]
-    groups_tid = [tid[tree_idx]] + [leaf[1] for leaf in leaves]
-    total = sum(len(g) for g in groups_pid)
-    if total == 0:
+    tree_idx = np.flatnonzero(in_tree & (dur_ns > 0))
+    point_idx = np.flatnonzero(in_tree & (dur_ns <= 0))
+    groups = [(pid[point_idx], tid[point_idx], start_ns[point_idx])] + [(lf[0], lf[1], lf[2]) for lf in leaves]
+    threads = _thread_codes([pid[tree_idx]] + [g[0] for g in groups], [tid[tree_idx]] + [g[1] for g in groups])
+    all_times = [start_ns[tree_idx]] + [g[2] for g in groups]
+    present = [t for t in all_times if len(t)]
+    if not present:
         return Nesting(parent, depth, dur_ns.copy(), owners)
-    thread = np.concatenate(_thread_codes(groups_pid, groups_tid))
-    start = np.concatenate([start_ns[tree_idx]] + [leaf[2] for leaf in leaves])
-    dur = np.concatenate([dur_ns[tree_idx]] + [leaf[3] for leaf in leaves])
-    # Group id: 0 = host op, g+1 = leaf group g; local index inside the group.
-    group = np.concatenate([np.zeros(len(tree_idx), np.int64)]
-                           + [np.full(len(leaf[2]), g + 1, np.int64) for g, leaf in enumerate(leaves)])
-    local = np.concatenate([tree_idx] + [np.arange(len(leaf[2])) for leaf in leaves])
-    # Per thread, by start; an enclosing op (longer) before what it encloses.
-    order = np.lexsort((-dur, start, thread))
-    counts_as_child = [False] + [leaf[4] for leaf in leaves]
-    t_l, s_l, d_l, g_l, i_l = (a[order].tolist() for a in (thread, start, dur, group, local))
-    parent_l = parent.tolist()
-    depth_l = depth.tolist()
-    child_l = child_ns.tolist()
-    owner_l = [o.tolist() for o in owners]
-    stack_op: list[int] = []
-    stack_end: list[int] = []
-    current = -1
-    for th, s, d, g, i in zip(t_l, s_l, d_l, g_l, i_l):
-        if th != current:
-            current = th
-            stack_op.clear()
-            stack_end.clear()
-        while stack_end and stack_end[-1] <= s:
-            stack_op.pop()
-            stack_end.pop()
-        top = stack_op[-1] if stack_op else -1
-        if g == 0:
-            parent_l[i] = top
-            depth_l[i] = len(stack_op)
-            if top >= 0:
-                child_l[top] += d
-            stack_op.append(i)
-            stack_end.append(s + d)
-        else:
-            owner_l[g - 1][i] = top
-            if top >= 0 and counts_as_child[g]:
-                child_l[top] += d
-    parent = np.asarray(parent_l, dtype=np.int64)
-    depth = np.asarray(depth_l, dtype=np.int32)
-    self_ns = dur_ns - np.asarray(child_l, dtype=np.int64)
-    return Nesting(parent, depth, self_ns, [np.asarray(o, dtype=np.int64) for o in owner_l])
+    t0 = min(int(t.min()) for t in present)
+    t1 = max(int((start_ns[tree_idx] + dur_ns[tree_idx]).max()) if len(tree_idx) else t0,
+             max(int(t.max()) for t in present))
+    # One sortable key per (thread, time): threads laid end to end on one axis.
+    span = t1 - t0 + 1
+    n_threads = max(int(t.max()) for t in threads if len(t)) + 1
+    if n_threads * span >= 2**62:
+        raise OverflowError("trace spans too long a time to nest")
+
+    def key(thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        return thread * span + (ts - t0)
+
+    tdur = dur_ns[tree_idx]
+    kstart = key(threads[0], start_ns[tree_idx])
+    order = np.lexsort((-tdur, kstart))
+    ks = kstart[order]
+    ke = ks + tdur[order]
+    ends_sorted = np.sort(ke)
+    d_sorted = np.arange(len(ks)) - np.searchsorted(ends_sorted, ks, side="right")
+    parent_sorted = _last_at_depth(d_sorted, d_sorted - 1, np.arange(len(ks)))
+    op_of_sorted = tree_idx[order]
+    depth[op_of_sorted] = d_sorted
+    has_parent = parent_sorted >= 0
+    parent[op_of_sorted[has_parent]] = op_of_sorted[parent_sorted[has_parent]]
+    np.add.at(child_ns, parent[op_of_sorted[has_parent]], tdur[order][has_parent])
+
+    def place(thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(innermost op open at ts, number of ops open) for points."""
+        k = key(thread, ts)
+        before = np.searchsorted(ks, k, side="right")
+        open_count = before - np.searchsorted(ends_sorted, k, side="right")
+        pos = _last_at_depth(d_sorted, open_count - 1, before) if len(ks) else np.full(len(k), -1)
+        return np.where(pos >= 0, op_of_sorted[np.maximum(pos, 0)], -1), open_count
+
+    if len(point_idx):
+        owner, open_count = place(threads[1], start_ns[point_idx])
+        parent[point_idx] = owner
+        depth[point_idx] = open_count
+    for g, leaf in enumerate(leaves):
+        if not len(leaf[2]):
+            continue
+        owner, _ = place(threads[g + 2], leaf[2])
+        owners[g] = owner
+        if leaf[4]:
+            sel = owner >= 0
+            np.add.at(child_ns, owner[sel], leaf[3][sel])
+    self_ns = dur_ns - child_ns
+    return Nesting(parent, depth, self_ns, owners)
 
 
 def assign_steps(ts_ns: np.ndarray, step_start: np.ndarray, step_end: np.ndarray,
