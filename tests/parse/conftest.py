@@ -40,7 +40,7 @@ def parse_one(path: Path, out: Path) -> tuple[TableStore, object]:
 
 
 def make_capture(root: Path, windows: dict[int, dict], status: str = "finished",
-                 partial: list[int] = (), listed: list[int] | None = None) -> Path:
+                 partial: list[int] = (), listed: list[int] | None = None, config: dict | None = None) -> Path:
     """A raw capture per docs/capture_format.md.
 
     ``windows`` maps an index to {"events": [...] or None, "steps": [...],
@@ -51,7 +51,7 @@ def make_capture(root: Path, windows: dict[int, dict], status: str = "finished",
     listed = sorted(windows) if listed is None else listed
     info = {"schema_version": 1, "kind": "mlprof.capture", "status": status, "worker_name": "host_1",
             "host": "host", "pid": 1, "rank": 3, "world_size": 8, "local_rank": 3,
-            "versions": {"mlprof": "0.1.0"}, "config": {}, "clock": {"wall_ns": 0, "monotonic_ns": 0},
+            "versions": {"mlprof": "0.1.0"}, "config": config or {}, "clock": {"wall_ns": 0, "monotonic_ns": 0},
             "created_wall_ns": BASE_NS,
             "windows": [{"index": i, "dir": f"raw/window_{i:04d}", "status": "complete"} for i in listed],
             "error": None}

@@ -93,3 +93,12 @@ def test_directory_of_captures_and_trace_files(tmp_path):
     results = parse_path(tmp_path / "jobs")
     assert [r.kind for r in results] == ["capture", "capture", "trace"]
     assert (tmp_path / "jobs" / "x_mlprof_output" / "tables" / "host_ops.parquet").is_file()
+
+
+def test_capture_asking_for_db_export_gets_sqlite_from_the_cli(tmp_path):
+    root = make_capture(tmp_path / "db_mlprof", {0: _window(2, 1000.0)},
+                        config={"experimental_config": {"export_type": ["Text", "Db"]}})
+    done = subprocess.run([sys.executable, "-m", "mlprof", "parse", str(root)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (root / "mlprof_output" / "mlprof_3.db").is_file()
+    assert (root / "mlprof_output" / "trace_view.json").is_file()

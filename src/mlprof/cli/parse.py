@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from mlprof.cli.common import add_common, print_json, progress_for
@@ -38,7 +39,11 @@ def run(args: argparse.Namespace) -> int:
         entry = result.to_dict()
         entry["exports"] = []
         if export_options is not None:
-            entry["exports"] = [p.name for p in run_exports(Path(result.output_dir), export_options)]
+            options = export_options
+            if args.export_type is None and "db" in result.requested_export_types:
+                # The capture's own config (export_type=[..., Db]) asks for SQLite.
+                options = replace(options, export_types=("text", "db"))
+            entry["exports"] = [p.name for p in run_exports(Path(result.output_dir), options)]
         report.append(entry)
     if args.json:
         print_json(report)

@@ -49,6 +49,8 @@ class ParseResult:
     table_rows: dict[str, int] = field(default_factory=dict)
     parse_seconds: float = 0.0
     capture_status: str | None = None
+    # Export types the capture's config asked for ("text", "db"), lower-cased.
+    requested_export_types: list[str] = field(default_factory=list)
 
     @property
     def tables_dir(self) -> Path:
@@ -78,6 +80,17 @@ def _capture_metadata(item: CaptureInput) -> dict[str, object]:
     return meta
 
 
+def _requested_export_types(manifest: dict) -> list[str]:
+    config = manifest.get("config") or {}
+    experimental = config.get("experimental_config") or {} if isinstance(config, dict) else {}
+    wanted = experimental.get("export_type") if isinstance(experimental, dict) else None
+    if isinstance(wanted, str):
+        wanted = [wanted]
+    if not isinstance(wanted, list):
+        return []
+    return sorted({str(w).split(".")[-1].lower() for w in wanted} & {"text", "db"})
+
+
 def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseResult:
     started = time.perf_counter()
     out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
@@ -98,6 +111,7 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
         result = ParseResult(source=str(item.root), output_dir=str(out_dir), kind="capture",
                              skipped=list(item.skipped), capture_status=item.manifest.get("status"))
         meta = _capture_metadata(item)
+        result.requested_export_types = _requested_export_types(item.manifest)
         for wf in item.windows:
             k = read_kineto(wf.kineto, pool, progress_for(f"window {wf.index}")) if wf.kineto else None
             windows.append(WindowData(index=wf.index, kineto=k, steps=read_steps(wf.steps),
