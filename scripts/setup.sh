@@ -16,4 +16,6 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+
   "${PIP[@]}" "torch==$TORCH_VERSION"
 fi
 "${PIP[@]}" -e ".[test]"
+# The start-up hook behind MLPROF_CONFIG_PATH / MLPROF_PROFILING_OPTIONS (no code change needed).
+.venv/bin/python -m mlprof.collect.autostart --install >/dev/null
 .venv/bin/python -c "import mlprof, torch; print(f'mlprof {mlprof.__version__} with torch {torch.__version__} ready in .venv')"

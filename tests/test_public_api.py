@@ -11,7 +11,7 @@ import mlprof
 PUBLIC = {
     "__version__", "profile", "_KinetoProfile", "schedule", "ProfilerAction", "ProfilerActivity",
     "ProfilerLevel", "ExportType", "HostSystem", "ExperimentalConfig", "tensorboard_trace_handler",
-    "supported_activities", "supported_profiler_level", "supported_export_type", "mstx", "MlprofError",
+    "supported_activities", "supported_profiler_level", "supported_export_type", "mstx", "dynamic", "MlprofError",
 }
 
 
@@ -20,6 +20,7 @@ def test_public_names_are_exactly_the_documented_ones():
     for name in mlprof.__all__:
         assert getattr(mlprof, name) is not None
     assert set(mlprof.mstx.__all__) == {"mark", "range_start", "range_end", "range"}
+    assert set(mlprof.dynamic.__all__) == {"init", "step", "start", "shutdown"}
 
 
 def test_supported_queries():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import mstx
+from . import dynamic, mstx
 from ._version import __version__
 from .config import (
     ExperimentalConfig,
@@ -39,6 +39,7 @@ __all__ = [
     "supported_profiler_level",
     "supported_export_type",
     "mstx",
+    "dynamic",
     "MlprofError",
 ]
 

@@ -179,6 +179,10 @@ class _KinetoProfile:
         self._backend.start()
         self._begin_step(time.time_ns())
 
+    def _set_first_step(self, step: int) -> None:
+        """Call before start(): the first step is ``step`` instead of 0 (with a schedule skipping to it)."""
+        self._failsafe.run("first step", self._backend.set_first_step, step)
+
     def stop(self) -> None:
         """Stop collecting; a window still open is saved."""
         if not self._running:

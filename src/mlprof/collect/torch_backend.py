@@ -101,6 +101,13 @@ class ScheduledBackend(TorchProfile):
         if self._kineto:
             super().stop_trace()
 
+    def set_first_step(self, step: int) -> None:
+        """Number the first step ``step``: dynamic profiling starts in the middle of a run."""
+        self.step_num = step
+        action = self.schedule(step)
+        self.current_action = action
+        self._prev_schedule_action = action
+
     def has_trace(self) -> bool:
         return self._kineto and self.profiler is not None
 

@@ -1,0 +1,252 @@
+"""Dynamic profiling: a running job collects when its config file changes.
+
+The training thread only counts steps: while nothing is pending, ``step()``
+is an increment and two comparisons. A daemon thread watches the file (every
+2 s, then at the step interval measured between steps 10 and 11, at least
+1 s), validates each change and queues it; the training thread starts the
+capture at a step boundary. Ranks of one job agree on the first step through
+torch.distributed's store when it exists, so their captures line up.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError, MlprofError
+from .dynamic_config import CONFIG_FILE_NAME, DynamicConfig, read_config_file, write_template
+from .dynamic_logs import DynamicLogs
+from .environment import rank_info
+
+__all__ = ["DynamicController"]
+
+logger = logging.getLogger("mlprof")
+
+FIRST_POLL_S = 2.0
+MIN_POLL_S = 1.0
+
+
+@dataclass
+class _PendingCapture:
+    config: DynamicConfig
+    change_id: str  # identifies one edit of the file, the same on every rank
+    changed_wall_ns: int
+    not_before_wall_ns: int
+
+
+class _Capture:
+    """One collection: warmup + active steps from ``first_step``."""
+
+    def __init__(self, config: DynamicConfig, first_step: int) -> None:
+        import mlprof
+
+        self.config = config
+        self.first_step = first_step
+        self.steps_left = config.warmup + config.active
+        self.prof = mlprof.profile(
+            activities=config.activity_enums(),
+            schedule=mlprof.schedule(wait=0, warmup=config.warmup, active=config.active, repeat=1,
+                                     skip_first=first_step),
+            on_trace_ready=mlprof.tensorboard_trace_handler(Path(config.prof_dir).absolute(),
+                                                            analyse_flag=config.analyse),
+            record_shapes=config.record_shapes,
+            profile_memory=config.profile_memory,
+            with_stack=config.with_stack,
+            with_modules=config.with_modules,
+            with_flops=config.with_flops,
+            experimental_config=config.experimental(),
+        )
+        self.prof._set_first_step(first_step)
+        for key, value in config.metadata.items():
+            if isinstance(value, str):
+                self.prof.add_metadata(str(key), value)
+            else:
+                import json
+
+                self.prof.add_metadata_json(str(key), json.dumps(value))
+        self.prof.start()
+
+    def step(self) -> bool:
+        """Advance one step; True when the capture is complete and stopped."""
+        self.prof.step()
+        self.steps_left -= 1
+        if self.steps_left <= 0:
+            self.prof.stop()
+            return True
+        return False
+
+
+class DynamicController:
+    def __init__(self, config_dir: Path, boundary: str = "mlprof.dynamic.step()") -> None:
+        config_dir = Path(config_dir).expanduser().absolute()
+        if config_dir.is_symlink():
+            raise ConfigError(f"{config_dir} is a symbolic link, which is refused")
+        config_dir.mkdir(parents=True, exist_ok=True)
+        self.config_dir = config_dir
+        self.config_path = config_dir / CONFIG_FILE_NAME
+        self.logs = DynamicLogs.open(config_dir, lambda: rank_info()["rank"])
+        if not self.config_path.exists():
+            write_template(self.config_path)
+            self.logs.actions.info("created the template %s", self.config_path)
+        self.step_num = 0
+        self.poll_s = FIRST_POLL_S
+        self._t_step10 = 0.0
+        self._pending: collections.deque[_PendingCapture] = collections.deque()
+        self._capture: _Capture | None = None
+        self._seen = self._signature()  # the file as it is now is not a request
+        self._seen_digest = self._digest()
+        self._stop = threading.Event()
+        self.captures_done: list[Path] = []
+        self.logs.actions.info("watching %s; step boundary: %s", self.config_path, boundary)
+        self._thread = threading.Thread(target=self._watch, name="mlprof-dynamic-watcher", daemon=True)
+        self._thread.start()
+
+    # -- training thread ---------------------------------------------------------
+    def step(self) -> None:
+        self.step_num += 1
+        if self._capture is None and not self._pending:
+            if self.step_num == 10 or self.step_num == 11:
+                self._measure_interval()
+            return
+        try:
+            self._advance()
+        except Exception as exc:  # noqa: BLE001 - never break the job
+            self.logs.actions.error("capture failed at step %d: %s: %s", self.step_num, type(exc).__name__, exc)
+            logger.error("mlprof dynamic profiling: %s; training continues", exc)
+            self._capture = None
+
+    def _measure_interval(self) -> None:
+        now = time.monotonic()
+        if self.step_num == 10:
+            self._t_step10 = now
+        elif self._t_step10:
+            self.poll_s = max(MIN_POLL_S, now - self._t_step10)
+            self.logs.actions.info("step interval %.3f s: polling every %.3f s", now - self._t_step10, self.poll_s)
+
+    def _advance(self) -> None:
+        if self._capture is not None:
+            if self._capture.step():
+                capture_dir = self._capture.prof.capture_dir
+                ok = self._capture.prof.enabled
+                self.logs.actions.info("capture of steps %d-%d %s: %s", self._capture.first_step,
+                                       self.step_num - 1, "written" if ok else "FAILED", capture_dir)
+                if ok and capture_dir is not None:
+                    self.captures_done.append(capture_dir)
+                self._capture = None
+            return
+        pending = self._pending[0]
+        start_at = self._start_step_for(pending)
+        if start_at is None or self.step_num < start_at:
+            return
+        self._pending.popleft()
+        self.logs.actions.info("starting capture at step %d (%d warmup + %d active steps) into %s", self.step_num,
+                               pending.config.warmup, pending.config.active, pending.config.prof_dir)
+        self._capture = _Capture(pending.config, self.step_num)
+
+    def _start_step_for(self, pending: _PendingCapture) -> int | None:
+        start_step = pending.config.start_step
+        if start_step > 0:
+            if self.step_num > start_step and not getattr(pending, "_late_logged", False):
+                self.logs.actions.warning("start_step %d has passed (now at step %d): starting now",
+                                          start_step, self.step_num)
+                pending._late_logged = True  # type: ignore[attr-defined]
+            return start_step if self.step_num <= start_step else self.step_num
+        if time.time_ns() < pending.not_before_wall_ns:
+            return None
+        return _agree_across_ranks(pending.change_id, self.step_num, self.logs.actions)
+
+    def start_capture_now(self, config_path: Path) -> None:
+        """mlprof.dynamic.start(): collect from the current step with the options of ``config_path``."""
+        config = read_config_file(Path(config_path))
+        if self._capture is not None:
+            self.logs.actions.warning("start(%s) ignored: a capture is already running", config_path)
+            return
+        self.logs.actions.info("start(%s): capture begins at step %d", config_path, self.step_num)
+        self._capture = _Capture(config, self.step_num)
+
+    # -- watcher thread ------------------------------------------------------------
+    def _signature(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.config_path, follow_symlinks=False)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def _digest(self) -> str:
+        try:
+            return hashlib.sha256(self.config_path.read_bytes()).hexdigest()
+        except OSError:
+            return ""
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.check_now()
+            except Exception as exc:  # noqa: BLE001 - the watcher must outlive any bad file
+                self.logs.actions.error("watcher error: %s: %s", type(exc).__name__, exc)
+
+    def check_now(self) -> None:
+        signature = self._signature()
+        if signature == self._seen:
+            return
+        self._seen = signature
+        if signature is None:
+            self.logs.monitor.warning("%s disappeared; waiting for it to come back", self.config_path)
+            return
+        digest = self._digest()
+        if digest == self._seen_digest:
+            return
+        self._seen_digest = digest
+        self.logs.monitor.info("change detected (mtime %d ns, %d bytes)", signature[0], signature[1])
+        try:
+            config = read_config_file(self.config_path)
+        except MlprofError as exc:
+            self.logs.monitor.warning("change ignored: %s", exc)
+            self.logs.actions.error("invalid config ignored: %s", exc)
+            return
+        rank = rank_info()["rank"]
+        if config.is_rank and rank not in config.rank_list:
+            self.logs.monitor.info("change took no effect here: rank %d is not in rank_list %s",
+                                   rank, list(config.rank_list))
+            return
+        delay_ns = int((2 * self.poll_s + 0.5) * 1e9)
+        self._pending.append(_PendingCapture(config, f"{signature[0]}-{digest[:12]}", signature[0],
+                                             signature[0] + delay_ns))
+        when = f"at step {config.start_step}" if config.start_step else "at the next step boundary"
+        self.logs.monitor.info("change accepted: capture of %d step(s) queued %s%s", config.active, when,
+                               " (after the current capture)" if self._capture is not None else "")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if self._capture is not None:
+            self._capture.prof.stop()
+            self._capture = None
+        self.logs.close()
+
+
+def _agree_across_ranks(change_id: str, proposed_step: int, log: logging.Logger) -> int:
+    """The first rank to get here fixes the start step for all (torch.distributed's store)."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return proposed_step
+        store = dist.distributed_c10d._get_default_store()
+        agreed = store.compare_set(f"mlprof_dynamic/{change_id}", "", str(proposed_step))
+        agreed_step = int(agreed.decode() if isinstance(agreed, bytes) else agreed)
+    except Exception as exc:  # noqa: BLE001 - fall back to starting here
+        log.warning("could not agree on a start step with other ranks (%s); starting at %d", exc, proposed_step)
+        return proposed_step
+    if agreed_step < proposed_step:
+        log.warning("other ranks started at step %d; this rank is late and starts at %d", agreed_step, proposed_step)
+        return proposed_step
+    return agreed_step
+
+
