@@ -1,0 +1,66 @@
+"""``mlprof ui --logdir DIR``: serve the web dashboard; ``mlprof ui stop --port N``: stop it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from mlprof.errors import ConfigError
+
+__all__ = ["register", "run"]
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ui", help="serve the web dashboard of the runs under a directory (or stop it)",
+                       description="Serve a local, read-only web dashboard of the parsed runs under --logdir, "
+                                   "bound to 127.0.0.1. `mlprof ui stop --port N` stops a server started here.")
+    p.add_argument("action", nargs="?", choices=["stop"], help="stop the server on --port")
+    p.add_argument("--logdir", type=Path, help="directory searched for parsed runs (captures, traces)")
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --host (the dashboard has no login)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlprof.ui import runtime
+
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port}: not a TCP port")
+    if args.action == "stop":
+        record = runtime.stop_server(args.port)
+        print(f"mlprof ui: stopped the server on {record.host}:{record.port} (pid {record.pid})")
+        return 0
+    if args.logdir is None:
+        raise ConfigError("--logdir is required")
+    logdir = args.logdir.resolve()
+    if not logdir.is_dir():
+        raise ConfigError(f"--logdir {args.logdir}: not a directory")
+    runtime.check_host(args.host, args.allow_remote)
+    try:
+        import uvicorn
+
+        from mlprof.ui.server import LOOPBACK_HOSTS, create_app
+    except ImportError as exc:
+        raise ConfigError(f"mlprof ui needs {exc.name}: pip install starlette uvicorn") from None
+    sock = runtime.bind_socket(args.host, args.port)
+    port = sock.getsockname()[1]
+    allowed = None if args.allow_remote else LOOPBACK_HOSTS
+    app = create_app(logdir, allowed_hosts=allowed)
+    runtime.write_record(runtime.ServerRecord(pid=os.getpid(), host=args.host, port=port, logdir=str(logdir),
+                                              started_ns=time.time_ns()))
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"mlprof ui: serving {logdir} at http://{shown}:{port}/ "
+          f"(stop: Ctrl+C or `mlprof ui stop --port {port}`)", flush=True)
+    try:
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        runtime.remove_record(port, os.getpid())
+    sys.stdout.flush()
+    return 0

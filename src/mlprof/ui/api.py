@@ -1,0 +1,135 @@
+"""The JSON answers of the dashboard's API, as plain functions of a run.
+
+No web framework here: ``server.py`` maps URLs to these functions. Times
+inside timeline answers are ns relative to the run's origin (its first
+event), because absolute wall-clock ns do not fit in a JavaScript number.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from mlprof.analysis.job import job_info
+from mlprof.analysis.ops import op_statistic
+from mlprof.errors import ConfigError
+from mlprof.ui import timeline
+from mlprof.ui.datasets import Params, get_dataset
+from mlprof.ui.discovery import discover
+from mlprof.ui.stores import OpenRun
+
+__all__ = ["runs_answer", "overview_answer", "dataset_rows", "rows_to_csv", "timeline_meta",
+           "timeline_window", "timeline_search", "timeline_event", "FEATURES"]
+
+# Pages whose analyses do not exist yet: the UI says so instead of showing made-up data.
+FEATURES = {
+    "overview": True, "operators": True, "kernels": True, "step_trace": True, "data_loading": True,
+    "memory": True, "timeline": True,
+    "advisor": False, "compare": False, "cluster": False, "host_resources": False,
+}
+_NOT_YET = "not available yet: the {} analysis is not part of mlprof yet"
+PIE_SLICES = 9
+
+
+def runs_answer(logdir: Path) -> dict:
+    found = discover(logdir)
+    return {"logdir": str(logdir), "runs": [r.to_dict() for r in found.runs],
+            "unparsed": [u.to_dict() for u in found.unparsed], "truncated": found.truncated}
+
+
+def _job(run: OpenRun) -> dict:
+    out_dir = run.run_dir
+    if out_dir.name == "mlprof_output":
+        source = out_dir.parent
+    else:  # a trace's output sits beside the trace file: <stem>_mlprof_output
+        stem = out_dir.name.removesuffix("_mlprof_output")
+        found = [p for p in out_dir.parent.glob(f"{stem}*.json*") if p.is_file() and not p.is_symlink()]
+        source = found[0] if found else out_dir
+    return job_info(run.store, source, out_dir).to_dict()
+
+
+def overview_answer(run: OpenRun) -> dict:
+    ops = op_statistic(run.store)
+    top = ops[:PIE_SLICES]
+    rest = ops[PIE_SLICES:]
+    pie = [{"name": r["name"], "host_self_ns": r["host_self_ns"]} for r in top]
+    if rest:
+        pie.append({"name": f"other ({len(rest)} ops)", "host_self_ns": sum(r["host_self_ns"] or 0 for r in rest)})
+    steps = dataset_rows(run, "steps", Params())
+    total = sum(r["dur_ns"] for r in steps)
+    loading = sum(r["data_loading_ns"] for r in steps)
+    return {
+        "job": _job(run),
+        "steps": steps,
+        "op_pie": pie,
+        "data_loading": {"steps_ns": total, "data_loading_ns": loading,
+                         "data_loading_pct": 100.0 * loading / total if total else None},
+        "environment": dataset_rows(run, "environment", Params()),
+        "advisor": {"available": False, "reason": _NOT_YET.format("advisor")},
+    }
+
+
+def dataset_rows(run: OpenRun, name: str, params: Params) -> list[dict]:
+    return get_dataset(name).fn(run.store, params)
+
+
+def rows_to_csv(rows: list[dict]) -> str:
+    columns: list[str] = []
+    for row in rows:
+        for key in row:
+            if key not in columns:
+                columns.append(key)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
+    return buf.getvalue()
+
+
+def _index(run: OpenRun) -> timeline.TimelineIndex:
+    index = run.derived.get("timeline")
+    if index is None:
+        index = timeline.build_index(run.store)
+        run.derived["timeline"] = index
+    return index  # type: ignore[return-value]
+
+
+def timeline_meta(run: OpenRun) -> dict:
+    index = _index(run)
+    origin = index.start_ns or 0
+    return {"origin_ns": str(origin), "span_ns": (index.end_ns or origin) - origin,
+            "tracks": [t.to_dict() for t in index.tracks], "slice_count": index.slice_count,
+            "flow_count": index.flow_count,
+            "steps": [{"step": s, "start": a - origin, "end": b - origin} for s, a, b in run.store.rows(
+                "SELECT step, start_ns, end_ns FROM steps ORDER BY start_ns")]}
+
+
+def timeline_window(run: OpenRun, t0_rel: int, t1_rel: int, width_px: int, tracks: list[int] | None) -> dict:
+    index = _index(run)
+    origin = index.start_ns or 0
+    if t1_rel <= t0_rel:
+        raise ConfigError("t1 must be greater than t0")
+    answer = timeline.query_window(run.store, index, origin + t0_rel, origin + t1_rel, width_px, tracks)
+    answer["t0"], answer["t1"] = t0_rel, t1_rel
+    del answer["t0_ns"], answer["t1_ns"]
+    return answer
+
+
+def timeline_search(run: OpenRun, text: str) -> dict:
+    index = _index(run)
+    origin = index.start_ns or 0
+    found = timeline.search(run.store, text)
+    for hit in found["hits"]:
+        hit["start"] = hit.pop("start_ns") - origin
+        hit["end"] = hit.pop("end_ns") - origin
+    return found
+
+
+def timeline_event(run: OpenRun, src: int, row_id: int) -> dict | None:
+    index = _index(run)
+    found = timeline.event_details(run.store, src, row_id)
+    if found is not None:
+        found["origin_ns"] = str(index.start_ns or 0)
+    return found

@@ -1,0 +1,151 @@
+"""Finds the runs under a log directory: parsed outputs (a ``tables/`` dir).
+
+A run is an output directory written by ``mlprof parse``: a capture's
+``mlprof_output/`` or a trace's ``<name>_mlprof_output/``. Its id is its path
+relative to the logdir, so ids are stable across restarts and readable in URLs.
+Captures and traces not parsed yet are listed apart: the dashboard is
+read-only and never parses (that would write into the user's directories).
+The walk is bounded in depth and entries, and never follows symlinks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mlprof.errors import ConfigError
+
+__all__ = ["Run", "Unparsed", "Discovery", "RunPathRefused", "discover", "resolve_run_dir", "MAX_DEPTH"]
+
+MAX_DEPTH = 5
+MAX_ENTRIES = 20_000  # directory entries looked at per scan
+_TABLES = "tables"
+_PARSE_INFO = "parse_info.json"
+_TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+
+
+class RunPathRefused(ConfigError):
+    """A run id that points outside the logdir (absolute, ``..``, through a symlink)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str  # output dir relative to the logdir, POSIX separators
+    name: str  # what the run list shows
+    kind: str  # "capture" or "trace"
+    source: str  # the capture dir or trace file it was parsed from
+    event_count: int
+    parsed_mtime_ns: int  # when the tables were (re)written
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Unparsed:
+    path: str  # relative to the logdir
+    kind: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Discovery:
+    runs: list[Run]
+    unparsed: list[Unparsed]
+    truncated: bool  # the walk hit MAX_ENTRIES
+
+
+def _read_parse_info(out_dir: Path) -> dict:
+    try:
+        info = json.loads((out_dir / _PARSE_INFO).read_text())
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _run_of(logdir: Path, out_dir: Path) -> Run:
+    info = _read_parse_info(out_dir)
+    rel = out_dir.relative_to(logdir).as_posix()
+    parent = out_dir.parent
+    if out_dir.name == "mlprof_output":
+        kind, name = "capture", parent.name if parent != logdir else logdir.name
+    else:
+        kind, name = "trace", out_dir.name.removesuffix("_mlprof_output")
+        if parent != logdir:
+            name = f"{parent.relative_to(logdir).as_posix()}/{name}"
+    if kind == "capture" and parent != logdir and parent.parent != logdir:
+        name = parent.relative_to(logdir).as_posix()
+    event_count = info.get("event_count")
+    return Run(id=rel, name=name, kind=info.get("kind", kind), source=str(info.get("source", "")),
+               event_count=event_count if isinstance(event_count, int) else 0,
+               parsed_mtime_ns=(out_dir / _TABLES).stat().st_mtime_ns)
+
+
+def discover(logdir: Path) -> Discovery:
+    logdir = Path(logdir).resolve()
+    if not logdir.is_dir():
+        raise ConfigError(f"{logdir}: not a directory")
+    runs: list[Run] = []
+    unparsed: list[Unparsed] = []
+    seen = 0
+    truncated = False
+    stack: list[tuple[Path, int]] = [(logdir, 0)]
+    while stack:
+        here, depth = stack.pop()
+        try:
+            entries = sorted(os.scandir(here), key=lambda e: e.name)
+        except OSError:
+            continue
+        names = {e.name for e in entries}
+        if _TABLES in names and (here / _TABLES).is_dir() and not (here / _TABLES).is_symlink():
+            runs.append(_run_of(logdir, here))
+            continue  # nothing to find inside an output dir
+        is_capture = "profiler_info.json" in names or "raw" in names
+        if is_capture and "mlprof_output" not in names:
+            unparsed.append(Unparsed(here.relative_to(logdir).as_posix(), "capture"))
+        for entry in entries:
+            seen += 1
+            if seen > MAX_ENTRIES:
+                truncated = True
+                stack.clear()
+                break
+            if entry.name.startswith(".") or entry.is_symlink():
+                continue
+            if entry.is_file() and entry.name.endswith(_TRACE_SUFFIXES):
+                stem = entry.name.removesuffix(".gz").removesuffix(".json").removesuffix(".pt.trace")
+                if f"{stem}_mlprof_output" not in names:
+                    unparsed.append(Unparsed(Path(entry.path).relative_to(logdir).as_posix(), "trace"))
+            elif entry.is_dir() and depth < MAX_DEPTH and not (is_capture and entry.name == "raw"):
+                stack.append((Path(entry.path), depth + 1))
+    runs.sort(key=lambda r: r.id)
+    unparsed.sort(key=lambda u: u.path)
+    return Discovery(runs=runs, unparsed=unparsed, truncated=truncated)
+
+
+def resolve_run_dir(logdir: Path, run_id: str) -> Path:
+    """The output dir of ``run_id``, refusing anything outside ``logdir``.
+
+    Raises RunPathRefused for ids that are absolute, climb with ``..`` or
+    pass through a symlink, and ConfigError for ids naming no parsed output.
+    """
+    logdir = Path(logdir).resolve()
+    if not run_id or "\x00" in run_id or run_id.startswith("/") or "\\" in run_id:
+        raise RunPathRefused(f"{run_id!r}: refused, not a path inside the logdir")
+    parts = run_id.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise RunPathRefused(f"{run_id!r}: refused, not a path inside the logdir")
+    here = logdir
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            raise RunPathRefused(f"{run_id!r}: refused, a symlink")
+    resolved = here.resolve()
+    if not resolved.is_relative_to(logdir):
+        raise RunPathRefused(f"{run_id!r}: refused, not a path inside the logdir")
+    if not (resolved / _TABLES).is_dir():
+        raise ConfigError(f"{run_id!r}: no parsed run with this id")
+    return resolved

@@ -1,0 +1,183 @@
+"""The ASGI app of ``mlprof ui``: read-only routes over the runs of one logdir.
+
+Only GET and HEAD are answered. Runs are named by ids checked against the
+logdir (``discovery.resolve_run_dir``), static files come from the package's
+own ``static/`` dir, and while bound to loopback the Host header must name
+loopback too, so a web page elsewhere cannot reach the dashboard through DNS
+rebinding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mlprof.errors import ConfigError, MlprofError
+from mlprof.ui import api
+from mlprof.ui.datasets import DATASETS, Params
+from mlprof.ui.discovery import RunPathRefused, resolve_run_dir
+from mlprof.ui.stores import StoreCache
+
+__all__ = ["create_app", "STATIC_DIR", "LOOPBACK_HOSTS"]
+
+STATIC_DIR = Path(__file__).parent / "static"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+_CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
+        "connect-src 'self'; object-src 'none'; frame-ancestors 'none'; base-uri 'none'")
+_MAX_QUERY_LEN = 200
+
+
+class _Guard:
+    """Refuses writes and foreign Host headers; adds the security headers."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: tuple[str, ...] | None) -> None:
+        self.app = app
+        self.allowed_hosts = allowed_hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if scope["method"] not in ("GET", "HEAD"):
+            return await _json_error(405, "the dashboard is read-only")(scope, receive, send)
+        if self.allowed_hosts is not None:
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name not in self.allowed_hosts:
+                return await _json_error(403, f"host {host!r} refused")(scope, receive, send)
+
+        async def send_with_headers(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [(b"content-security-policy", _CSP.encode()), (b"x-content-type-options", b"nosniff"),
+                            (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _json_error(status: int, message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _json(data, status: int = 200) -> Response:
+    # msgspec: fast on large timeline answers; NaN/inf become null.
+    return Response(msgspec.json.encode(data), status_code=status, media_type="application/json")
+
+
+def _int_arg(request: Request, key: str, default: int | None = None) -> int | None:
+    value = request.query_params.get(key)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{key}={value[:40]!r}: not an integer") from None
+
+
+def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> ASGIApp:
+    """The dashboard app over ``logdir``; ``allowed_hosts=None`` accepts any Host header."""
+    logdir = Path(logdir).resolve()
+    if not logdir.is_dir():
+        raise ConfigError(f"{logdir}: not a directory")
+    stores = StoreCache()
+
+    def with_run(handler):
+        async def endpoint(request: Request) -> Response:
+            try:
+                run_dir = resolve_run_dir(logdir, request.query_params.get("run", ""))
+
+                def work():
+                    with stores.use(run_dir) as run:
+                        return handler(request, run)
+                return await run_in_threadpool(work)
+            except RunPathRefused as exc:
+                return _json_error(403, str(exc))
+            except ConfigError as exc:
+                return _json_error(404 if "no parsed run" in str(exc) else 400, str(exc))
+            except MlprofError as exc:
+                return _json_error(500, str(exc))
+        return endpoint
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC_DIR / "index.html", headers={"cache-control": "no-cache"})
+
+    async def runs(request: Request) -> Response:
+        return _json(await run_in_threadpool(api.runs_answer, logdir))
+
+    async def features(request: Request) -> Response:
+        return _json({"features": api.FEATURES,
+                      "datasets": {name: d.title for name, d in DATASETS.items()}})
+
+    def overview(request: Request, run) -> Response:
+        return _json(api.overview_answer(run))
+
+    def data(request: Request, run) -> Response:
+        name = request.path_params["name"]
+        params = Params(step=_int_arg(request, "step"), name=request.query_params.get("name"),
+                        input_dims=request.query_params.get("input_dims"))
+        rows = api.dataset_rows(run, name, params)
+        fmt = request.query_params.get("format", "json")
+        if fmt not in ("json", "csv"):
+            raise ConfigError(f"format={fmt[:20]!r}: use json or csv")
+        headers = {}
+        if request.query_params.get("download"):
+            headers["content-disposition"] = f'attachment; filename="{name}.{fmt}"'
+        if fmt == "csv":
+            return Response(api.rows_to_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
+        return Response(msgspec.json.encode(rows), media_type="application/json", headers=headers)
+
+    def tl_meta(request: Request, run) -> Response:
+        return _json(api.timeline_meta(run))
+
+    def tl_window(request: Request, run) -> Response:
+        tracks_arg = request.query_params.get("tracks")
+        tracks = None
+        if tracks_arg:
+            try:
+                tracks = [int(t) for t in tracks_arg.split(",")[:10_000]]
+            except ValueError:
+                raise ConfigError("tracks: comma-separated integers") from None
+        return _json(api.timeline_window(run, _int_arg(request, "t0", 0), _int_arg(request, "t1", 1),
+                                         _int_arg(request, "px", 1000), tracks))
+
+    def tl_search(request: Request, run) -> Response:
+        text = request.query_params.get("q", "")
+        if not text or len(text) > _MAX_QUERY_LEN:
+            raise ConfigError(f"q: 1 to {_MAX_QUERY_LEN} characters")
+        return _json(api.timeline_search(run, text))
+
+    def tl_event(request: Request, run) -> Response:
+        found = api.timeline_event(run, _int_arg(request, "src", -1), _int_arg(request, "id", -1))
+        if found is None:
+            return _json_error(404, "no such event")
+        return _json(found)
+
+    routes = [
+        Route("/", index),
+        Route("/api/runs", runs),
+        Route("/api/features", features),
+        Route("/api/overview", with_run(overview)),
+        Route("/api/data/{name}", with_run(data)),
+        Route("/api/timeline/meta", with_run(tl_meta)),
+        Route("/api/timeline/window", with_run(tl_window)),
+        Route("/api/timeline/search", with_run(tl_search)),
+        Route("/api/timeline/event", with_run(tl_event)),
+        Mount("/static", StaticFiles(directory=STATIC_DIR, follow_symlink=False), name="static"),
+    ]
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        stores.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    return _Guard(app, allowed_hosts)
