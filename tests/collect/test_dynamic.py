@@ -167,3 +167,44 @@ def test_env_var_mode_profiles_an_unmodified_script(tmp_path):
     (steps,) = captured_steps(prof_dir)
     assert len(steps) == 4 and steps == list(range(steps[0], steps[0] + 4))
     assert "optimizer step" in log_text(cfg, "dynamic")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def captures_by_rank(prof_dir: Path) -> dict[int, list[list[int]]]:
+    found: dict[int, list[list[int]]] = {}
+    for capture in sorted(prof_dir.glob("*_mlprof")):
+        rank = load_json(capture / "profiler_info.json")["rank"]
+        for window in windows_of(capture):
+            found.setdefault(rank, []).append(profiler_steps_in_trace(window / "kineto.pt.trace.json"))
+    return found
+
+
+@pytest.mark.slow
+def test_two_rank_gloo_job_captures_aligned_steps_and_honours_rank_list(tmp_path):
+    cfg, prof_dir = tmp_path / "cfg", tmp_path / "prof"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+           "--master_addr=127.0.0.1", str(JOB), str(cfg), "700", "--ddp", "--step-s", "0.03"]
+    job = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        for rank in (0, 1):
+            wait_for_step(tmp_path / f"progress_{rank}.txt", 3, job)
+        edit_config(cfg, prof_dir=str(prof_dir), active=3)
+        deadline = time.monotonic() + 90
+        while len(captures_by_rank(prof_dir)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        edit_config(cfg, prof_dir=str(prof_dir), active=2, is_rank=True, rank_list=[1])
+        assert job.wait(timeout=180) == 0, job.stderr.read()[-3000:]
+    finally:
+        job.kill()
+    by_rank = captures_by_rank(prof_dir)
+    assert len(by_rank[0]) == 1 and len(by_rank[1]) == 2, by_rank
+    assert by_rank[0][0] == by_rank[1][0], "the ranks' captures must cover the same steps"
+    assert len(by_rank[0][0]) == 3 and len(by_rank[1][1]) == 2
+    assert "rank 0 is not in rank_list [1]" in log_text(cfg, "monitor")
