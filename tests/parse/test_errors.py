@@ -35,7 +35,9 @@ def test_bad_trace_file_raises_trace_format_error_naming_file(tmp_path, content,
     assert not (tmp_path / "out" / "tables").exists()
 
 
-def test_wrong_type_deep_in_a_big_trace_names_the_event_index(tmp_path):
+@pytest.mark.parametrize("workers", ["1", "3"])
+def test_wrong_type_deep_in_a_big_trace_names_the_event_index(tmp_path, monkeypatch, workers):
+    monkeypatch.setenv("MLPROF_PARSE_WORKERS", workers)
     events = ",".join('{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": %d, "dur": 1}' % i
                       for i in range(25_000))
     path = tmp_path / "big.json"

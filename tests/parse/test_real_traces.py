@@ -10,7 +10,12 @@ import pytest
 
 from mlprof.analysis import kernel_statistic, step_breakdown
 
+from mlprof.tables.schema import TABLES
+
 from .conftest import GPU_TRACES, parse_one
+
+NCCL_TRACE = "nccl_parser_config/nccl_data.json.gz"
+NS_TRACE = "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 
 DEVICE_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 
@@ -118,3 +123,15 @@ def test_kernel_breakdown_agrees_with_holistic_trace_analysis(shared_traces, tmp
         # HTA cuts ns-resolution times down to whole µs (start and end), so
         # each of its durations is short by up to ~1 µs, never long.
         assert total_ns / 1000 - 2 * count <= hta_total_us <= total_ns / 1000 + 1e-6, name
+
+
+@pytest.mark.parametrize("name, workers", [(NCCL_TRACE, 3), (NS_TRACE, 2)])
+def test_parallel_parse_gives_the_same_tables(shared_traces, tmp_path, monkeypatch, name, workers):
+    monkeypatch.setenv("MLPROF_PARSE_WORKERS", "1")
+    sequential, _ = parse_one(shared_traces / name, tmp_path / "seq")
+    monkeypatch.setenv("MLPROF_PARSE_WORKERS", str(workers))
+    parallel, _ = parse_one(shared_traces / name, tmp_path / "par")
+    for table in TABLES:
+        cols = ", ".join(f'"{c}"' for c in TABLES[table].column_names)
+        assert sorted(sequential.rows(f"SELECT {cols} FROM {table}"), key=repr) == \
+            sorted(parallel.rows(f"SELECT {cols} FROM {table}"), key=repr), table

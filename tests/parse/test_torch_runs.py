@@ -32,7 +32,7 @@ def _train(prof_steps: int, on_step):
 
 
 def test_self_time_per_op_matches_torch_key_averages(tmp_path):
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile, schedule
 
     trace = tmp_path / "run.pt.trace.json"

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, operator_details, step_breakdown
 from mlprof.analysis.memory import memory_record, operator_memory
-from mlprof.analysis.steps import StepBreakdown
 from mlprof.tables.store import TableStore
 
 __all__ = ["SummaryColumn", "Summary", "SUMMARIES"]

@@ -14,7 +14,7 @@ import numpy as np
 
 from mlprof.parse.capture_files import GcRecord, MarkersFile, StepRecord
 from mlprof.parse.hierarchy import assign_steps, fold_duplicates, nest_host_events
-from mlprof.parse.kineto import FLOW_END, FLOW_START, MISSING, KinetoColumns, StringPool
+from mlprof.parse.kineto_events import FLOW_END, FLOW_START, MISSING, KinetoColumns, StringPool
 
 __all__ = ["WindowData", "build_tables"]
 

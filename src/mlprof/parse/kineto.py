@@ -15,182 +15,23 @@ import gc
 import gzip
 import re
 import zlib
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Union
 
 import msgspec
 import numpy as np
 
 from mlprof.errors import TraceFormatError
+from mlprof.parse.kineto_events import (
+    EVENTS_DECODER, FLOW_END, FLOW_START, MISSING, Accumulator, KinetoColumns, StringPool, split_chunk,
+    _LIST_DECODER, _TOP_DECODER, _TopLevel)
+from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["KinetoColumns", "StringPool", "read_kineto", "MISSING", "FLOW_START", "FLOW_END"]
 
-# Sentinel of absent integer fields inside the numpy columns (turned to NULL
-# when the tables are written). No real id, size or time takes this value.
-MISSING = np.iinfo(np.int64).min
+# Events decoded per msgspec call: small enough to stay in cache.
 _CHUNK_EVENTS = 10_000
-# An absent Raw field: msgspec cannot put Raw in a union with None.
-_EMPTY = msgspec.Raw()
-
-# Numeric args are accepted as strings too (ROCm writes "stream": "0x0").
-Num = Union[int, float, str, None]
-_M = -(2**63)  # MISSING, spelled before numpy is needed in class bodies
-Loose = Union[int, float, str, None]
-
-
-class _Args(msgspec.Struct, gc=False):
-    """The ``args`` keys the tables use; every other key is skipped by msgspec."""
-
-    external_id: Num = msgspec.field(default=_M, name="External id")
-    correlation: Num = _M
-    device: Num = _M
-    stream: Num = _M
-    grid: msgspec.Raw = _EMPTY
-    block: msgspec.Raw = _EMPTY
-    bytes: Num = _M
-    sequence_number: Num = msgspec.field(default=_M, name="Sequence number")
-    fwd_thread_id: Num = msgspec.field(default=_M, name="Fwd thread id")
-    input_dims: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Dims")
-    input_types: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input type")
-    registers: Num = msgspec.field(default=_M, name="registers per thread")
-    shared_memory: Num = msgspec.field(default=_M, name="shared memory")
-    occupancy: Num = msgspec.field(default=_M, name="est. achieved occupancy %")
-    collective_name: Loose = msgspec.field(default=None, name="Collective name")
-    in_nelems: Num = msgspec.field(default=_M, name="In msg nelems")
-    out_nelems: Num = msgspec.field(default=_M, name="Out msg nelems")
-    group_size: Num = msgspec.field(default=_M, name="Group size")
-    dtype: Loose = None
-    in_split: msgspec.Raw = msgspec.field(default=_EMPTY, name="In split size")
-    out_split: msgspec.Raw = msgspec.field(default=_EMPTY, name="Out split size")
-    pg_name: Loose = msgspec.field(default=None, name="Process Group Name")
-    pg_desc: Loose = msgspec.field(default=None, name="Process Group Description")
-    pg_ranks: msgspec.Raw = msgspec.field(default=_EMPTY, name="Process Group Ranks")
-    # [memory] instant events
-    device_type: Num = msgspec.field(default=_M, name="Device Type")
-    device_id: Num = msgspec.field(default=_M, name="Device Id")
-    addr: Num = msgspec.field(default=_M, name="Addr")
-    mem_bytes: Num = msgspec.field(default=_M, name="Bytes")
-    total_allocated: Num = msgspec.field(default=_M, name="Total Allocated")
-    total_reserved: Num = msgspec.field(default=_M, name="Total Reserved")
-    # metadata (M) events
-    name: Loose = None
-    labels: Loose = None
-    sort_index: Num = _M
-
-
-
-
-class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    name: str = ""
-    cat: str = ""
-    pid: Union[int, str] = 0
-    tid: Union[int, str] = 0
-    ts: float = 0.0
-    dur: float = 0.0
-    id: Union[int, str, None] = None
-    # Decoded in the same pass as the event: one decoder call per chunk,
-    # not one per event. Counter ('C') events are re-read for their raw args.
-    args: _Args = msgspec.field(default_factory=_Args)
-
-
-class _TopLevel(msgspec.Struct, gc=False):
-    traceEvents: list[msgspec.Raw] = []
-    baseTimeNanoseconds: Union[int, None] = None
-    schemaVersion: msgspec.Raw = _EMPTY
-    deviceProperties: msgspec.Raw = _EMPTY
-    distributedInfo: msgspec.Raw = _EMPTY
-    traceName: msgspec.Raw = _EMPTY
-    displayTimeUnit: msgspec.Raw = _EMPTY
-    record_shapes: msgspec.Raw = _EMPTY
-    trace_id: msgspec.Raw = _EMPTY
-    host_name: msgspec.Raw = _EMPTY
-
-
-_TOP_DECODER = msgspec.json.Decoder(_TopLevel)
-_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
-_EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
-
-
-class _RawArgs(msgspec.Struct):
-    args: dict = {}
-
-
-_RAW_ARGS_DECODER = msgspec.json.Decoder(_RawArgs)
-
-HOST_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "Operator"})
-RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
-DEVICE_KINDS = {
-    "kernel": "kernel",
-    "Kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "Memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "Memset": "memset",
-    "cuda_sync": "sync",
-}
-COMMUNICATION_KERNEL = re.compile(r"nccl|rccl|c10d::|all_?reduce|all_?gather|reduce_?scatter", re.I)
-
-
-FLOW_START, FLOW_STEP, FLOW_END = 0, 1, 2
-_FLOW_PHASES = {"s": FLOW_START, "t": FLOW_STEP, "f": FLOW_END}
-
-
-class StringPool:
-    """Interns strings to dense integer codes; code -1 is NULL."""
-
-    # None and b"" (an absent raw JSON value) are NULL.
-    _NULLS = 2
-
-    def __init__(self) -> None:
-        self._codes: dict[str | bytes | None, int] = {None: -1, b"": -1}
-
-    def code(self, value: str | None) -> int:
-        codes = self._codes
-        if value not in codes:
-            codes[value] = len(codes) - self._NULLS
-        return codes[value]
-
-    def codes(self, values: list) -> np.ndarray:
-        codes = self._codes
-        # dict.fromkeys finds the chunk's distinct strings at C speed; only
-        # new ones get a code, then one C-level map looks all of them up.
-        for value in dict.fromkeys(values):
-            if value not in codes:
-                codes[value] = len(codes) - self._NULLS
-        return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values))
-
-    def values(self) -> list[str]:
-        """All strings, indexed by code (raw JSON values decoded to text)."""
-        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-                for v in self._codes if v is not None and v != b""]
-
-
-@dataclass
-class KinetoColumns:
-    """Column arrays of one trace, per kind of event, before table building.
-
-    String columns hold :class:`StringPool` codes; integer columns use
-    :data:`MISSING` for absent values; times are absolute ns.
-    """
-
-    base_time_ns: int
-    metadata: dict[str, bytes] = field(default_factory=dict)
-    host: dict[str, np.ndarray] = field(default_factory=dict)
-    runtime: dict[str, np.ndarray] = field(default_factory=dict)
-    device: dict[str, np.ndarray] = field(default_factory=dict)
-    collectives: dict[str, np.ndarray] = field(default_factory=dict)
-    flows: dict[str, np.ndarray] = field(default_factory=dict)
-    memory: dict[str, np.ndarray] = field(default_factory=dict)
-    instants: dict[str, np.ndarray] = field(default_factory=dict)
-    device_annotations: dict[str, np.ndarray] = field(default_factory=dict)
-    counters: dict[str, np.ndarray] = field(default_factory=dict)
-    threads: list[tuple[int, int | None, str, str]] = field(default_factory=list)
-    unknown: Counter = field(default_factory=Counter)
-    event_count: int = 0
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -222,76 +63,6 @@ def _decode_error(path: Path, exc: Exception, first_index: int = 0) -> TraceForm
     if "truncated" in msg.lower():
         msg = f"truncated JSON ({msg})"
     return TraceFormatError(f"{path}: not a valid Kineto trace: {msg}")
-
-
-def _int(value, default=MISSING) -> int:
-    if value is None:
-        return default
-    return int(value)
-
-
-def _ints(values: list) -> np.ndarray:
-    # Absent keys already hold MISSING (the _Args defaults); only an explicit
-    # JSON null or a float needs the slow path.
-    try:
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return np.array([_to_int(v) for v in values], dtype=np.int64)
-
-
-def _to_int(value) -> int:
-    if value is None:
-        return MISSING
-    if isinstance(value, str):
-        try:
-            return int(value, 0)
-        except ValueError:
-            return MISSING
-    return int(value)
-
-
-def _ns(values: list, base_ns: int) -> np.ndarray:
-    # Kineto times are float microseconds; round(x * 1000) keeps ns resolution.
-    # Whole and fractional µs are scaled apart: absolute µs (no
-    # baseTimeNanoseconds) times 1000 would not fit a double's 53 bits.
-    us = np.asarray(values, dtype=np.float64)
-    whole = np.floor(us)
-    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64) + base_ns
-
-
-def _durs(values: list) -> np.ndarray:
-    return np.rint(np.asarray(values, dtype=np.float64) * 1000.0).astype(np.int64)
-
-
-def _pidtid(values: list) -> np.ndarray:
-    # String pids/tids ("Spans", "PyTorch Profiler") only appear on rows the
-    # tables do not keep; anything else non-numeric becomes MISSING.
-    try:
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return np.fromiter(
-            (v if type(v) is int else MISSING for v in values), dtype=np.int64, count=len(values))
-
-
-def _raw_text(pool: StringPool, raws: list) -> np.ndarray:
-    if not any(raws):
-        return np.full(len(raws), -1, dtype=np.int32)
-    # bytes keys: decoded to text once per distinct value, in StringPool.values().
-    return pool.codes(list(map(bytes, raws)))
-
-
-class _Accumulator:
-    """Collects per-chunk column arrays and concatenates them at the end."""
-
-    def __init__(self) -> None:
-        self.parts: dict[str, list[np.ndarray]] = {}
-
-    def add(self, columns: dict[str, np.ndarray]) -> None:
-        for key, arr in columns.items():
-            self.parts.setdefault(key, []).append(arr)
-
-    def result(self) -> dict[str, np.ndarray]:
-        return {k: np.concatenate(v) for k, v in self.parts.items()}
 
 
 def read_kineto(
@@ -339,255 +110,83 @@ def _read(path: Path, pool: StringPool, progress) -> KinetoColumns:
     del top
     total = len(raws)
     cols.event_count = total
-    accs = {name: _Accumulator() for name in (
-        "host", "runtime", "device", "collectives", "flows", "memory", "instants",
-        "device_annotations", "counters")}
-    for first in range(0, total, _CHUNK_EVENTS):
-        chunk_raws = raws[first:first + _CHUNK_EVENTS]
-        try:
-            events = _EVENTS_DECODER.decode(b"[" + b",".join(chunk_raws) + b"]")
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise _decode_error(path, exc, first) from None
-        try:
-            _split_chunk(events, chunk_raws, base_ns, pool, cols, accs)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise TraceFormatError(f"{path}: not a valid Kineto trace: counter args: {exc}") from None
-        del chunk_raws, events
-        if progress is not None:
-            progress(min(first + _CHUNK_EVENTS, total), total)
-    # Free the file text before the columns are concatenated (peak memory).
-    del raws, data
+    accs = _new_accumulators()
+    # Contiguous ranges of whole chunks; part 0 runs here, the others forked.
+    chunks = -(-total // _CHUNK_EVENTS)
+    n_parts = max(1, min(worker_count(total), chunks))
+    bounds = [min(total, (chunks * i // n_parts) * _CHUNK_EVENTS) for i in range(n_parts + 1)]
+    children = []
+    try:
+        for i in range(1, n_parts):
+            first, last = bounds[i], bounds[i + 1]
+            children.append(start_part(partial(_decode_part, path, raws, first, last, base_ns)))
+        share = n_parts  # progress: the other parts run alongside this one
+
+        def own_progress(done: int) -> None:
+            if progress is not None:
+                progress(min(done * share, total - 1) if n_parts > 1 else done, total)
+
+        _decode_range(path, raws, bounds[0], bounds[1], base_ns, pool, cols, accs, own_progress)
+        # Free the file text before the columns are concatenated (peak memory).
+        del raws, data
+        for child in children:
+            _merge_part(finish_part(child), pool, cols, accs)
+    except BaseException:
+        for child in children:
+            abandon_part(child)
+        raise
+    if progress is not None:
+        progress(total, total)
     for name, acc in accs.items():
         setattr(cols, name, acc.result())
     return cols
 
 
-def _decode_args(events: list[_Event]) -> list[_Args]:
-    return [e.args for e in events]
+_ACCUMULATED = ("host", "runtime", "device", "collectives", "flows", "memory", "instants",
+                "device_annotations", "counters")
 
 
-def _split_chunk(events: list[_Event], raws: list[msgspec.Raw], base_ns: int, pool: StringPool, cols: KinetoColumns, accs) -> None:
-    host, runtime, device, flows, instants, dev_ann, counters = [], [], [], [], [], [], []
-    unknown = cols.unknown
-    for i, e in enumerate(events):
-        ph = e.ph
-        if ph == "X":
-            cat = e.cat
-            if cat in HOST_CATEGORIES:
-                host.append(e)
-            elif cat in RUNTIME_CATEGORIES:
-                runtime.append(e)
-            elif cat in DEVICE_KINDS:
-                device.append(e)
-            elif cat == "gpu_user_annotation":
-                dev_ann.append(e)
-            else:
-                unknown[(ph, cat)] += 1
-        elif ph == "s" or ph == "f" or ph == "t":
-            flows.append(e)
-        elif ph == "i" or ph == "I":
-            instants.append(e)
-        elif ph == "M":
-            _metadata_event(e, cols)
-        elif ph == "C":
-            counters.append((e, raws[i]))
-        else:
-            unknown[(ph, e.cat)] += 1
-    if host:
-        _host_columns(host, base_ns, pool, accs["host"])
-    if runtime:
-        args = _decode_args(runtime)
-        accs["runtime"].add({
-            "name": pool.codes([e.name for e in runtime]),
-            "category": pool.codes([e.cat for e in runtime]),
-            "pid": _pidtid([e.pid for e in runtime]),
-            "tid": _pidtid([e.tid for e in runtime]),
-            "start_ns": _ns([e.ts for e in runtime], base_ns),
-            "dur_ns": _durs([e.dur for e in runtime]),
-            "correlation": _ints([a.correlation for a in args]),
-            "external_id": _ints([a.external_id for a in args]),
-        })
-    if device:
-        _device_columns(device, base_ns, pool, accs)
-    if flows:
-        accs["flows"].add({
-            "ph": np.array([_FLOW_PHASES[e.ph] for e in flows], dtype=np.int8),
-            "category": pool.codes([e.cat for e in flows]),
-            "flow_id": np.fromiter((_flow_id(e.id) for e in flows), dtype=np.int64, count=len(flows)),
-            "pid": _pidtid([e.pid for e in flows]),
-            "tid": _pidtid([e.tid for e in flows]),
-            "ts_ns": _ns([e.ts for e in flows], base_ns),
-        })
-    if instants:
-        _instant_columns(instants, base_ns, pool, accs)
-    if dev_ann:
-        accs["device_annotations"].add({
-            "name": pool.codes([e.name for e in dev_ann]),
-            "pid": _pidtid([e.pid for e in dev_ann]),
-            "tid": _pidtid([e.tid for e in dev_ann]),
-            "start_ns": _ns([e.ts for e in dev_ann], base_ns),
-            "dur_ns": _durs([e.dur for e in dev_ann]),
-        })
-    if counters:
-        _counter_columns(counters, base_ns, pool, accs)
+def _new_accumulators() -> dict[str, Accumulator]:
+    return {name: Accumulator() for name in _ACCUMULATED}
 
 
-def _flow_id(value) -> int:
-    if type(value) is int:
-        return value
-    if isinstance(value, str):
+def _decode_range(path, raws, first, last, base_ns, pool, cols, accs, progress) -> None:
+    for start in range(first, last, _CHUNK_EVENTS):
+        end = min(start + _CHUNK_EVENTS, last)
+        chunk_raws = raws[start:end]
         try:
-            return int(value, 0)
-        except ValueError:
-            return hash(value) & 0x1FFFFFFFFFFFFF
-    return MISSING
+            events = EVENTS_DECODER.decode(b"[" + b",".join(chunk_raws) + b"]")
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _decode_error(path, exc, start) from None
+        try:
+            split_chunk(events, chunk_raws, base_ns, pool, cols, accs)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TraceFormatError(f"{path}: not a valid Kineto trace: counter args: {exc}") from None
+        del chunk_raws, events
+        if progress is not None:
+            progress(end)
 
 
-def _host_columns(host: list[_Event], base_ns: int, pool: StringPool, acc: _Accumulator) -> None:
-    args = _decode_args(host)
-    acc.add({
-        "name": pool.codes([e.name for e in host]),
-        "category": pool.codes([e.cat for e in host]),
-        "pid": _pidtid([e.pid for e in host]),
-        "tid": _pidtid([e.tid for e in host]),
-        "start_ns": _ns([e.ts for e in host], base_ns),
-        "dur_ns": _durs([e.dur for e in host]),
-        "external_id": _ints([a.external_id for a in args]),
-        "sequence_number": _ints([a.sequence_number for a in args]),
-        "fwd_thread_id": _ints([a.fwd_thread_id for a in args]),
-        "input_dims": _raw_text(pool, [a.input_dims for a in args]),
-        "input_types": _raw_text(pool, [a.input_types for a in args]),
-    })
+def _decode_part(path, raws, first, last, base_ns) -> dict:
+    """A forked worker's share: its own string pool and columns, made picklable."""
+    pool = StringPool()
+    cols = KinetoColumns(base_time_ns=base_ns)
+    accs = _new_accumulators()
+    _decode_range(path, raws, first, last, base_ns, pool, cols, accs, None)
+    return {"strings": pool.keys(), "threads": cols.threads, "unknown": dict(cols.unknown),
+            "columns": {name: acc.result() for name, acc in accs.items()}}
 
 
-def _device_columns(device: list[_Event], base_ns: int, pool: StringPool, accs) -> None:
-    args = _decode_args(device)
-    rows_before = sum(len(a) for a in accs["device"].parts.get("name", ()))
-    names = [e.name for e in device]
-    is_comm = np.fromiter(
-        (a.collective_name is not None and a.collective_name != MISSING or bool(COMMUNICATION_KERNEL.search(n)) for n, a in zip(names, args)),
-        dtype=bool, count=len(device))
-    columns = {
-        "name": pool.codes(names),
-        "kind": pool.codes([DEVICE_KINDS[e.cat] for e in device]),
-        "device": _ints([a.device if a.device != MISSING else (e.pid if type(e.pid) is int else None)
-                         for e, a in zip(device, args)]),
-        "stream": _ints([a.stream if a.stream != MISSING else (e.tid if type(e.tid) is int else None)
-                         for e, a in zip(device, args)]),
-        "start_ns": _ns([e.ts for e in device], base_ns),
-        "dur_ns": _durs([e.dur for e in device]),
-        "correlation": _ints([a.correlation for a in args]),
-        "external_id": _ints([a.external_id for a in args]),
-        "grid": _raw_text(pool, [a.grid for a in args]),
-        "block": _raw_text(pool, [a.block for a in args]),
-        "size_bytes": _ints([a.bytes for a in args]),
-        "registers_per_thread": _ints([a.registers for a in args]),
-        "shared_memory_bytes": _ints([a.shared_memory for a in args]),
-        "occupancy_pct": np.array([_to_float(a.occupancy)
-                                   for a in args], dtype=np.float64),
-        "is_communication": is_comm,
-    }
-    accs["device"].add(columns)
-    comm_idx = np.flatnonzero(is_comm)
-    if comm_idx.size:
-        sel = [args[i] for i in comm_idx]
-        accs["collectives"].add({
-            "device_row": comm_idx.astype(np.int64) + rows_before,
-            "collective_name": pool.codes([_collective_name(a.collective_name, names[i])
-                                           for a, i in zip(sel, comm_idx)]),
-            "group_name": pool.codes([_opt_str(a.pg_name) for a in sel]),
-            "group_desc": pool.codes([_opt_str(a.pg_desc) for a in sel]),
-            "group_ranks": _raw_text(pool, [a.pg_ranks for a in sel]),
-            "group_size": _ints([a.group_size for a in sel]),
-            "dtype": pool.codes([_opt_str(a.dtype) for a in sel]),
-            "in_nelems": _ints([a.in_nelems for a in sel]),
-            "out_nelems": _ints([a.out_nelems for a in sel]),
-            "in_split_size": _raw_text(pool, [a.in_split for a in sel]),
-            "out_split_size": _raw_text(pool, [a.out_split for a in sel]),
-        })
-
-
-def _to_float(value) -> float:
-    if value is None or value == MISSING:
-        return np.nan
-    try:
-        return float(value)
-    except ValueError:
-        return np.nan
-
-
-def _opt_str(value) -> str | None:
-    return None if value is None or value == MISSING else str(value)
-
-
-_COLLECTIVE_IN_NAME = re.compile(
-    r"(all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|send|recv|reduce|gather|scatter)", re.I)
-
-
-def _collective_name(explicit, kernel_name: str) -> str | None:
-    if explicit is not None and explicit != MISSING:
-        return str(explicit)
-    match = _COLLECTIVE_IN_NAME.search(kernel_name)
-    return match.group(1).lower().replace("_", "") if match else None
-
-
-def _instant_columns(instants: list[_Event], base_ns: int, pool: StringPool, accs) -> None:
-    memory = [e for e in instants if e.name == "[memory]"]
-    other = [e for e in instants if e.name != "[memory]"] if memory else instants
-    if memory:
-        args = _decode_args(memory)
-        accs["memory"].add({
-            "ts_ns": _ns([e.ts for e in memory], base_ns),
-            "pid": _pidtid([e.pid for e in memory]),
-            "tid": _pidtid([e.tid for e in memory]),
-            "device_type": _ints([a.device_type for a in args]),
-            "device_id": _ints([a.device_id for a in args]),
-            "addr": _ints([a.addr for a in args]),
-            "size_bytes": _ints([a.mem_bytes for a in args]),
-            "total_allocated_bytes": _ints([a.total_allocated for a in args]),
-            "total_reserved_bytes": _ints([a.total_reserved for a in args]),
-        })
-    if other:
-        accs["instants"].add({
-            "name": pool.codes([e.name for e in other]),
-            "pid": _pidtid([e.pid for e in other]),
-            "tid": _pidtid([e.tid for e in other]),
-            "start_ns": _ns([e.ts for e in other], base_ns),
-        })
-
-
-def _counter_columns(counters: list[_Event], base_ns: int, pool: StringPool, accs) -> None:
-    names, series, pids, ts, values = [], [], [], [], []
-    for e, raw in counters:
-        decoded = _RAW_ARGS_DECODER.decode(raw).args
-        if not isinstance(decoded, dict):
+def _merge_part(part: dict, pool: StringPool, cols: KinetoColumns, accs) -> None:
+    # The worker's string codes -> this pool's codes (int32 columns are codes).
+    remap = np.array([pool.code(v) for v in part["strings"]] + [-1], dtype=np.int32)
+    device_rows_before = sum(len(a) for a in accs["device"].parts.get("name", ()))
+    for name, columns in part["columns"].items():
+        if not columns:
             continue
-        for key, value in decoded.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                names.append(e.name)
-                series.append(key)
-                pids.append(e.pid)
-                ts.append(e.ts)
-                values.append(float(value))
-    if names:
-        accs["counters"].add({
-            "name": pool.codes(names),
-            "series": pool.codes(series),
-            "pid": _pidtid(pids),
-            "ts_ns": _ns(ts, base_ns),
-            "value": np.asarray(values, dtype=np.float64),
-        })
-
-
-def _metadata_event(e: _Event, cols: KinetoColumns) -> None:
-    if type(e.pid) is not int:
-        cols.unknown[("M", e.name)] += 1
-        return
-    a = e.args
-    value = a.name if e.name in ("process_name", "thread_name") else (
-        a.labels if e.name == "process_labels" else a.sort_index)
-    if value is None or value == MISSING:
-        cols.unknown[("M", e.name)] += 1
-        return
-    tid = e.tid if (type(e.tid) is int and e.name.startswith("thread")) else None
-    cols.threads.append((e.pid, tid, e.name, str(value)))
+        columns = {k: remap[v] if v.dtype == np.int32 else v for k, v in columns.items()}
+        if name == "collectives":
+            columns["device_row"] = columns["device_row"] + device_rows_before
+        accs[name].add(columns)
+    cols.threads.extend(part["threads"])
+    cols.unknown.update(part["unknown"])
