@@ -66,20 +66,22 @@ def _sql_str(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def _select_list(schema: TableSchema, present: set[str], coded: dict[str, str]) -> str:
+def _select_list(schema: TableSchema, present: set[str], coded: set[str]) -> str:
     parts = []
     for col in schema.columns:
-        if col.name in coded:
-            parts.append(f'{coded[col.name]}.value AS "{col.name}"')
-        elif col.name not in present:
-            parts.append(f'CAST(NULL AS {col.sql_type}) AS "{col.name}"')
+        name = col.name
+        if name in coded:
+            # Code -> text by indexing the pooled string list (one scalar
+            # subquery, evaluated once): a projection, so row order is kept.
+            parts.append(f'CASE WHEN f."{name}" >= 0 THEN (SELECT l FROM _strlist)[f."{name}" + 1] END AS "{name}"')
+        elif name not in present:
+            parts.append(f'CAST(NULL AS {col.sql_type}) AS "{name}"')
         elif col.sql_type in ("BIGINT", "INTEGER"):
-            parts.append(f'CAST(NULLIF(f."{col.name}", {MISSING_INT}) AS {col.sql_type}) AS "{col.name}"')
+            parts.append(f'CAST(NULLIF(f."{name}", {MISSING_INT}) AS {col.sql_type}) AS "{name}"')
         elif col.sql_type == "DOUBLE":
-            parts.append(f'CAST(CASE WHEN isnan(f."{col.name}") THEN NULL ELSE f."{col.name}" END AS DOUBLE) '
-                         f'AS "{col.name}"')
+            parts.append(f'CAST(CASE WHEN isnan(f."{name}") THEN NULL ELSE f."{name}" END AS DOUBLE) AS "{name}"')
         else:
-            parts.append(f'CAST(f."{col.name}" AS {col.sql_type}) AS "{col.name}"')
+            parts.append(f'CAST(f."{name}" AS {col.sql_type}) AS "{name}"')
     return ", ".join(parts)
 
 
@@ -89,35 +91,32 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
     ``columns`` maps a table name to its column arrays: integer columns use
     :data:`MISSING_INT` for NULL, string columns are int32 codes into
     ``strings`` (-1 = NULL) unless already object arrays. Tables absent from
-    ``columns`` are written empty, so every table always exists.
+    ``columns`` are written empty, so every table always exists. DuckDB
+    streams each table from the numpy arrays straight into Parquet.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     try:
-        # String columns arrive as codes: DuckDB joins them to the (small)
-        # string list instead of Python building one object per row.
         con.register("_strings_src", {"code": np.arange(len(strings), dtype=np.int32),
                                       "value": np.array(strings, dtype=object)})
-        con.execute("CREATE TABLE _strings AS SELECT * FROM _strings_src")
+        con.execute("CREATE TABLE _strlist AS SELECT list(value ORDER BY code) AS l FROM _strings_src")
         con.unregister("_strings_src")
         for name, schema in TABLES.items():
             data = columns.get(name) or {}
             frame = {col.name: data[col.name] for col in schema.columns if col.name in data}
-            con.execute(schema.create_sql())
+            target = _sql_str(out_dir / f"{name}.parquet")
             n_rows = len(next(iter(frame.values()))) if frame else 0
             if n_rows:
-                frame["_row"] = np.arange(n_rows, dtype=np.int64)
-                coded = {c.name: f"s{i}" for i, c in enumerate(schema.columns)
+                coded = {c.name for c in schema.columns
                          if c.name in frame and c.sql_type == "VARCHAR" and frame[c.name].dtype != object}
-                joins = " ".join(f'LEFT JOIN _strings {alias} ON {alias}.code = f."{col}"'
-                                 for col, alias in coded.items())
                 con.register("_frame", frame)
-                con.execute(f'INSERT INTO "{name}" SELECT {_select_list(schema, set(frame), coded)} '
-                            f"FROM _frame f {joins} ORDER BY f._row")
+                con.execute(f"COPY (SELECT {_select_list(schema, set(frame), coded)} FROM _frame f) "
+                            f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
                 con.unregister("_frame")
-            target = out_dir / f"{name}.parquet"
-            con.execute(f"COPY \"{name}\" TO '{_sql_str(target)}' (FORMAT parquet, COMPRESSION zstd)")
-            con.execute(f'DROP TABLE "{name}"')
+            else:
+                con.execute(schema.create_sql())
+                con.execute(f"COPY \"{name}\" TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+                con.execute(f'DROP TABLE "{name}"')
     finally:
         con.close()
