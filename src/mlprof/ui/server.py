@@ -164,6 +164,7 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
 
     routes = [
         Route("/", index),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
         Route("/api/runs", runs),
         Route("/api/features", features),
         Route("/api/overview", with_run(overview)),

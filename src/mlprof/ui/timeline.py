@@ -32,7 +32,7 @@ __all__ = ["Track", "TimelineIndex", "build_index", "query_window", "search", "e
            "SOURCES", "MAX_FLOWS"]
 
 SOURCES = ("host_ops", "runtime_calls", "device_ops", "steps", "markers", "gc_pauses")
-MAX_FLOWS = 2_000
+MAX_FLOWS = 500
 MAX_PX = 8_000
 _LONG_QUANTILE = 0.995
 

@@ -1,0 +1,189 @@
+"use strict";
+// One function per page; each gets {run, el, step} and fills el from the API.
+const Pages = (() => {
+  const { h, getJSON, dataUrl, fmtNs, fmtMs, fmtPct, fmtNum, fmtBytes, card, notAvailable } = U;
+  const ms = v => fmtMs(v), pct = v => fmtPct(v), num = v => fmtNum(v);
+  const DEVICE_SERIES = [["computing_ns", "computing"], ["communication_not_overlapped_ns", "communication (not overlapped)"],
+    ["preparing_ns", "preparing"], ["free_ns", "free"]];
+  const HOST_SERIES = [["data_loading_ns", "data loading"], ["forward_ns", "forward"], ["backward_ns", "backward"],
+    ["optimizer_ns", "optimizer"], ["other_host_ns", "other host"]];
+  const load = (name, run, extra) => getJSON(dataUrl(name, { run, ...extra }));
+
+  function stepChart(steps, series) {
+    return Charts.stackedBars(steps.map(r => ({ label: `#${r.step}`, values: r })), series);
+  }
+  function hasDevice(steps) { return steps.some(r => r.computing_ns !== null && r.computing_ns !== undefined); }
+
+  async function overview({ run, el }) {
+    const o = await getJSON(`/api/overview?${U.query({ run })}`);
+    const j = o.job;
+    const when = ns => ns ? new Date(Number(BigInt(ns) / 1000000n)).toISOString().replace("T", " ").slice(0, 23) + " UTC" : "-";
+    const kv = h("dl", { class: "kv" }, ...[["job", j.job], ["rank", j.rank ?? "-"],
+      ["devices", j.devices.length ? j.devices.join(", ") : "CPU only"],
+      ["collected", `${when(j.start_ns)} (${fmtNs(j.end_ns - j.start_ns)})`], ["steps", j.step_count],
+      ["events", fmtNum(j.event_count)], ["raw data", fmtBytes(j.raw_bytes)], ["parsed output", fmtBytes(j.output_bytes)]]
+      .flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))]));
+    const steps = o.steps;
+    const device = hasDevice(steps);
+    const dl = o.data_loading;
+    el.replaceChildren(
+      h("h1", {}, "Overview"),
+      h("div", { class: "row" },
+        card("Run", null, null, kv),
+        card("Data loading share", "data_loading", { run }, dl.data_loading_pct === null ? h("p", { class: "muted" }, "No steps in this run.") :
+          h("div", {}, h("div", { class: "big-number", id: "dl-share" }, fmtPct(dl.data_loading_pct)),
+            h("p", { class: "muted" }, `${fmtNs(dl.data_loading_ns)} of ${fmtNs(dl.steps_ns)} step time waiting for the DataLoader`)))),
+      card(`Step time (${device ? "device view" : "host view"})`, "steps", { run },
+        steps.length ? stepChart(steps, device ? DEVICE_SERIES : HOST_SERIES) : h("p", { class: "muted" }, "No steps in this run.")),
+      h("div", { class: "row" },
+        card("Host self time by operator", "op_statistic", { run },
+          Charts.pie(o.op_pie.map(r => ({ name: r.name, value: r.host_self_ns })))),
+        card("Advisor", null, null, notAvailable("Advisor findings"))),
+      card("Environment", "environment", { run }, DataTable(o.environment, [{ key: "key", label: "key" }, { key: "value", label: "value", wide: true }], { limit: 200 })),
+    );
+  }
+
+  function stepSelect(steps, current, onChange) {
+    return h("label", {}, "step ", h("select", { onchange: e => onChange(e.target.value) },
+      h("option", { value: "" }, "all"), steps.map(s => h("option", { value: s, selected: String(s) === String(current) }, `#${s}`))));
+  }
+
+  async function operators(ctx) {
+    const { run, el, step } = ctx;
+    const [ops, steps] = await Promise.all([load("op_statistic", run, { step }), load("steps", run, {})]);
+    const drill = h("div", { id: "op-drill" });
+    const top = ops.slice(0, 20);
+    const cols = [{ key: "name", label: "operator" }, { key: "count", label: "calls", num: true, fmt: num },
+      { key: "host_self_ns", label: "host self (ms)", num: true, fmt: ms }, { key: "host_total_ns", label: "host total (ms)", num: true, fmt: ms },
+      { key: "avg_self_ns", label: "avg self (ms)", num: true, fmt: ms }, { key: "max_self_ns", label: "max self (ms)", num: true, fmt: ms },
+      { key: "device_self_ns", label: "device self (ms)", num: true, fmt: ms }, { key: "device_total_ns", label: "device total (ms)", num: true, fmt: ms },
+      { key: "ratio_pct", label: "host self %", num: true, fmt: pct }];
+    const showDrill = r => opDrill(run, step, r.name, drill);
+    el.replaceChildren(
+      h("h1", {}, "Operators"),
+      h("div", { class: "table-tools" }, stepSelect(steps.map(s => s.step), step, v => ctx.go({ step: v }))),
+      h("div", { class: "row" },
+        card("Share of host self time (top 9 + other)", "op_statistic", { run, step },
+          Charts.pie([...ops.slice(0, 9).map(r => ({ name: r.name, value: r.host_self_ns })),
+            ...(ops.length > 9 ? [{ name: `other (${ops.length - 9})`, value: ops.slice(9).reduce((a, r) => a + r.host_self_ns, 0) }] : [])])),
+        card("Top 20 by host self time", "op_statistic", { run, step },
+          Charts.hbars(top.map(r => ({ name: r.name, value: r.host_self_ns }))))),
+      card("All operators (click one for its input shapes and calls)", "op_statistic", { run, step },
+        DataTable(ops, cols, { sortKey: "host_self_ns", onRowClick: showDrill })),
+      drill);
+  }
+
+  async function opDrill(run, step, name, el) {
+    const shapes = await load("operator_details", run, { step, name });
+    const calls = h("div", { id: "op-calls" });
+    el.replaceChildren(card(`${name}: by input shapes`, "operator_details", { run, step, name },
+      h("div", { class: "breadcrumb" }, "operators › ", h("b", {}, name)),
+      DataTable(shapes, [{ key: "input_dims", label: "input shapes", wide: true }, { key: "input_types", label: "input types", wide: true },
+        { key: "count", label: "calls", num: true, fmt: num }, { key: "host_self_ns", label: "host self (ms)", num: true, fmt: ms },
+        { key: "host_total_ns", label: "host total (ms)", num: true, fmt: ms }, { key: "device_self_ns", label: "device self (ms)", num: true, fmt: ms },
+        { key: "device_total_ns", label: "device total (ms)", num: true, fmt: ms }],
+        { sortKey: "host_total_ns", onRowClick: r => opCalls(run, step, name, r.input_dims, calls) })), calls);
+    el.scrollIntoView({ block: "nearest" });
+  }
+
+  async function opCalls(run, step, name, dims, el) {
+    const params = { step, name, input_dims: dims === null ? "" : dims };
+    const rows = await load("op_calls", run, params);
+    el.replaceChildren(card(`${name} ${dims ?? "(no shapes)"}: slowest calls`, "op_calls", { run, ...params },
+      DataTable(rows, [{ key: "op_id", label: "id", num: true }, { key: "step", label: "step", num: true },
+        { key: "tid", label: "thread", num: true }, { key: "dur_ns", label: "total (ms)", num: true, fmt: ms },
+        { key: "self_ns", label: "self (ms)", num: true, fmt: ms },
+        { key: "op_id", label: "", fmt: (v, r) => h("a", { href: `#/run/${encodeURIComponent(run)}/timeline?find=${encodeURIComponent(name)}` }, "timeline") }],
+        { sortKey: "dur_ns" })));
+  }
+
+  async function kernels(ctx) {
+    const { run, el, step } = ctx;
+    const [ks, apis, steps] = await Promise.all([load("kernel_statistic", run, { step }), load("api_statistic", run, { step }), load("steps", run, {})]);
+    const drill = h("div", { id: "kernel-drill" });
+    el.replaceChildren(h("h1", {}, "Kernels"),
+      h("div", { class: "table-tools" }, stepSelect(steps.map(s => s.step), step, v => ctx.go({ step: v }))));
+    if (!ks.length) el.append(h("p", { class: "na-box", id: "no-kernels" }, "No device kernels or copies in this run (a CPU-only trace)."));
+    else el.append(
+      card("Top 20 by total device time", "kernel_statistic", { run, step }, Charts.hbars(ks.slice(0, 20).map(r => ({ name: r.name, value: r.total_ns })))),
+      card("Device kernels, copies and memsets (click one for its slowest calls)", "kernel_statistic", { run, step },
+        DataTable(ks, [{ key: "name", label: "name" }, { key: "kind", label: "kind" }, { key: "count", label: "calls", num: true, fmt: num },
+          { key: "total_ns", label: "total (ms)", num: true, fmt: ms }, { key: "avg_ns", label: "avg (µs)", num: true, fmt: v => (v / 1e3).toFixed(3) },
+          { key: "min_ns", label: "min (µs)", num: true, fmt: v => (v / 1e3).toFixed(3) }, { key: "max_ns", label: "max (µs)", num: true, fmt: v => (v / 1e3).toFixed(3) },
+          { key: "ratio_pct", label: "% of device time", num: true, fmt: pct }],
+          { sortKey: "total_ns", onRowClick: async r => {
+            const rows = await load("kernel_calls", run, { step, name: r.name });
+            drill.replaceChildren(card(`${r.name}: slowest calls`, "kernel_calls", { run, step, name: r.name },
+              DataTable(rows, [{ key: "device_op_id", label: "id", num: true }, { key: "step", label: "step", num: true },
+                { key: "device", label: "device", num: true }, { key: "stream", label: "stream", num: true },
+                { key: "dur_ns", label: "duration (µs)", num: true, fmt: v => (v / 1e3).toFixed(3) },
+                { key: "grid", label: "grid" }, { key: "block", label: "block" }, { key: "host_op", label: "launched by", wide: true }], { sortKey: "dur_ns" })));
+          } })), drill);
+    el.append(card("Runtime API calls", "api_statistic", { run, step }, apis.length ? DataTable(apis, [{ key: "name", label: "API" },
+      { key: "count", label: "calls", num: true, fmt: num }, { key: "total_ns", label: "total (ms)", num: true, fmt: ms },
+      { key: "avg_ns", label: "avg (µs)", num: true, fmt: v => (v / 1e3).toFixed(3) }, { key: "max_ns", label: "max (µs)", num: true, fmt: v => (v / 1e3).toFixed(3) },
+      { key: "ratio_pct", label: "%", num: true, fmt: pct }], { sortKey: "total_ns" }) : h("p", { class: "muted" }, "No runtime API calls.")));
+  }
+
+  async function stepTrace({ run, el }) {
+    const steps = await load("steps", run, {});
+    const device = hasDevice(steps);
+    const cols = [{ key: "step", label: "step", num: true }, { key: "dur_ns", label: "step (ms)", num: true, fmt: ms },
+      ...(device ? DEVICE_SERIES.concat([["communication_ns", "communication"], ["overlapped_ns", "overlapped"]]) : []).map(([k, l]) => ({ key: k, label: `${l} (ms)`, num: true, fmt: ms })),
+      ...HOST_SERIES.map(([k, l]) => ({ key: k, label: `${l} (ms)`, num: true, fmt: ms }))];
+    el.replaceChildren(h("h1", {}, "Step trace"),
+      !steps.length ? h("p", { class: "na-box" }, "No steps in this run (no ProfilerStep spans and no mlprof steps.json).") : h("div", {},
+        device ? card("Device view per step", "steps", { run }, stepChart(steps, DEVICE_SERIES)) : null,
+        card("Host view per step", "steps", { run }, stepChart(steps, HOST_SERIES)),
+        card("Steps", "steps", { run }, DataTable(steps, cols, { sortKey: "step", sortDir: 1 }))));
+  }
+
+  async function dataLoading({ run, el }) {
+    const [rows, calls] = await Promise.all([load("data_loading", run, {}), load("data_loader_calls", run, {})]);
+    el.replaceChildren(h("h1", {}, "Data loading"),
+      rows.length ? card("Data loading per step", "data_loading", { run },
+        Charts.stackedBars(rows.map(r => ({ label: `#${r.step}`, values: { dl: r.data_loading_ns, rest: r.step_ns - r.data_loading_ns } })),
+          [["dl", "data loading"], ["rest", "rest of the step"]]),
+        DataTable(rows, [{ key: "step", label: "step", num: true }, { key: "step_ns", label: "step (ms)", num: true, fmt: ms },
+          { key: "data_loading_ns", label: "data loading (ms)", num: true, fmt: ms }, { key: "data_loading_pct", label: "share", num: true, fmt: pct }],
+          { sortKey: "step", sortDir: 1 })) : h("p", { class: "na-box" }, "No steps in this run."),
+      card("DataLoader calls", "data_loader_calls", { run }, calls.length ? DataTable(calls, [{ key: "name", label: "name" },
+        { key: "step", label: "step", num: true }, { key: "tid", label: "thread", num: true }, { key: "dur_ns", label: "duration (ms)", num: true, fmt: ms }],
+        { sortKey: "dur_ns" }) : h("p", { class: "muted" }, "No DataLoader calls recorded.")));
+  }
+
+  async function memory({ run, el }) {
+    const [peak, tl, byOp] = await Promise.all([load("memory_peak", run, {}), load("memory_timeline", run, {}), load("memory_by_op", run, {})]);
+    if (!peak.length) {
+      el.replaceChildren(h("h1", {}, "Memory"), h("p", { class: "na-box", id: "no-memory" },
+        "No allocator events in this run: profile with profile_memory=True to see memory."));
+      return;
+    }
+    const series = [];
+    for (const p of peak) {
+      const mine = tl.filter(r => r.device_type === p.device_type && r.device_id === p.device_id);
+      const dev = p.device_type === 0 ? "CPU" : `device ${p.device_id}`;
+      series.push({ name: `${dev} allocated`, xs: mine.map(r => r.ts_ns), ys: mine.map(r => r.allocated_bytes) });
+      series.push({ name: `${dev} reserved`, xs: mine.map(r => r.ts_ns), ys: mine.map(r => r.reserved_bytes) });
+    }
+    el.replaceChildren(h("h1", {}, "Memory"),
+      card("Peak per device", "memory_peak", { run }, DataTable(peak, [{ key: "device_type", label: "device type", num: true },
+        { key: "device_id", label: "device", num: true }, { key: "peak_allocated_bytes", label: "peak allocated", num: true, fmt: fmtBytes },
+        { key: "peak_reserved_bytes", label: "peak reserved", num: true, fmt: fmtBytes }, { key: "allocations", label: "allocations", num: true, fmt: num }])),
+      card("Memory over time", "memory_timeline", { run }, Charts.lines(series.filter(s => s.ys.some(v => v !== null)))),
+      card("Allocations by operator", "memory_by_op", { run }, DataTable(byOp, [{ key: "op_name", label: "operator", wide: true },
+        { key: "allocations", label: "allocations", num: true, fmt: num }, { key: "size_bytes", label: "bytes allocated", num: true, fmt: fmtBytes },
+        { key: "max_size_bytes", label: "largest", num: true, fmt: fmtBytes }], { sortKey: "size_bytes" })));
+  }
+
+  function timelinePage(ctx) { Timeline.mount(ctx.el, ctx.run, ctx.query); }
+  const na = (title, what) => ({ el }) => el.replaceChildren(h("h1", {}, title), notAvailable(what));
+
+  return {
+    list: [["overview", "Overview", overview], ["operators", "Operators", operators], ["kernels", "Kernels", kernels],
+      ["timeline", "Timeline", timelinePage], ["step_trace", "Step trace", stepTrace], ["data_loading", "Data loading", dataLoading],
+      ["memory", "Memory", memory], ["host", "Host resources", na("Host resources", "Host CPU, memory, disk and network counters")],
+      ["compare", "Compare runs", na("Compare two runs", "Run comparison")], ["cluster", "Cluster", na("Cluster", "Cluster (per-rank) analysis")]],
+    unavailable: new Set(["host", "compare", "cluster"]),
+  };
+})();

@@ -1,0 +1,339 @@
+"use strict";
+// The timeline: a canvas of tracks drawn from level-of-detail answers of
+// /api/timeline/window. The browser holds only the answer for the current view;
+// every zoom or pan asks the server again (the previous request is aborted).
+// Keys as in chrome://tracing: W/S zoom in/out, A/D pan; 0 resets; F frames the selection.
+const Timeline = (() => {
+  const { h, getJSON, query, fmtNs, colorOf } = U;
+  const LABEL_W = 230, ROW_H = 16, GROUP_H = 18, COUNTER_H = 36, TRACK_GAP = 4, AXIS_H = 24;
+  const SOURCES = ["host_ops", "runtime_calls", "device_ops", "steps", "markers", "gc_pauses"];
+  let st = null;
+
+  function mount(el, run, q) {
+    unmount();
+    const canvas = h("canvas", { id: "tl-canvas", tabindex: "0", "aria-label": "timeline" });
+    const axis = h("canvas", { id: "tl-axis" });
+    const wrap = h("div", { id: "tl-wrap" }, canvas);
+    const details = h("div", { id: "tl-details", class: "card" }, h("span", { class: "muted" }, "Click a slice for its details."));
+    const searchBox = h("input", { type: "search", id: "tl-search", placeholder: "search names…", "aria-label": "search slices by name" });
+    const searchInfo = h("span", { id: "tl-search-info", class: "muted" });
+    const viewInfo = h("span", { id: "tl-view", class: "muted" });
+    const flowsBox = h("input", { type: "checkbox", id: "tl-flows", checked: true });
+    st = { run, canvas, axis, wrap, details, searchInfo, viewInfo, flowsBox, meta: null, layout: [], byTrack: new Map(),
+      view: { t0: 0, t1: 1 }, answer: null, ctrl: null, requests: 0, answers: 0, selected: null, hits: null, hit: -1,
+      mouseX: null, drag: null, timer: null, listeners: [] };
+    const toolbar = h("div", { id: "tl-toolbar" },
+      h("button", { onclick: () => zoom(0.5), title: "zoom in (W)" }, "+"), h("button", { onclick: () => zoom(2), title: "zoom out (S)" }, "−"),
+      h("button", { onclick: () => pan(-0.25), title: "pan left (A)" }, "◀"), h("button", { onclick: () => pan(0.25), title: "pan right (D)" }, "▶"),
+      h("button", { onclick: reset, id: "tl-reset", title: "whole run (0)" }, "reset"),
+      h("label", {}, flowsBox, " flows"), searchBox,
+      h("button", { onclick: () => runSearch(searchBox.value), id: "tl-find" }, "find"),
+      h("button", { onclick: () => stepHit(-1), title: "previous match" }, "‹"), h("button", { onclick: () => stepHit(1), title: "next match" }, "›"),
+      searchInfo, viewInfo);
+    el.replaceChildren(h("h1", {}, "Timeline"), toolbar,
+      h("p", { class: "hint" }, "W/S or Ctrl+wheel: zoom · A/D, drag or Shift+wheel: pan · click: details · 0: whole run · F: frame selection"),
+      axis, wrap, details);
+    searchBox.addEventListener("keydown", e => { if (e.key === "Enter") runSearch(searchBox.value); });
+    flowsBox.addEventListener("change", draw);
+    listen(document, "keydown", onKey);
+    listen(window, "resize", () => { sizeCanvas(); draw(); fetchView(); });
+    listen(canvas, "wheel", onWheel, { passive: false });
+    listen(canvas, "mousedown", e => { st.drag = { x: e.clientX, t0: st.view.t0, t1: st.view.t1, moved: false }; canvas.style.cursor = "grabbing"; });
+    listen(window, "mousemove", onMove);
+    listen(window, "mouseup", onUp);
+    listen(wrap, "scroll", draw);
+    const s0 = st;
+    getJSON(`/api/timeline/meta?${query({ run })}`).then(meta => {
+      if (st !== s0) return;
+      st.meta = meta;
+      buildLayout();
+      requestAnimationFrame(() => {
+        if (st !== s0) return;
+        sizeCanvas();
+        reset();
+        if (q && q.find) { searchBox.value = q.find; runSearch(q.find); }
+      });
+    }).catch(e => { details.replaceChildren(h("p", { class: "na-box" }, `Could not load the timeline: ${e.message}`)); });
+  }
+
+  function listen(target, type, fn, opts) { target.addEventListener(type, fn, opts); st.listeners.push([target, type, fn, opts]); }
+
+  function unmount() {
+    if (!st) return;
+    for (const [t, type, fn, opts] of st.listeners) t.removeEventListener(type, fn, opts);
+    if (st.ctrl) st.ctrl.abort();
+    clearTimeout(st.timer);
+    st = null;
+  }
+
+  function buildLayout() {
+    let y = 0, group = null;
+    st.layout = []; st.byTrack = new Map(); st.groups = [];
+    for (const t of st.meta.tracks) {
+      if (t.group !== group) { group = t.group; st.groups.push({ name: group, y }); y += GROUP_H; }
+      const height = t.kind === "counter" ? COUNTER_H : (t.max_depth + 1) * ROW_H;
+      const item = { ...t, y, height };
+      st.layout.push(item); st.byTrack.set(t.id, item);
+      y += height + TRACK_GAP;
+    }
+    st.height = Math.min(y + 8, 30000);
+  }
+
+  function sizeCanvas() {
+    const dpr = window.devicePixelRatio || 1, w = Math.max(300, st.wrap.clientWidth - 2);
+    st.width = w;
+    for (const [c, hgt] of [[st.canvas, st.height], [st.axis, AXIS_H]]) {
+      c.width = Math.round(w * dpr); c.height = Math.round(hgt * dpr);
+      c.style.width = w + "px"; c.style.height = hgt + "px";
+      c.getContext("2d").setTransform(dpr, 0, 0, dpr, 0, 0);
+    }
+  }
+
+  const plotW = () => st.width - LABEL_W;
+  const xOf = t => LABEL_W + (t - st.view.t0) * plotW() / (st.view.t1 - st.view.t0);
+  const tOf = x => st.view.t0 + (x - LABEL_W) * (st.view.t1 - st.view.t0) / plotW();
+
+  function setView(t0, t1) {
+    const span = st.meta.span_ns || 1, minSpan = 100, margin = span * 0.05;
+    let w = Math.max(minSpan, Math.min(t1 - t0, span + 2 * margin));
+    t0 = Math.max(-margin, Math.min(t0, span + margin - w));
+    st.view = { t0, t1: t0 + w };
+    st.viewInfo.textContent = `${fmtNs(st.view.t0)} – ${fmtNs(st.view.t1)} (${fmtNs(w)})`;
+    st.canvas.dataset.t0 = String(Math.round(st.view.t0)); st.canvas.dataset.t1 = String(Math.round(st.view.t1));
+    draw();
+    clearTimeout(st.timer);
+    st.timer = setTimeout(fetchView, 15);
+  }
+  function reset() { setView(0, st.meta.span_ns || 1); }
+  function zoom(factor, atX) {
+    const x = atX ?? st.mouseX ?? (LABEL_W + plotW() / 2), t = tOf(Math.max(LABEL_W, x));
+    setView(t - (t - st.view.t0) * factor, t + (st.view.t1 - t) * factor);
+  }
+  function pan(fraction) { const w = st.view.t1 - st.view.t0; setView(st.view.t0 + w * fraction, st.view.t1 + w * fraction); }
+
+  async function fetchView() {
+    if (!st || !st.meta) return;
+    if (st.ctrl) st.ctrl.abort();
+    const ctrl = new AbortController(), s0 = st, v = { ...st.view };
+    st.ctrl = ctrl; st.requests++; st.canvas.dataset.requests = String(st.requests);
+    const t0 = Math.floor(Math.max(0, v.t0)), t1 = Math.ceil(Math.max(t0 + 1, v.t1));
+    try {
+      const a = await getJSON(`/api/timeline/window?${query({ run: st.run, t0, t1, px: Math.round(plotW()) })}`, ctrl.signal);
+      if (st !== s0 || ctrl.signal.aborted) return;
+      st.answer = a; st.answers++;
+      st.canvas.dataset.answers = String(st.answers);
+      draw();
+    } catch (e) {
+      if (e.name !== "AbortError" && st === s0) st.viewInfo.textContent = `error: ${e.message}`;
+    }
+  }
+
+  function drawAxis() {
+    const c = st.axis.getContext("2d"), w = st.width, span = st.view.t1 - st.view.t0;
+    c.clearRect(0, 0, w, AXIS_H); c.fillStyle = "#fafbfc"; c.fillRect(0, 0, w, AXIS_H);
+    const raw = span / 8, p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map(m => m * p).find(s => s >= raw);
+    c.fillStyle = "#1d2330"; c.strokeStyle = "#c4c9d4"; c.font = "11px system-ui"; c.textBaseline = "middle";
+    for (let t = Math.ceil(st.view.t0 / step) * step; t <= st.view.t1; t += step) {
+      const x = xOf(t); c.beginPath(); c.moveTo(x, AXIS_H - 6); c.lineTo(x, AXIS_H); c.stroke();
+      c.fillText(fmtNs(t), x + 3, AXIS_H / 2);
+    }
+    c.fillStyle = "#fafbfc"; c.fillRect(0, 0, LABEL_W, AXIS_H);
+    c.fillStyle = "#667085"; c.fillText("time since first event", 6, AXIS_H / 2);
+  }
+
+  function draw() {
+    if (!st || !st.meta || !st.width) return;
+    drawAxis();
+    const c = st.canvas.getContext("2d"), W = st.width;
+    const top = st.wrap.scrollTop - 50, bottom = st.wrap.scrollTop + st.wrap.clientHeight + 50;
+    c.clearRect(0, 0, W, st.height); c.fillStyle = "#fff"; c.fillRect(0, 0, W, st.height);
+    let drawn = 0;
+    const a = st.answer;
+    if (a) {
+      const s = a.slices, scale = plotW() / (st.view.t1 - st.view.t0);
+      c.font = "11px system-ui"; c.textBaseline = "middle";
+      for (let i = 0; i < s.track.length; i++) {
+        const tr = st.byTrack.get(s.track[i]);
+        if (!tr) continue;
+        const y = tr.y + s.depth[i] * ROW_H;
+        if (y + ROW_H < top || y > bottom) continue;
+        const start = a.t0 + s.start[i];
+        let x0 = LABEL_W + (start - st.view.t0) * scale, x1 = x0 + s.dur[i] * scale;
+        if (x1 < LABEL_W || x0 > W) continue;
+        x0 = Math.max(LABEL_W, x0); x1 = Math.min(W, Math.max(x1, x0 + 1));
+        const name = a.names[s.name[i]], merged = s.count[i] > 1;
+        c.fillStyle = colorOf(name, merged);
+        c.fillRect(x0, y + 1, x1 - x0, ROW_H - 2);
+        drawn++;
+        if (x1 - x0 > 28) {
+          c.fillStyle = "#1d2330";
+          const label = merged ? `${s.count[i]} × (${name}…)` : name;
+          c.save(); c.beginPath(); c.rect(x0 + 2, y, x1 - x0 - 4, ROW_H); c.clip();
+          c.fillText(label, x0 + 3, y + ROW_H / 2); c.restore();
+        }
+      }
+      drawCounters(c, a, scale);
+      if (st.flowsBox.checked && a.flows) drawFlows(c, a, scale);
+    }
+    drawSelection(c);
+    // Track labels over the left column.
+    c.fillStyle = "#f6f7f9"; c.fillRect(0, 0, LABEL_W, st.height);
+    c.font = "12px system-ui"; c.textBaseline = "middle";
+    for (const g of st.groups) { c.fillStyle = "#1d2330"; c.font = "bold 12px system-ui"; c.fillText(g.name.slice(0, 34), 6, g.y + GROUP_H / 2); }
+    c.font = "12px system-ui";
+    for (const t of st.layout) {
+      c.fillStyle = "#445"; c.fillText(t.name.slice(0, 32), 14, t.y + ROW_H / 2);
+      c.strokeStyle = "#eef0f3"; c.beginPath(); c.moveTo(0, t.y + t.height + TRACK_GAP / 2); c.lineTo(W, t.y + t.height + TRACK_GAP / 2); c.stroke();
+    }
+    st.canvas.dataset.drawn = String(drawn);
+  }
+
+  function drawCounters(c, a, scale) {
+    const k = a.counters, byTrack = new Map();
+    for (let i = 0; i < k.track.length; i++) {
+      if (!byTrack.has(k.track[i])) byTrack.set(k.track[i], []);
+      byTrack.get(k.track[i]).push([a.t0 + k.ts[i], k.value[i]]);
+    }
+    for (const [track, v] of k.before || []) if (byTrack.has(track)) byTrack.get(track).unshift([st.view.t0, v]);
+    for (const [track, pts] of byTrack) {
+      const tr = st.byTrack.get(track); if (!tr) continue;
+      const max = Math.max(1e-9, ...pts.map(p => p[1]));
+      c.fillStyle = "rgba(47,111,221,0.35)"; c.strokeStyle = "#2f6fdd"; c.beginPath();
+      const yOf = v => tr.y + COUNTER_H - 2 - (COUNTER_H - 6) * v / max;
+      c.moveTo(Math.max(LABEL_W, xOf(pts[0][0])), tr.y + COUNTER_H - 2);
+      let lastY = yOf(pts[0][1]);
+      for (const [t, v] of pts) { const x = Math.max(LABEL_W, xOf(t)); c.lineTo(x, lastY); lastY = yOf(v); c.lineTo(x, lastY); }
+      c.lineTo(st.width, lastY); c.lineTo(st.width, tr.y + COUNTER_H - 2); c.closePath(); c.fill(); c.stroke();
+      c.fillStyle = "#1d2330"; c.fillText(`max ${U.fmtBytes(max)}`, LABEL_W + 4, tr.y + 8);
+    }
+    void scale;
+  }
+
+  function drawFlows(c, a, scale) {
+    c.strokeStyle = "rgba(80,80,80,0.55)"; c.fillStyle = "rgba(80,80,80,0.7)"; c.lineWidth = 1;
+    for (const [ft, fd, fs, tt, td, ts] of a.flows) {
+      const A = st.byTrack.get(ft), B = st.byTrack.get(tt); if (!A || !B) continue;
+      const x0 = LABEL_W + (a.t0 + fs - st.view.t0) * scale, x1 = LABEL_W + (a.t0 + ts - st.view.t0) * scale;
+      const y0 = A.y + fd * ROW_H + ROW_H / 2, y1 = B.y + td * ROW_H + ROW_H / 2;
+      if (Math.max(x0, x1) < LABEL_W) continue;
+      c.beginPath(); c.moveTo(x0, y0); c.lineTo(x1, y1); c.stroke();
+      const ang = Math.atan2(y1 - y0, x1 - x0);
+      c.beginPath(); c.moveTo(x1, y1); c.lineTo(x1 - 6 * Math.cos(ang - 0.4), y1 - 6 * Math.sin(ang - 0.4));
+      c.lineTo(x1 - 6 * Math.cos(ang + 0.4), y1 - 6 * Math.sin(ang + 0.4)); c.closePath(); c.fill();
+    }
+  }
+
+  function drawSelection(c) {
+    const sel = st.selected; if (!sel) return;
+    const tr = st.byTrack.get(sel.track); if (!tr) return;
+    const x0 = Math.max(LABEL_W, xOf(sel.start)), x1 = Math.max(x0 + 2, xOf(sel.start + sel.dur));
+    c.strokeStyle = "#e11d48"; c.lineWidth = 2; c.strokeRect(x0, tr.y + sel.depth * ROW_H, x1 - x0, ROW_H); c.lineWidth = 1;
+  }
+
+  function hitTest(x, y) {
+    const a = st.answer; if (!a || x < LABEL_W) return null;
+    const tr = st.layout.find(t => y >= t.y && y < t.y + t.height); if (!tr || tr.kind === "counter") return null;
+    const depth = Math.floor((y - tr.y) / ROW_H), s = a.slices, tol = 2 * (st.view.t1 - st.view.t0) / plotW();
+    const t = tOf(x);
+    let best = null;
+    for (let i = 0; i < s.track.length; i++) {
+      if (s.track[i] !== tr.id || s.depth[i] !== depth) continue;
+      const start = a.t0 + s.start[i];
+      if (t >= start - tol && t <= start + s.dur[i] + tol && (!best || s.dur[i] < best.dur))
+        best = { track: tr.id, depth, start, dur: s.dur[i], name: a.names[s.name[i]], count: s.count[i], busy: s.busy[i], src: s.src[i], id: s.id[i], trackName: tr.name };
+    }
+    return best;
+  }
+
+  async function select(sel) {
+    st.selected = sel; draw();
+    const d = st.details;
+    if (!sel) { d.replaceChildren(h("span", { class: "muted" }, "Click a slice for its details.")); return; }
+    const head = h("div", {}, h("h2", {}, sel.name), h("div", { class: "muted" },
+      `${sel.trackName || ""} · start ${fmtNs(sel.start)} · duration ${fmtNs(sel.dur)}`));
+    if (sel.count > 1 || sel.src === null || sel.src === undefined) {
+      d.replaceChildren(head, h("p", { id: "tl-merged" }, `${sel.count} slices merged at this zoom (busy ${fmtNs(sel.busy)}); the longest is shown by name.`),
+        h("button", { onclick: () => setView(sel.start - sel.dur * 0.1, sel.start + sel.dur * 1.1) }, "zoom to them"));
+      return;
+    }
+    d.replaceChildren(head, h("p", { class: "muted" }, "loading…"));
+    try {
+      const ev = await getJSON(`/api/timeline/event?${query({ run: st.run, src: sel.src, id: sel.id })}`);
+      if (st.selected !== sel) return;
+      const rows = Object.entries(ev.row).map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", { class: "name" }, v === null ? "" : String(v))));
+      const links = Object.entries(ev.links || {}).filter(([, v]) => v && v.length).map(([k, v]) =>
+        h("div", {}, h("b", {}, k.replace("_", " ") + ": "), v.map(x => `${x.name}${x.dur_ns !== undefined ? " (" + fmtNs(x.dur_ns) + ")" : ""}`).join(", ")));
+      d.replaceChildren(head, h("p", { class: "muted" }, `${ev.table} row`), h("table", { class: "data", id: "tl-event-table" }, h("tbody", {}, rows)), ...links);
+    } catch (e) { d.replaceChildren(head, h("p", { class: "na-box" }, e.message)); }
+  }
+
+  async function runSearch(text) {
+    text = (text || "").trim(); if (!text) return;
+    st.searchInfo.textContent = "searching…";
+    try {
+      const r = await getJSON(`/api/timeline/search?${query({ run: st.run, q: text })}`);
+      st.hits = r; st.hit = -1;
+      st.searchInfo.textContent = r.total ? `${r.total} match(es)` : "no match";
+      if (r.hits.length) stepHit(1);
+    } catch (e) { st.searchInfo.textContent = e.message; }
+  }
+
+  function stepHit(dir) {
+    const r = st.hits; if (!r || !r.hits.length) return;
+    st.hit = (st.hit + dir + r.hits.length) % r.hits.length;
+    const x = r.hits[st.hit], dur = Math.max(1, x.end - x.start), pad = Math.max(dur * 2, 2000);
+    st.searchInfo.textContent = `${st.hit + 1} of ${r.total}${r.truncated ? " (first " + r.hits.length + " listed)" : ""}`;
+    setView(x.start - pad, x.end + pad);
+    const tr = st.byTrack.get(x.track);
+    if (tr) st.wrap.scrollTop = Math.max(0, tr.y + x.depth * ROW_H - st.wrap.clientHeight / 2);
+    select({ track: x.track, depth: x.depth, start: x.start, dur, name: x.name, count: 1, src: x.src, id: x.id, trackName: tr ? tr.name : "" });
+  }
+
+  function onKey(e) {
+    if (!st || !st.meta) return;
+    const tag = (e.target.tagName || "").toLowerCase();
+    if (tag === "input" || tag === "select" || tag === "textarea" || e.ctrlKey || e.metaKey || e.altKey) return;
+    const k = e.key.toLowerCase();
+    if (k === "w") zoom(0.8); else if (k === "s") zoom(1.25);
+    else if (k === "a") pan(-0.1); else if (k === "d") pan(0.1);
+    else if (k === "0") reset();
+    else if (k === "f" && st.selected) setView(st.selected.start - st.selected.dur * 0.1, st.selected.start + st.selected.dur * 1.1);
+    else return;
+    e.preventDefault();
+  }
+
+  function onWheel(e) {
+    const rect = st.canvas.getBoundingClientRect(), x = e.clientX - rect.left;
+    if (e.ctrlKey || e.altKey || e.metaKey) { e.preventDefault(); zoom(e.deltaY > 0 ? 1.2 : 1 / 1.2, x); }
+    else if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+      e.preventDefault(); const d = e.shiftKey ? e.deltaY : e.deltaX;
+      pan(d / plotW());
+    }
+  }
+
+  function onMove(e) {
+    if (!st) return;
+    const rect = st.canvas.getBoundingClientRect();
+    st.mouseX = e.clientX - rect.left;
+    if (!st.drag) return;
+    const dx = e.clientX - st.drag.x;
+    if (Math.abs(dx) > 3) st.drag.moved = true;
+    if (st.drag.moved) {
+      const dt = dx * (st.drag.t1 - st.drag.t0) / plotW();
+      setView(st.drag.t0 - dt, st.drag.t1 - dt);
+    }
+  }
+
+  function onUp(e) {
+    if (!st || !st.drag) return;
+    const moved = st.drag.moved; st.drag = null; st.canvas.style.cursor = "grab";
+    if (moved) return;
+    const rect = st.canvas.getBoundingClientRect();
+    if (e.clientX < rect.left || e.clientY < rect.top || e.clientX > rect.right || e.clientY > rect.bottom) return;
+    st.canvas.focus();
+    select(hitTest(e.clientX - rect.left, e.clientY - rect.top));
+  }
+
+  return { mount, unmount, get state() { return st; }, SOURCES };
+})();
