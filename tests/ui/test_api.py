@@ -1,0 +1,227 @@
+"""The dashboard's JSON API, through an in-process ASGI client (starlette's TestClient)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+
+import warnings
+
+import pytest
+
+with warnings.catch_warnings():
+    # starlette announces a move to another httpx package; the client works the same.
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from mlprof.analysis import kernel_statistic, op_statistic
+from mlprof.parse import parse_path
+from mlprof.tables import TableStore
+from mlprof.ui.server import create_app
+
+from .conftest import OPS_PER_STEP, STEPS, make_trace
+
+
+@pytest.fixture(scope="module")
+def client(logdir):
+    with TestClient(create_app(logdir), base_url="http://127.0.0.1") as c:
+        yield c
+
+
+def get(client, path, **params):
+    r = client.get(path, params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_run_list_shows_parsed_runs_and_unparsed_traces(client, run_id):
+    body = get(client, "/api/runs")
+    assert [r["id"] for r in body["runs"]] == [run_id]
+    assert body["runs"][0]["name"] == "jobs/train"
+    assert body["runs"][0]["event_count"] > 0
+    assert body["unparsed"] == [{"path": "later.pt.trace.json", "kind": "trace"}]
+
+
+def test_run_list_picks_up_a_run_parsed_after_start(tmp_path):
+    (tmp_path / "a.pt.trace.json").write_text(json.dumps(make_trace()))
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as c:
+        assert get(c, "/api/runs")["runs"] == []
+        parse_path(tmp_path / "a.pt.trace.json")
+        assert [r["id"] for r in get(c, "/api/runs")["runs"]] == ["a_mlprof_output"]
+
+
+def test_overview_has_steps_op_pie_data_loading_and_no_made_up_advice(client, run_id, logdir):
+    o = get(client, "/api/overview", run=run_id)
+    assert o["job"]["step_count"] == STEPS
+    assert [s["step"] for s in o["steps"]] == list(range(STEPS))
+    assert all(s["computing_ns"] > 0 for s in o["steps"])
+    with TableStore(logdir / run_id / "tables") as store:
+        ops = op_statistic(store)
+    assert sum(p["host_self_ns"] for p in o["op_pie"]) == sum(r["host_self_ns"] for r in ops)
+    assert 0 < o["data_loading"]["data_loading_pct"] < 100
+    assert o["advisor"]["available"] is False
+    assert get(client, "/api/features")["features"]["compare"] is False
+
+
+def test_op_statistic_json_and_csv_agree_with_the_analysis(client, run_id, logdir):
+    rows = get(client, "/api/data/op_statistic", run=run_id)
+    with TableStore(logdir / run_id / "tables") as store:
+        assert rows == json.loads(json.dumps(op_statistic(store)))
+    conv = next(r for r in rows if r["name"] == "aten::conv2d")
+    assert conv["count"] == STEPS * OPS_PER_STEP // 3
+    r = client.get("/api/data/op_statistic", params={"run": run_id, "format": "csv", "download": 1})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert 'filename="op_statistic.csv"' in r.headers["content-disposition"]
+    table = list(csv.DictReader(io.StringIO(r.text)))
+    assert [t["name"] for t in table] == [x["name"] for x in rows]
+    assert {t["name"]: int(t["host_self_ns"]) for t in table} == {x["name"]: x["host_self_ns"] for x in rows}
+
+
+def test_every_dataset_downloads_as_csv_and_json(client, run_id):
+    names = get(client, "/api/features")["datasets"]
+    for name in names:
+        extra = {"name": "aten::conv2d"} if name == "op_calls" else {"name": "sgemm_128x64"} if name == "kernel_calls" else {}
+        as_json = get(client, f"/api/data/{name}", run=run_id, **extra)
+        r = client.get(f"/api/data/{name}", params={"run": run_id, "format": "csv", **extra})
+        assert r.status_code == 200, name
+        lines = r.text.splitlines()
+        assert len(lines) == len(as_json) + (1 if as_json else 1 if lines else 0), name
+
+
+def test_operator_drill_down_type_to_shapes_to_calls(client, run_id):
+    shapes = get(client, "/api/data/operator_details", run=run_id, name="aten::conv2d")
+    assert sorted(s["input_dims"] for s in shapes) == ["[[4, 64]]", "[[8, 3, 32, 32], [16, 3, 3, 3]]"]
+    for s in shapes:
+        calls = get(client, "/api/data/op_calls", run=run_id, name="aten::conv2d", input_dims=s["input_dims"])
+        assert len(calls) == s["count"] == STEPS
+        assert all(c["input_dims"] == s["input_dims"] for c in calls)
+        assert [c["dur_ns"] for c in calls] == sorted((c["dur_ns"] for c in calls), reverse=True)
+    one_step = get(client, "/api/data/op_statistic", run=run_id, step=1)
+    assert next(r for r in one_step if r["name"] == "aten::conv2d")["count"] == OPS_PER_STEP // 3
+
+
+def test_kernels_and_memory(client, run_id, logdir):
+    ks = get(client, "/api/data/kernel_statistic", run=run_id)
+    with TableStore(logdir / run_id / "tables") as store:
+        assert ks == json.loads(json.dumps(kernel_statistic(store)))
+    assert {k["name"]: k["count"] for k in ks}["implicit_gemm_conv"] == STEPS * 2
+    calls = get(client, "/api/data/kernel_calls", run=run_id, name="implicit_gemm_conv")
+    assert {c["host_op"] for c in calls} == {"aten::conv2d"}
+    peak = get(client, "/api/data/memory_peak", run=run_id)
+    n_alloc = STEPS * OPS_PER_STEP
+    assert peak[0]["peak_allocated_bytes"] == 4096 * (n_alloc + 1)
+    assert peak[0]["allocations"] == n_alloc
+    timeline = get(client, "/api/data/memory_timeline", run=run_id)
+    assert max(t["allocated_bytes"] for t in timeline) == peak[0]["peak_allocated_bytes"]
+
+
+def test_timeline_meta_lists_tracks(client, run_id):
+    meta = get(client, "/api/timeline/meta", run=run_id)
+    names = [(t["group"], t["name"]) for t in meta["tracks"]]
+    assert ("mlprof", "Steps") in names
+    assert any(n == "main thread" for _, n in names)
+    assert {n for g, n in names if g == "Device 0"} == {"stream 7", "stream 13"}
+    assert any(t["kind"] == "counter" for t in meta["tracks"])
+    host_ops = STEPS * (1 + 1 + 2 * OPS_PER_STEP)
+    assert meta["slice_count"] == host_ops + 2 * STEPS * OPS_PER_STEP + STEPS
+    assert int(meta["origin_ns"]) > 1_600_000_000 * 10**9
+
+
+def _window(client, run_id, t0, t1, px):
+    return get(client, "/api/timeline/window", run=run_id, t0=t0, t1=t1, px=px)
+
+
+def test_timeline_window_accounts_for_every_slice_at_any_level_of_detail(client, run_id):
+    meta = get(client, "/api/timeline/meta", run=run_id)
+    fine = _window(client, run_id, 0, meta["span_ns"], 100_000)
+    coarse = _window(client, run_id, 0, meta["span_ns"], 8)
+    assert sum(fine["slices"]["count"]) == meta["slice_count"] == sum(coarse["slices"]["count"])
+    assert max(fine["slices"]["count"]) == 1
+    assert max(coarse["slices"]["count"]) > 1
+    assert len(coarse["slices"]["track"]) < len(fine["slices"]["track"]) / 3
+    # Merged blocks carry no row id; single slices carry their table and id.
+    for count, src, ident in zip(coarse["slices"]["count"], coarse["slices"]["src"], coarse["slices"]["id"]):
+        assert (count > 1) == (src is None) == (ident is None)
+
+
+def test_timeline_window_returns_only_what_overlaps_it(client, run_id):
+    meta = get(client, "/api/timeline/meta", run=run_id)
+    step1 = meta["steps"][1]
+    t0, t1 = step1["start"] + 50_000, step1["start"] + 200_000
+    w = _window(client, run_id, t0, t1, 1000)
+    s = w["slices"]
+    assert 0 < len(s["track"]) < meta["slice_count"]
+    for start, dur in zip(s["start"], s["dur"]):
+        assert start < t1 - t0 and start + dur > 0  # start is relative to t0
+    assert w["flows"] is not None and len(w["flows"]) > 0
+
+
+def test_timeline_search_and_details(client, run_id):
+    found = get(client, "/api/timeline/search", run=run_id, q="CONV")
+    assert found["total"] == STEPS * 2 * 2  # aten::conv2d ops and implicit_gemm_conv kernels
+    assert [h["start"] for h in found["hits"]] == sorted(h["start"] for h in found["hits"])
+    op = next(h for h in found["hits"] if h["name"] == "aten::conv2d")
+    ev = get(client, "/api/timeline/event", run=run_id, src=op["src"], id=op["id"])
+    assert ev["table"] == "host_ops" and ev["row"]["name"] == "aten::conv2d"
+    assert [d["name"] for d in ev["links"]["device_ops"]] == ["implicit_gemm_conv"]
+    assert get(client, "/api/timeline/search", run=run_id, q="100%_")["total"] == 0
+    assert client.get("/api/timeline/event", params={"run": run_id, "src": 0, "id": 10**9}).status_code == 404
+
+
+@pytest.mark.parametrize("bad", ["../..", "/etc", "jobs/../..", "jobs/../../..", "..", "jobs/./train_mlprof_output",
+                                 "jobs\\..\\..", "%2e%2e/%2e%2e"])
+def test_run_ids_outside_the_logdir_are_refused(client, bad):
+    r = client.get("/api/overview", params={"run": bad})
+    assert r.status_code in (403, 404)
+    assert "refused" in r.json()["error"] or "no parsed run" in r.json()["error"]
+    assert "mlprof_output" not in r.text.replace(bad, "")  # nothing of a run is answered
+
+
+def test_traversal_attempts_get_403(client):
+    for bad in ["../..", "/etc", "jobs/../..", ".."]:
+        assert client.get("/api/data/steps", params={"run": bad}).status_code == 403
+
+
+def test_a_symlink_out_of_the_logdir_is_refused(tmp_path, logdir, run_id):
+    root = tmp_path / "logs"
+    root.mkdir()
+    shutil.copytree(logdir / "jobs", tmp_path / "outside")
+    (root / "link").symlink_to(tmp_path / "outside", target_is_directory=True)
+    with TestClient(create_app(root), base_url="http://127.0.0.1") as c:
+        assert get(c, "/api/runs")["runs"] == []
+        r = c.get("/api/overview", params={"run": "link/train_mlprof_output"})
+        assert r.status_code == 403
+
+
+def test_static_files_stay_inside_the_package(client):
+    for path in ["/static/../server.py", "/static/%2e%2e/server.py", "/static/..%2fserver.py",
+                 "/static/../../../../etc/passwd", "/static/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd"]:
+        r = client.get(path)
+        assert r.status_code == 404, path
+        assert "import" not in r.text and "root:" not in r.text
+    r = client.get("/static/app.js")
+    assert r.status_code == 200 and "javascript" in r.headers["content-type"]
+
+
+def test_index_page_loads_only_local_scripts_under_a_strict_csp(client):
+    r = client.get("/")
+    assert r.status_code == 200
+    assert "http://" not in r.text and "https://" not in r.text
+    assert "default-src 'self'" in r.headers["content-security-policy"]
+
+
+def test_the_dashboard_is_read_only_and_checks_the_host_header(client):
+    assert client.post("/api/runs").status_code == 405
+    assert client.delete("/api/runs").status_code == 405
+    assert client.get("/api/runs", headers={"host": "attacker.example:8080"}).status_code == 403
+    assert client.get("/api/runs", headers={"host": "localhost:8080"}).status_code == 200
+
+
+def test_bad_parameters_are_one_line_errors(client, run_id):
+    assert client.get("/api/data/nope", params={"run": run_id}).status_code == 400
+    assert client.get("/api/data/steps", params={"run": run_id, "step": "x"}).status_code == 400
+    assert client.get("/api/data/steps", params={"run": run_id, "format": "xml"}).status_code == 400
+    assert client.get("/api/timeline/window", params={"run": run_id, "t0": 5, "t1": 5}).status_code == 400
+    assert client.get("/api/timeline/search", params={"run": run_id, "q": ""}).status_code == 400
