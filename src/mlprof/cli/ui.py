@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -56,8 +58,20 @@ def run(args: argparse.Namespace) -> int:
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"mlprof ui: serving {logdir} at http://{shown}:{port}/ "
           f"(stop: Ctrl+C or `mlprof ui stop --port {port}`)", flush=True)
+    class Server(uvicorn.Server):
+        # uvicorn re-raises SIGTERM after shutting down, which kills the process
+        # before our pid record is removed; `mlprof ui stop` is a normal exit.
+        @contextlib.contextmanager
+        def capture_signals(self):
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
     try:
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        server = Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
         server.run(sockets=[sock])
     finally:
         sock.close()

@@ -1,0 +1,96 @@
+"""``mlprof ui`` as a real subprocess: binds loopback by default, refuses other
+addresses unless asked, and ``mlprof ui stop --port N`` stops it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from mlprof.ui.runtime import check_host
+from mlprof.errors import ConfigError
+
+
+def _env(tmp_path: Path) -> dict:
+    env = dict(os.environ)
+    env["XDG_RUNTIME_DIR"] = str(tmp_path)  # pid records of this test only
+    env.pop("MLPROF_DEBUG", None)
+    return env
+
+
+def _mlprof(*args, env, timeout=30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mlprof", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.com"])
+def test_non_loopback_hosts_are_refused_without_allow_remote(tmp_path, logdir, host):
+    r = _mlprof("ui", "--logdir", str(logdir), "--host", host, "--port", "0", env=_env(tmp_path))
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("mlprof ui: error: --host")
+    assert "Traceback" not in r.stderr
+
+
+def test_loopback_hosts_are_accepted():
+    for host in ("127.0.0.1", "localhost", "::1", "127.0.0.5"):
+        check_host(host, allow_remote=False)
+    with pytest.raises(ConfigError):
+        check_host("10.0.0.1", allow_remote=False)
+    check_host("10.0.0.1", allow_remote=True)
+
+
+def test_stop_without_a_server_is_a_one_line_error(tmp_path):
+    r = _mlprof("ui", "stop", "--port", "1", env=_env(tmp_path))
+    assert r.returncode != 0
+    assert r.stderr.strip() == "mlprof ui: error: no mlprof ui server recorded on port 1"
+
+
+def test_missing_logdir_is_a_one_line_error(tmp_path):
+    r = _mlprof("ui", "--logdir", str(tmp_path / "nope"), env=_env(tmp_path))
+    assert r.returncode == 2 and "not a directory" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_ui_serves_on_loopback_by_default_and_stops_by_port(tmp_path, logdir):
+    env = _env(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "mlprof", "ui", "--logdir", str(logdir), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert match, line + proc.stderr.read() if proc.poll() is not None else line
+        port = int(match.group(1))
+        record = json.loads((tmp_path / "mlprof-ui" / f"ui-{port}.json").read_text())
+        assert record["pid"] == proc.pid and record["host"] == "127.0.0.1"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs", timeout=10) as resp:
+            assert [r["name"] for r in json.loads(resp.read())["runs"]] == ["jobs/train"]
+        stop = _mlprof("ui", "stop", "--port", str(port), env=env)
+        assert stop.returncode == 0, stop.stderr
+        assert f"pid {proc.pid}" in stop.stdout
+        assert proc.wait(timeout=15) == 0
+        assert not (tmp_path / "mlprof-ui" / f"ui-{port}.json").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_stop_leaves_a_foreign_process_alone(tmp_path):
+    env = _env(tmp_path)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "mlprof-ui").mkdir(mode=0o700)
+        (tmp_path / "mlprof-ui" / "ui-5555.json").write_text(json.dumps(
+            {"pid": sleeper.pid, "host": "127.0.0.1", "port": 5555, "logdir": "/x", "started_ns": time.time_ns()}))
+        r = _mlprof("ui", "stop", "--port", "5555", env=env)
+        assert r.returncode != 0 and "stale record" in r.stderr
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=10)
