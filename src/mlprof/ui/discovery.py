@@ -146,6 +146,8 @@ def resolve_run_dir(logdir: Path, run_id: str) -> Path:
     resolved = here.resolve()
     if not resolved.is_relative_to(logdir):
         raise RunPathRefused(f"{run_id!r}: refused, not a path inside the logdir")
+    if (resolved / _TABLES).is_symlink():
+        raise RunPathRefused(f"{run_id!r}: refused, a symlink")
     if not (resolved / _TABLES).is_dir():
         raise ConfigError(f"{run_id!r}: no parsed run with this id")
     return resolved

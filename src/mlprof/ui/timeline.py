@@ -252,8 +252,13 @@ def _build_flows(store: TableStore) -> int:
             JOIN (SELECT * FROM _tl UNION ALL SELECT * FROM _tl_long) a ON a.src = 1 AND a.id = r.call_id
             JOIN (SELECT * FROM _tl UNION ALL SELECT * FROM _tl_long) b ON b.src = 2 AND b.id = d.device_op_id),
         other AS (
-            SELECT s.track AS from_track, 0 AS from_depth, f.start_ns AS from_ns,
-                   e.track AS to_track, 0 AS to_depth, f.end_ns AS to_ns, f.category
+            -- A flow binds to the slice starting at its time on its track (the deepest if several).
+            SELECT s.track AS from_track,
+                   coalesce((SELECT max(x.depth) FROM _tl x WHERE x.track = s.track AND x.start_ns = f.start_ns), 0)
+                       AS from_depth, f.start_ns AS from_ns,
+                   e.track AS to_track,
+                   coalesce((SELECT max(x.depth) FROM _tl x WHERE x.track = e.track AND x.start_ns = f.end_ns), 0)
+                       AS to_depth, f.end_ns AS to_ns, f.category
             FROM flows f
             JOIN _tl_tracks s ON s.kind IN ('host', 'device') AND s.a = f.start_pid AND s.b = f.start_tid
             JOIN _tl_tracks e ON e.kind IN ('host', 'device') AND e.a = f.end_pid AND e.b = f.end_tid

@@ -97,9 +97,15 @@ const Charts = (() => {
       svg.append(s("line", { x1: L, x2: W, y1: y, y2: y, stroke: "#e5e7eb" }));
       svg.append(s("text", { x: L - 4, y: y + 4, "text-anchor": "end" }, fmt(ym * i / 4)));
     }
-    for (let i = 0; i <= 4; i++) svg.append(s("text", { x: L + (W - L - 10) * i / 4, y: H - 6, "text-anchor": "middle" }, U.fmtNs(span * i / 4)));
+    for (let i = 0; i <= 4; i++) svg.append(s("text", { x: L + (W - L - 10) * i / 4, y: H - 6, "text-anchor": i === 4 ? "end" : i ? "middle" : "start" }, U.fmtNs(span * i / 4)));
     series.forEach((sr, j) => {
-      const pts = sr.xs.map((x, i) => `${(L + (W - L - 10) * (x - x0) / span).toFixed(1)},${(T + (H - T - B) * (1 - (sr.ys[i] || 0) / ym)).toFixed(1)}`);
+      // A total holds its value until the next sample: draw steps, not slopes.
+      const pts = [];
+      sr.xs.forEach((x, i) => {
+        const px = (L + (W - L - 10) * (x - x0) / span).toFixed(1), py = (T + (H - T - B) * (1 - (sr.ys[i] || 0) / ym)).toFixed(1);
+        if (pts.length) pts.push(`${px},${pts[pts.length - 1].split(",")[1]}`);
+        pts.push(`${px},${py}`);
+      });
       svg.append(s("polyline", { points: pts.join(" "), fill: "none", stroke: U.PALETTE[j % U.PALETTE.length], "stroke-width": 1.5 }, title(sr.name)));
     });
     return U.h("div", {}, svg, legend(series.map((sr, j) => [sr.name, U.PALETTE[j % U.PALETTE.length]])));

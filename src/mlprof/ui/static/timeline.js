@@ -19,22 +19,29 @@ const Timeline = (() => {
     const searchInfo = h("span", { id: "tl-search-info", class: "muted" });
     const viewInfo = h("span", { id: "tl-view", class: "muted" });
     const flowsBox = h("input", { type: "checkbox", id: "tl-flows", checked: true });
-    st = { run, canvas, axis, wrap, details, searchInfo, viewInfo, flowsBox, meta: null, layout: [], byTrack: new Map(),
+    const stepBox = h("select", { id: "tl-step", "aria-label": "show one step" }, h("option", { value: "" }, "whole run"));
+    // The answer behind the current picture, as JSON (what the canvas shows, merged blocks included).
+    const download = h("a", { id: "tl-download", download: "timeline_window.json", "data-format": "json" }, "download view (JSON)");
+    st = { run, canvas, axis, wrap, details, searchInfo, viewInfo, flowsBox, stepBox, download, meta: null, layout: [], byTrack: new Map(),
       view: { t0: 0, t1: 1 }, answer: null, ctrl: null, requests: 0, answers: 0, selected: null, hits: null, hit: -1,
       mouseX: null, drag: null, timer: null, listeners: [] };
     const toolbar = h("div", { id: "tl-toolbar" },
       h("button", { onclick: () => zoom(0.5), title: "zoom in (W)" }, "+"), h("button", { onclick: () => zoom(2), title: "zoom out (S)" }, "−"),
       h("button", { onclick: () => pan(-0.25), title: "pan left (A)" }, "◀"), h("button", { onclick: () => pan(0.25), title: "pan right (D)" }, "▶"),
       h("button", { onclick: reset, id: "tl-reset", title: "whole run (0)" }, "reset"),
-      h("label", {}, flowsBox, " flows"), searchBox,
+      stepBox, h("label", {}, flowsBox, " flows"), searchBox,
       h("button", { onclick: () => runSearch(searchBox.value), id: "tl-find" }, "find"),
       h("button", { onclick: () => stepHit(-1), title: "previous match" }, "‹"), h("button", { onclick: () => stepHit(1), title: "next match" }, "›"),
-      searchInfo, viewInfo);
+      searchInfo, viewInfo, h("span", { class: "downloads" }, download));
     el.replaceChildren(h("h1", {}, "Timeline"), toolbar,
       h("p", { class: "hint" }, "W/S or Ctrl+wheel: zoom · A/D, drag or Shift+wheel: pan · click: details · 0: whole run · F: frame selection"),
       axis, wrap, details);
     searchBox.addEventListener("keydown", e => { if (e.key === "Enter") runSearch(searchBox.value); });
     flowsBox.addEventListener("change", draw);
+    stepBox.addEventListener("change", () => {
+      const s = st.meta.steps.find(x => String(x.step) === stepBox.value);
+      if (s) setView(s.start - (s.end - s.start) * 0.02, s.end + (s.end - s.start) * 0.02); else reset();
+    });
     listen(document, "keydown", onKey);
     listen(window, "resize", () => { sizeCanvas(); draw(); fetchView(); });
     listen(canvas, "wheel", onWheel, { passive: false });
@@ -46,6 +53,7 @@ const Timeline = (() => {
     getJSON(`/api/timeline/meta?${query({ run })}`).then(meta => {
       if (st !== s0) return;
       st.meta = meta;
+      for (const x of meta.steps) stepBox.append(h("option", { value: x.step }, `step ${x.step}`));
       buildLayout();
       requestAnimationFrame(() => {
         if (st !== s0) return;
@@ -118,7 +126,9 @@ const Timeline = (() => {
     st.ctrl = ctrl; st.requests++; st.canvas.dataset.requests = String(st.requests);
     const t0 = Math.floor(Math.max(0, v.t0)), t1 = Math.ceil(Math.max(t0 + 1, v.t1));
     try {
-      const a = await getJSON(`/api/timeline/window?${query({ run: st.run, t0, t1, px: Math.round(plotW()) })}`, ctrl.signal);
+      const url = `/api/timeline/window?${query({ run: st.run, t0, t1, px: Math.round(plotW()) })}`;
+      st.download.href = url;
+      const a = await getJSON(url, ctrl.signal);
       if (st !== s0 || ctrl.signal.aborted) return;
       st.answer = a; st.answers++;
       st.canvas.dataset.answers = String(st.answers);
