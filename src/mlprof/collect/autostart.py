@@ -12,6 +12,7 @@ imports ``torch.optim``, so start-up never imports torch itself.
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.util
 import logging
@@ -21,9 +22,11 @@ import sysconfig
 from pathlib import Path
 from typing import Callable
 
+from ..errors import MlprofError
 from .analysis_child import ANALYSE_CHILD_ENV
+from .run_options import OPTIONS_ENV
 
-__all__ = ["main", "install_pth", "pth_installed", "on_optimizer_step"]
+__all__ = ["main", "install_pth", "pth_installed", "on_optimizer_step", "after_import"]
 
 logger = logging.getLogger("mlprof")
 
@@ -36,15 +39,35 @@ PTH_LINE = (
 )
 
 
+_started = False
+
+
 def main() -> None:
-    if os.environ.get(ANALYSE_CHILD_ENV):
+    global _started
+    # site may read the .pth twice (a venv's lib64 -> lib symlink): start once.
+    if _started or os.environ.get(ANALYSE_CHILD_ENV):
         return
+    _started = True
     config_dir = os.environ.get("MLPROF_CONFIG_PATH")
     if config_dir:
         import mlprof
 
         mlprof.dynamic.init(config_dir, _boundary="optimizer step (MLPROF_CONFIG_PATH)")
         on_optimizer_step(mlprof.dynamic.step)
+        return  # one way of profiling per process: dynamic wins over fixed options
+    options_json = os.environ.get(OPTIONS_ENV)
+    if options_json:
+        from .auto_profiler import AutoProfiler, on_dataloader_batch
+        from .run_options import RunOptions
+
+        try:
+            options = RunOptions.from_json(options_json)
+        except MlprofError as exc:
+            sys.stderr.write(f"mlprof: profiling is off: {exc}\n")
+            return
+        auto = AutoProfiler(options)
+        on_optimizer_step(auto.on_optimizer_step)
+        on_dataloader_batch(auto.on_batch)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -76,23 +99,42 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def on_optimizer_step(callback: Callable[[], None]) -> None:
-    """Call ``callback`` after every step of the first optimizer that steps."""
-    first_optimizer: list[int] = []
+    """Call ``callback`` after every step of the first optimizer that steps.
+
+    torch's global post-hook runs inside the ``Optimizer.step#...`` annotation,
+    so a step boundary placed there would cut that annotation in two. The hook
+    therefore fires only once: it wraps the optimizer class's ``step`` so later
+    boundaries fall just after the annotation closes.
+    """
+    state: dict[str, object] = {}
 
     def hook(optimizer, args, kwargs) -> None:  # noqa: ANN001 - torch's hook signature
-        if not first_optimizer:
-            first_optimizer.append(id(optimizer))
-        if id(optimizer) == first_optimizer[0]:
-            callback()
+        if "first" in state:
+            return
+        state["first"] = id(optimizer)
+        cls = type(optimizer)
+        original = cls.step
 
-    def register(optimizer_module) -> None:  # noqa: ANN001
-        optimizer_module.register_optimizer_step_post_hook(hook)
+        @functools.wraps(original)  # keeps torch's "hooked" mark, so torch does not wrap it again
+        def step(self, *a, **kw):  # noqa: ANN001, ANN202
+            out = original(self, *a, **kw)
+            if id(self) == state["first"]:
+                callback()
+            return out
 
-    module = sys.modules.get("torch.optim.optimizer")
+        cls.step = step
+        callback()
+
+    after_import("torch.optim.optimizer", lambda module: module.register_optimizer_step_post_hook(hook))
+
+
+def after_import(module_name: str, callback: Callable[[object], None]) -> None:
+    """Run ``callback(module)`` now if ``module_name`` is imported, else right after it is."""
+    module = sys.modules.get(module_name)
     if module is not None:
-        register(module)
+        callback(module)
     else:
-        sys.meta_path.insert(0, _AfterImport("torch.optim.optimizer", register))
+        sys.meta_path.insert(0, _AfterImport(module_name, callback))
 
 
 def _site_packages() -> Path:

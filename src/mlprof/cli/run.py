@@ -1,0 +1,62 @@
+"""``mlprof run [options] -- CMD ARGS...``: profile a command without editing it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pathlib import Path
+
+from mlprof.cli.common import print_json
+from mlprof.errors import MlprofError
+from mlprof.export import ExportOptions, run_exports
+from mlprof.parse import ParseOptions, parse_path
+from mlprof.collect.run_options import RunOptions
+from mlprof.collect.runner import parse_environment, run_command
+
+__all__ = ["register", "run"]
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "run", help="run a command with profiling switched on, then parse",
+        description="Run CMD with profiling switched on in every Python process it starts (torchrun ranks "
+                    "included), sample host resources, forward signals, return CMD's exit code, then parse "
+                    "the captures. The same options work by hand as MLPROF_PROFILING_OPTIONS='{json}'.",
+    )
+    RunOptions.add_arguments(p)
+    p.add_argument("--environment", default="", help='extra environment for CMD, "K=V;K2=V2" (default: none)')
+    p.add_argument("--no-parse", action="store_true", help="do not parse the captures afterwards (default: parse)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout (default: text)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command to profile")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    options = RunOptions.from_namespace(args)
+    result = run_command(options, command, parse_environment(args.environment))
+    parsed = [] if args.no_parse else [_parse(capture, options) for capture in result.captures]
+    summary = {"exit_code": result.exit_code, "output": str(result.output),
+               "captures": [str(c) for c in result.captures], "parsed": parsed,
+               "host_samples": str(result.samples_file) if result.samples_file else None}
+    if args.json:
+        print_json(summary)
+    else:
+        for entry in parsed:
+            print(f"mlprof run: parsed {entry['capture']} -> {entry.get('output_dir') or entry['error']}",
+                  file=sys.stderr)
+        print(f"mlprof run: command exited with {result.exit_code}; {len(result.captures)} capture(s) in "
+              f"{result.output}", file=sys.stderr)
+    return result.exit_code
+
+
+def _parse(capture: Path, options: RunOptions) -> dict:
+    """Parse one capture and write its exports; a bad capture is reported, never fatal."""
+    try:
+        results = parse_path(capture, ParseOptions())
+        for result in results:
+            run_exports(Path(result.output_dir), ExportOptions(export_types=options.export_type))
+    except MlprofError as exc:
+        return {"capture": str(capture), "error": str(exc)}
+    return {"capture": str(capture), "output_dir": str(results[0].output_dir) if results else None}

@@ -1,0 +1,147 @@
+"""Profiling a script that was not written for it (MLPROF_PROFILING_OPTIONS).
+
+Iterations are marked by the optimizer's step; a loop without an optimizer
+(inference) is marked by each DataLoader batch instead, until an optimizer
+steps. The profile follows the options' schedule and stops itself when its
+windows are done; whatever is open at exit is saved.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from .run_options import RunOptions
+from .storage import age_out
+
+__all__ = ["AutoProfiler", "on_dataloader_batch"]
+
+logger = logging.getLogger("mlprof")
+
+
+class AutoProfiler:
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self.prof = None
+        self.done = False
+        self.optimizer_seen = False
+        self._windows_seen = 0
+        self._sigterm_handled = False
+        atexit.register(self.close)
+
+    def on_optimizer_step(self) -> None:
+        self.optimizer_seen = True
+        self.boundary()
+
+    def on_batch(self) -> None:
+        if not self.optimizer_seen:
+            self.boundary()
+
+    def boundary(self) -> None:
+        if self.done:
+            return
+        with _signals_deferred():
+            try:
+                if self.prof is None:
+                    self._start()
+                    return
+                self.prof.step()
+                self._after_step()
+            except Exception as exc:  # noqa: BLE001 - never break the job
+                logger.error("mlprof: automatic profiling failed: %s; training continues", exc)
+                self.done = True
+        if not self._sigterm_handled:
+            self._sigterm_handled = True
+            _exit_cleanly_on_sigterm()
+
+    def _start(self) -> None:
+        import mlprof
+
+        opts = self.options
+        self.prof = mlprof.profile(
+            schedule=mlprof.schedule(wait=opts.wait, warmup=opts.warmup, active=opts.active, repeat=opts.repeat,
+                                     skip_first=opts.skip_first),
+            on_trace_ready=mlprof.tensorboard_trace_handler(Path(opts.output).absolute(), analyse_flag=False),
+            record_shapes=opts.record_shapes,
+            profile_memory=opts.profile_memory,
+            with_stack=opts.with_stack,
+            with_modules=opts.with_modules,
+            with_flops=opts.with_flops,
+            experimental_config=mlprof.ExperimentalConfig(
+                profiler_level=opts.level, export_type=opts.export_type,
+                gc_detect_threshold=opts.gc_detect_threshold, host_sys=opts.host_sys),
+        )
+        self.prof.start()
+
+    def _after_step(self) -> None:
+        prof, opts = self.prof, self.options
+        windows = prof._window_index
+        if windows != self._windows_seen:
+            self._windows_seen = windows
+            if opts.storage_limit_bytes:
+                age_out(Path(opts.output).absolute(), opts.storage_limit_bytes)
+        cycle = opts.wait + opts.warmup + opts.active
+        if not prof.enabled or (opts.repeat and prof.step_num >= opts.skip_first + opts.repeat * cycle):
+            self.close()
+
+    def close(self) -> None:
+        if self.prof is not None and not self.done:
+            self.done = True
+            self.prof.stop()
+
+
+class _signals_deferred:
+    """Hold Ctrl-C and SIGTERM while torch's profiler changes state.
+
+    An exception raised in the middle of Kineto's stop or trace export leaves
+    torch's profiler half stopped, and stopping it again at exit can crash the
+    interpreter; so the signal is delivered right after the profiler call.
+    """
+
+    def __enter__(self) -> None:
+        self.pending: list[int] = []
+        self.previous = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.previous[sig] = signal.signal(sig, lambda signum, frame: self.pending.append(signum))
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        for signum in self.pending:
+            handler = self.previous.get(signum)
+            if callable(handler):
+                handler(signum, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
+
+
+def _exit_cleanly_on_sigterm() -> None:
+    """SIGTERM (torchrun's stop) ends Python without atexit; turn it into an exit that saves the window."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def on_dataloader_batch(callback) -> None:
+    """Call ``callback`` after each batch any DataLoader yields."""
+    from .autostart import after_import
+
+    def patch(module) -> None:  # noqa: ANN001
+        base = module._BaseDataLoaderIter
+        original = base.__next__
+
+        def __next__(self):  # noqa: ANN001, N807
+            batch = original(self)
+            callback()
+            return batch
+
+        base.__next__ = __next__
+
+    after_import("torch.utils.data.dataloader", patch)

@@ -1,0 +1,180 @@
+"""``mlprof run``: profile any command without editing it.
+
+The command runs with profiling switched on through the environment
+(``MLPROF_PROFILING_OPTIONS`` plus a start-up hook on ``PYTHONPATH``, so every
+Python process of the job, torchrun's ranks included, writes its own
+capture). Beside it run the system sampler and, with a storage limit, the
+ageing of old windows. Signals are forwarded to the command; its exit code
+is returned. This module never imports torch: the job does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..capture import layout
+from ..errors import ConfigError
+from .capture_writer import make_private_dir, write_json_atomic
+from .device_lock import DeviceLock, devices_of
+from .run_options import OPTIONS_ENV, RunOptions
+from .storage import age_out
+
+__all__ = ["RunResult", "run_command", "parse_environment", "HOST_SAMPLES_FILE"]
+
+logger = logging.getLogger("mlprof")
+
+HOST_SAMPLES_FILE = "host_samples.json"
+_BOOTSTRAP_DIR = Path(__file__).with_name("bootstrap")
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    output: Path
+    captures: list[Path]
+    samples_file: Path | None
+
+
+def parse_environment(text: str | None) -> dict[str, str]:
+    """--environment "K=V;K2=V2" -> dict."""
+    env: dict[str, str] = {}
+    for item in (text or "").split(";"):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not key.strip().replace("_", "a").isalnum():
+            raise ConfigError(f"--environment: {item!r} is not NAME=VALUE")
+        env[key.strip()] = value
+    return env
+
+
+def _child_env(options: RunOptions, extra: dict[str, str]) -> dict[str, str]:
+    env = {**os.environ, **extra}
+    env[OPTIONS_ENV] = options.to_json()
+    env.pop("MLPROF_CONFIG_PATH", None)  # one way of profiling per job
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_BOOTSTRAP_DIR), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_command(options: RunOptions, command: list[str], environment: dict[str, str]) -> RunResult:
+    if not command:
+        raise ConfigError("no command to run: give it after --, e.g. mlprof run -- python train.py")
+    output = Path(options.output).expanduser().absolute()
+    make_private_dir(output)
+    options = replace(options, output=str(output))
+    env = _child_env(options, environment)
+    started_ns = time.time_ns()
+    with DeviceLock(devices_of(env)):
+        try:
+            child = subprocess.Popen(command, env=env, process_group=0)
+        except OSError as exc:
+            raise ConfigError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+        forward = _SignalForwarder(child)
+        samples_file = output / f"host_samples_{os.uname().nodename}_{child.pid}.jsonl" if options.host_sys else None
+        sampler = _start_sampler(samples_file, child.pid, options) if samples_file else None
+        stop_ageing = _start_ageing(output, options.storage_limit_bytes)
+        try:
+            code = _wait(child)
+        finally:
+            forward.restore()
+            stop_ageing.set()
+            if sampler is not None:
+                sampler.terminate()
+                sampler.wait(timeout=10)
+    captures = _captures_since(output, started_ns)
+    if samples_file is not None and samples_file.exists():
+        for capture in captures:
+            _attach_samples(capture, samples_file)
+    return RunResult(code, output, captures, samples_file)
+
+
+def _wait(child: subprocess.Popen) -> int:
+    while True:
+        try:
+            code = child.wait()
+            break
+        except KeyboardInterrupt:  # forwarded already; keep waiting for the job to finish saving
+            continue
+    return 128 - code if code < 0 else code
+
+
+class _SignalForwarder:
+    """The job runs in its own process group: each signal mlprof run gets is passed on exactly once."""
+
+    def __init__(self, child: subprocess.Popen) -> None:
+        self.child = child
+        self.previous = {}
+        for sig in _FORWARDED:
+            self.previous[sig] = signal.signal(sig, self._forward)
+
+    def _forward(self, signum: int, _frame) -> None:
+        try:
+            os.killpg(self.child.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def _start_sampler(samples_file: Path, pid: int, options: RunOptions) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mlprof.collect.sampler", str(samples_file), "--pid", str(pid),
+         "--freq-hz", str(options.host_sys_freq), "--host-sys", ",".join(options.host_sys)],
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+
+
+def _start_ageing(output: Path, limit_bytes: int | None) -> threading.Event:
+    stop = threading.Event()
+    if limit_bytes:
+        def loop() -> None:
+            while not stop.wait(1.0):
+                try:
+                    age_out(output, limit_bytes)
+                except OSError as exc:
+                    logger.warning("mlprof: storage ageing failed: %s", exc)
+
+        threading.Thread(target=loop, name="mlprof-storage-limit", daemon=True).start()
+    return stop
+
+
+def _captures_since(output: Path, started_ns: int) -> list[Path]:
+    found = []
+    for capture in sorted(output.glob(f"*{layout.CAPTURE_DIR_SUFFIX}")):
+        try:
+            info = json.loads((capture / layout.INFO_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if info.get("created_wall_ns", 0) >= started_ns:
+            found.append(capture)
+    return found
+
+
+def _attach_samples(capture: Path, samples_file: Path) -> None:
+    """Copy the samples taken while this capture was written into it (raw data, like its windows)."""
+    info = json.loads((capture / layout.INFO_FILE).read_text())
+    first_ns = info.get("created_wall_ns", 0) - 1_000_000_000
+    ends = [w.get("end_ns") or 0 for w in info.get("windows", [])]
+    last_ns = (max(ends) if ends else time.time_ns()) + 1_000_000_000
+    samples = []
+    with open(samples_file, encoding="utf-8") as f:
+        for line in f:
+            try:
+                sample = json.loads(line)
+            except ValueError:
+                continue  # the sampler was stopped mid-line
+            if first_ns <= sample.get("ts_ns", 0) <= last_ns:
+                samples.append(sample)
+    write_json_atomic(capture / HOST_SAMPLES_FILE, samples)

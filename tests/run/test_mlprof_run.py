@@ -1,0 +1,208 @@
+"""`mlprof run -- CMD`: profiling an unmodified command, as a real subprocess."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mlprof.collect.device_lock import DeviceLock
+from mlprof.collect.run_options import RunOptions
+from mlprof.collect.storage import age_out
+from mlprof.errors import MlprofError
+
+pytest.importorskip("torch")
+SCRIPT = Path(__file__).with_name("train_script.py")
+MLPROF = [sys.executable, "-m", "mlprof"]
+
+
+@pytest.fixture(autouse=True)
+def private_locks(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLPROF_LOCK_DIR", str(tmp_path / "locks"))
+
+
+def mlprof_run(out: Path, *cmd: str, options=(), timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([*MLPROF, "run", "--output", str(out), *options, "--", *cmd],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def captures(out: Path) -> list[Path]:
+    return sorted(out.glob("*_mlprof"))
+
+
+def window_steps(capture: Path) -> list[list[int]]:
+    return [[s["step"] for s in json.loads((w / "steps.json").read_text())]
+            for w in sorted((capture / "raw").glob("window_*"))]
+
+
+def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
+    result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "14",
+                        options=["--host-sys", "cpu,mem,disk,network", "--host-sys-freq", "20"])
+    assert result.returncode == 0, result.stderr
+    (capture,) = captures(tmp_path / "out")
+    assert window_steps(capture) == [[6, 7, 8]]  # skip 5, warm up 1, record 3
+    with open(capture / "mlprof_output" / "step_trace_time.csv", newline="") as f:
+        assert [int(r["Step"]) for r in csv.DictReader(f)] == [6, 7, 8]
+    with open(capture / "mlprof_output" / "op_statistic.csv", newline="") as f:
+        assert any(r["Op Name"].startswith("aten::") for r in csv.DictReader(f))
+    samples = json.loads((capture / "host_samples.json").read_text())
+    assert samples and all("job_cpu_percent" in s and "net_recv_bytes_per_s" in s for s in samples)
+    assert max(s["job_rss_bytes"] for s in samples) > 50 * 2**20, "the job's memory was not sampled"
+    assert "1 capture(s)" in result.stderr
+
+
+def test_inference_loop_without_optimizer_uses_dataloader_batches(tmp_path):
+    result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "12", "--no-optimizer",
+                        options=["--active", "2"])
+    assert result.returncode == 0, result.stderr
+    (capture,) = captures(tmp_path / "out")
+    assert window_steps(capture) == [[6, 7]]
+
+
+def test_failing_command_returns_its_exit_code_and_keeps_partial_data(tmp_path):
+    result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "100", "--fail-at", "12",
+                        options=["--repeat", "0", "--skip-first", "0", "--warmup", "0", "--active", "2"])
+    assert result.returncode == 3
+    (capture,) = captures(tmp_path / "out")
+    steps = window_steps(capture)
+    assert len(steps) >= 5 and steps[0] == [0, 1]
+    assert (capture / "mlprof_output" / "step_trace_time.csv").exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_torchrun_ddp_job_gives_one_capture_per_rank(tmp_path):
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                f"--master_port={free_port()}"]
+    result = mlprof_run(tmp_path / "out", *torchrun, str(SCRIPT), "12", "--ddp")
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = {}
+    for capture in captures(tmp_path / "out"):
+        info = json.loads((capture / "profiler_info.json").read_text())
+        ranks[info["rank"]] = (info["world_size"], window_steps(capture))
+    assert ranks == {0: (2, [[6, 7, 8]]), 1: (2, [[6, 7, 8]])}
+
+
+@pytest.mark.slow
+def test_sigint_stops_the_job_and_keeps_finished_windows(tmp_path):
+    out = tmp_path / "out"
+    runner = subprocess.Popen(
+        [*MLPROF, "run", "--output", str(out), "--repeat", "0", "--skip-first", "0", "--warmup", "0",
+         "--active", "2", "--no-parse", "--", sys.executable, str(SCRIPT), "100000", "--sleep-s", "0.01"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("*_mlprof/raw/window_*"))) < 3:
+        assert runner.poll() is None and time.monotonic() < deadline, runner.stderr.read() if runner.poll() else ""
+        time.sleep(0.05)
+    runner.send_signal(signal.SIGINT)
+    code = runner.wait(timeout=60)
+    assert code == 128 + signal.SIGINT
+    (capture,) = captures(out)
+    finished = sorted((capture / "raw").glob("window_*"))
+    assert len(finished) >= 3
+    for window in finished:
+        assert json.loads((window / "window.json").read_text())["status"] == "complete"
+        json.loads((window / "kineto.pt.trace.json").read_text())
+
+
+def test_help_lists_every_option_with_its_default():
+    result = subprocess.run([*MLPROF, "run", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    for name in RunOptions.__dataclass_fields__:
+        assert f"--{name.replace('_', '-')}" in text
+    assert text.count("(default:") >= len(RunOptions.__dataclass_fields__)
+    assert "--storage-limit" in text and "--environment" in text
+
+
+def test_environment_option_reaches_the_command(tmp_path):
+    probe = "import os, sys; sys.exit(0 if os.environ.get('MLPROF_PROBE') == 'a=b' and os.environ['X2'] == '2' else 9)"
+    result = mlprof_run(tmp_path / "out", sys.executable, "-c", probe,
+                        options=["--environment", "MLPROF_PROBE=a=b;X2=2", "--no-parse"])
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("bad", [["--storage-limit", "100MB"], ["--level", "Level7"], ["--environment", "NOEQUALS"]])
+def test_bad_options_give_one_line_errors(tmp_path, bad):
+    result = mlprof_run(tmp_path / "out", sys.executable, "-c", "pass", options=bad)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_missing_command_is_a_clear_error(tmp_path):
+    result = subprocess.run([*MLPROF, "run", "--output", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode != 0 and "no command" in result.stderr
+
+
+def test_a_second_run_on_the_same_device_is_refused(tmp_path):
+    first = subprocess.Popen([*MLPROF, "run", "--output", str(tmp_path / "a"), "--no-parse", "--",
+                              sys.executable, "-c", "import time; time.sleep(30)"],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        lock_file = tmp_path / "locks" / "device-all.lock"
+        deadline = time.monotonic() + 30
+        while not (lock_file.exists() and lock_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = mlprof_run(tmp_path / "b", sys.executable, "-c", "pass")
+        assert second.returncode != 0
+        assert "already being profiled" in second.stderr and f"pid {first.pid}" in second.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=30)
+
+
+def test_a_crashed_runs_lock_does_not_stay_stuck(tmp_path):
+    lock_dir = tmp_path / "locks"
+    lock_dir.mkdir()
+    (lock_dir / "device-all.lock").write_text(json.dumps({"pid": 999999, "since": "yesterday"}))
+    with DeviceLock(["all"], lock_dir):
+        pass  # acquired: nobody holds the kernel lock any more
+    with DeviceLock(["0", "1"], lock_dir):
+        with pytest.raises(MlprofError, match="device 1 is already"):
+            DeviceLock(["1"], lock_dir).acquire()
+        with pytest.raises(MlprofError, match="all devices"):
+            DeviceLock(["all"], lock_dir).acquire()
+        DeviceLock(["2"], lock_dir).acquire().release()
+
+
+def make_window(root: Path, capture: str, index: int, end_ns: int, size_bytes: int) -> Path:
+    window = root / capture / "raw" / f"window_{index:04d}"
+    window.mkdir(parents=True)
+    (window / "window.json").write_text(json.dumps({"end_ns": end_ns}))
+    (window / "kineto.pt.trace.json").write_bytes(b"x" * size_bytes)
+    return window
+
+
+def test_storage_limit_ages_out_the_oldest_windows_first(tmp_path):
+    mb = 2**20
+    keep_user_file = tmp_path / "notes.txt"
+    keep_user_file.write_text("user data")
+    oldest = make_window(tmp_path, "a_mlprof", 0, end_ns=100, size_bytes=3 * mb)
+    middle = make_window(tmp_path, "b_mlprof", 0, end_ns=200, size_bytes=3 * mb)
+    newer = make_window(tmp_path, "a_mlprof", 1, end_ns=300, size_bytes=3 * mb)
+    newest = make_window(tmp_path, "b_mlprof", 1, end_ns=400, size_bytes=3 * mb)
+    assert age_out(tmp_path, limit_bytes=20 * mb) == []  # 12 MB: under 90% of 20 MB
+    removed = age_out(tmp_path, limit_bytes=10 * mb)  # 12 MB > 9 MB: delete down to 8 MB
+    assert removed == [oldest, middle]
+    assert newer.exists() and newest.exists() and keep_user_file.exists()
+    assert age_out(tmp_path, limit_bytes=1 * mb) == [newer]  # the newest window always stays
+    assert newest.exists()
+
+
+def test_storage_limit_below_the_seed_minimum_is_refused():
+    with pytest.raises(MlprofError, match="200MB"):
+        RunOptions(storage_limit="199MB")
+    assert RunOptions(storage_limit="1GB").storage_limit_bytes == 2**30
