@@ -134,6 +134,28 @@ def window_stall(name: str, step: StepFn, rounds: int, steps: int, out: Path) ->
     print(f"  ratio mlprof / torch                          {mine / torch_ms:9.3f}  (target <= 1.00: {verdict})")
 
 
+def idle_marker_cost(calls: int = 200_000) -> None:
+    """ns per call of an mstx marker while nothing profiles, next to torch's record_function."""
+    import timeit
+
+    def noop() -> None:
+        return None
+
+    def mstx_range() -> None:
+        mlprof.mstx.range_end(mlprof.mstx.range_start("r"))
+
+    def torch_range() -> None:
+        with torch.profiler.record_function("r"):
+            pass
+
+    print(f"\n== idle marker cost, ns per call (best of 5 x {calls:,})")
+    for label, func in [("empty Python call", noop), ("mlprof.mstx.mark", lambda: mlprof.mstx.mark("m")),
+                        ("mlprof.mstx range_start+range_end", mstx_range),
+                        ("torch record_function enter+exit", torch_range)]:
+        best = min(timeit.repeat(func, number=calls, repeat=5)) / calls * 1e9
+        print(f"  {label:36s} {best:8.0f} ns")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -146,6 +168,7 @@ def main() -> None:
     examples = {"cnn": ("CNN (examples/cnn_train.py)", cnn_train.make_step),
                 "lm": ("transformer LM (examples/transformer_lm.py)", transformer_lm.make_step)}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, mlprof {mlprof.__version__}")
+    idle_marker_cost()
     with tempfile.TemporaryDirectory(prefix="mlprof_overhead_") as tmp:
         for key in args.examples.split(","):
             label, make_step = examples[key]
