@@ -66,3 +66,16 @@ def test_bad_steps_json_in_a_capture_names_the_file(tmp_path):
     with pytest.raises(CaptureError) as err:
         parse_path(root)
     assert "steps.json" in str(err.value)
+
+
+def test_a_bad_window_is_skipped_and_reported_the_others_parsed(tmp_path):
+    good = {"events": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0,
+                        "dur": 2.0}]}
+    root = make_capture(tmp_path / "m_mlprof", {0: good, 1: {"events": [], "steps": [{"step": "x"}]}, 2: good})
+    trace = root / "raw" / "window_0002" / "kineto.pt.trace.json"
+    trace.write_bytes(trace.read_bytes()[:-10])  # truncated
+    result = parse_path(root)[0]
+    assert result.windows == [0]
+    assert len(result.skipped) == 2
+    assert any("window_0001/steps.json" in s for s in result.skipped)
+    assert any("window_0002/kineto.pt.trace.json" in s and "truncated" in s for s in result.skipped)

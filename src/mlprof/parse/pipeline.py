@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mlprof.errors import CaptureError, MlprofError, TraceFormatError
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.capture_files import read_gc, read_markers, read_steps
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, find_inputs
@@ -112,10 +113,21 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
                              skipped=list(item.skipped), capture_status=item.manifest.get("status"))
         meta = _capture_metadata(item)
         result.requested_export_types = _requested_export_types(item.manifest)
+        errors: list[MlprofError] = []
         for wf in item.windows:
-            k = read_kineto(wf.kineto, pool, progress_for(f"window {wf.index}")) if wf.kineto else None
-            windows.append(WindowData(index=wf.index, kineto=k, steps=read_steps(wf.steps),
-                                      markers=read_markers(wf.markers), gc=read_gc(wf.gc)))
+            # Failure policy: a window whose files are bad is skipped and
+            # reported; the other windows are still parsed (the collector
+            # re-parses after every window, so one bad window must not block
+            # the rest). With no window left, the first error is raised.
+            try:
+                k = read_kineto(wf.kineto, pool, progress_for(f"window {wf.index}")) if wf.kineto else None
+                windows.append(WindowData(index=wf.index, kineto=k, steps=read_steps(wf.steps),
+                                          markers=read_markers(wf.markers), gc=read_gc(wf.gc)))
+            except (TraceFormatError, CaptureError) as exc:
+                errors.append(exc)
+                result.skipped.append(str(exc))
+        if errors and not windows:
+            raise errors[0]
     for win in windows:
         result.windows.append(win.index)
         if win.kineto is not None:
