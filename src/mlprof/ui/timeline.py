@@ -285,14 +285,19 @@ def query_window(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int
         WITH v AS ({short} UNION ALL {long}),
         big AS (SELECT track, depth, start_ns, end_ns, name, 1::BIGINT AS n, end_ns - start_ns AS busy_ns, src, id
                 FROM v WHERE end_ns - start_ns >= {bucket}),
-        small AS (SELECT track, depth, start_ns, end_ns, name, (start_ns - {t0_ns}) // {bucket} AS b
-                  FROM v WHERE end_ns - start_ns < {bucket}),
-        runs AS (SELECT *, b - dense_rank() OVER (PARTITION BY track, depth ORDER BY b) AS island FROM small),
+        -- Short slices: first one row per (track, depth, bucket), then runs of
+        -- consecutive buckets become one block (the window function only sees
+        -- at most px rows per track row, whatever the size of the trace).
+        per_bucket AS (SELECT track, depth, (start_ns - {t0_ns}) // {bucket} AS b, min(start_ns) AS start_ns,
+                              max(end_ns) AS end_ns, arg_max(name, end_ns - start_ns) AS name,
+                              max(end_ns - start_ns) AS longest_ns, count(*) AS n, sum(end_ns - start_ns) AS busy_ns,
+                              any_value(src) AS src, any_value(id) AS id
+                       FROM v WHERE end_ns - start_ns < {bucket} GROUP BY track, depth, b),
+        runs AS (SELECT *, b - row_number() OVER (PARTITION BY track, depth ORDER BY b) AS island FROM per_bucket),
         merged AS (SELECT track, depth, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
-                          arg_max(name, end_ns - start_ns) AS name, count(*) AS n,
-                          sum(end_ns - start_ns) AS busy_ns,
-                          CASE WHEN count(*) = 1 THEN any_value(NULL::TINYINT) END AS src,
-                          NULL::BIGINT AS id
+                          arg_max(name, longest_ns) AS name, sum(n)::BIGINT AS n, sum(busy_ns)::BIGINT AS busy_ns,
+                          CASE WHEN sum(n) = 1 THEN any_value(src) END AS src,
+                          CASE WHEN sum(n) = 1 THEN any_value(id) END AS id
                    FROM runs GROUP BY track, depth, island)
         SELECT * FROM big UNION ALL
         SELECT m.track, m.depth, m.start_ns, m.end_ns, m.name, m.n, m.busy_ns, m.src, m.id FROM merged m
