@@ -22,6 +22,10 @@ __all__ = ["op_statistic", "operator_details", "kernel_statistic", "api_statisti
 HOST_OP_FILTER = "category IN ('cpu_op', 'user_annotation', 'Operator') AND NOT coalesce(folded, false)"
 
 
+# key_averages() shows every ProfilerStep#N span as one "ProfilerStep*" row.
+STEP_FOLD = "CASE WHEN h.name LIKE 'ProfilerStep#%' THEN 'ProfilerStep*' ELSE h.name END"
+
+
 def device_time_per_op(store: TableStore) -> tuple[dict[int, int], dict[int, int]]:
     """(self, total) device ns per host op_id, for ops that launched device work."""
     self_ns = dict(store.rows(
@@ -65,7 +69,7 @@ def op_statistic(store: TableStore, step: int | None = None) -> list[dict]:
     _with_device_times(store)
     cond, params = _step_filter(step, "h.")
     return store.dicts(f"""
-        SELECT h.name, count(*) AS count,
+        SELECT {STEP_FOLD} AS name, count(*) AS count,
                sum(h.folded_self_ns) AS host_self_ns, sum(h.dur_ns) AS host_total_ns,
                avg(h.folded_self_ns) AS avg_self_ns, min(h.folded_self_ns) AS min_self_ns,
                max(h.folded_self_ns) AS max_self_ns,
@@ -74,7 +78,7 @@ def op_statistic(store: TableStore, step: int | None = None) -> list[dict]:
                100.0 * sum(h.folded_self_ns) / nullif(sum(sum(h.folded_self_ns)) OVER (), 0) AS ratio_pct
         FROM host_ops h LEFT JOIN _op_device d USING (op_id)
         WHERE h.{HOST_OP_FILTER} {cond}
-        GROUP BY h.name ORDER BY host_self_ns DESC, h.name""", params)
+        GROUP BY 1 ORDER BY host_self_ns DESC, 1""", params)
 
 
 def operator_details(store: TableStore, step: int | None = None) -> list[dict]:

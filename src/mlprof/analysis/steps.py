@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from mlprof.analysis.intervals import clip, union_length
+from mlprof.analysis.intervals import union_length
 from mlprof.tables.store import TableStore
 
 __all__ = ["StepBreakdown", "step_breakdown", "classify_host_op"]
@@ -98,6 +98,26 @@ def _host_arrays(store: TableStore):
     return out
 
 
+class _Spans:
+    """Intervals of one window sorted by start, to fetch those overlapping a step fast."""
+
+    def __init__(self, arrays: dict, window: int, extra: str) -> None:
+        sel = arrays["win"] == window
+        order = np.argsort(arrays["start_ns"][sel], kind="stable")
+        self.start = arrays["start_ns"][sel][order]
+        self.end = arrays["end_ns"][sel][order]
+        self.extra = arrays[extra][sel][order]
+        self.max_dur = int((self.end - self.start).max()) if len(self.start) else 0
+
+    def overlapping(self, lo: int, hi: int):
+        # Only intervals starting in [lo - longest, hi) can overlap [lo, hi).
+        a = np.searchsorted(self.start, lo - self.max_dur, side="left")
+        b = np.searchsorted(self.start, hi, side="left")
+        s, e, x = self.start[a:b], self.end[a:b], self.extra[a:b]
+        keep = np.minimum(e, hi) > np.maximum(s, lo)
+        return np.maximum(s[keep], lo), np.minimum(e[keep], hi), x[keep]
+
+
 def step_breakdown(store: TableStore) -> list[StepBreakdown]:
     """One :class:`StepBreakdown` per row of the ``steps`` table."""
     steps = store.rows("SELECT window_index, step, start_ns, end_ns FROM steps ORDER BY window_index, start_ns")
@@ -105,32 +125,30 @@ def step_breakdown(store: TableStore) -> list[StepBreakdown]:
     host = _host_arrays(store)
     has_device = len(dev["start_ns"]) > 0
     out = []
+    spans: dict[int, tuple[_Spans, _Spans]] = {}
     for window, step, lo, hi in steps:
+        if window not in spans:
+            spans[window] = (_Spans(dev, window, "is_communication"), _Spans(host, window, "cls"))
+        dev_spans, host_spans = spans[window]
         dur = hi - lo
         device_cols = dict.fromkeys(
             ("computing_ns", "communication_ns", "overlapped_ns", "communication_not_overlapped_ns",
              "free_ns", "preparing_ns"))
         if has_device:
-            in_win = dev["win"] == window
-            s, e = dev["start_ns"][in_win], dev["end_ns"][in_win]
-            comm = dev["is_communication"][in_win].astype(bool)
-            cs, ce = clip(s[~comm], e[~comm], lo, hi)
-            ms, me = clip(s[comm], e[comm], lo, hi)
-            computing = union_length(cs, ce)
-            communication = union_length(ms, me)
-            busy = union_length(np.concatenate([cs, ms]), np.concatenate([ce, me]))
+            s, e, comm = dev_spans.overlapping(lo, hi)
+            comm = comm.astype(bool)
+            computing = union_length(s[~comm], e[~comm])
+            communication = union_length(s[comm], e[comm])
+            busy = union_length(s, e)
             overlapped = computing + communication - busy
-            starts = np.concatenate([cs, ms])
             # A step with no device work at all is free time, not preparing.
-            preparing = int(starts.min()) - lo if len(starts) else 0
+            preparing = int(s.min()) - lo if len(s) else 0
             device_cols = {
                 "computing_ns": computing, "communication_ns": communication,
                 "overlapped_ns": overlapped, "communication_not_overlapped_ns": communication - overlapped,
                 "free_ns": dur - busy - preparing, "preparing_ns": preparing,
             }
-        in_win = host["win"] == window
-        hs, he = clip(host["start_ns"][in_win], host["end_ns"][in_win], lo, hi)
-        hc = host["cls"][in_win][(np.minimum(host["end_ns"][in_win], hi) > np.maximum(host["start_ns"][in_win], lo))]
+        hs, he, hc = host_spans.overlapping(lo, hi)
         covered = 0
         host_cols = {}
         for i, name in enumerate(_CLASSES):
