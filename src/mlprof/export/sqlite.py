@@ -31,6 +31,9 @@ def write_sqlite(store: TableStore, out_dir: Path, rank: int | None) -> Path:
     tmp = out_dir / f".tmp_{target.name}.{os.getpid()}"
     tmp.unlink(missing_ok=True)
     db = sqlite3.connect(tmp)
+    # A temporary file renamed only when complete: no journal or fsync needed.
+    db.execute("PRAGMA journal_mode = OFF")
+    db.execute("PRAGMA synchronous = OFF")
     try:
         for name, schema in TABLES.items():
             cols = ", ".join(f'"{c.name}" {_SQLITE_TYPES[c.sql_type]}' for c in schema.columns)
