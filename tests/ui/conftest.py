@@ -57,6 +57,7 @@ def make_trace() -> dict:
                            "args": {"Device Type": 1, "Device Id": 0, "Addr": 1000 + corr, "Bytes": 4096 * (i + 1),
                                     "Total Allocated": 4096 * (corr + 1), "Total Reserved": 1 << 20}})
             ts += 40
+        events.append({"ph": "C", "name": "cpu_util", "pid": PID, "ts": step_start, "args": {"user": 10.0 + step}})
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": PID, "tid": TID,
                        "ts": step_start, "dur": ts - step_start + 30, "args": {}})
         ts += 60

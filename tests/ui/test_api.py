@@ -117,6 +117,16 @@ def test_kernels_and_memory(client, run_id, logdir):
     assert max(t["allocated_bytes"] for t in timeline) == peak[0]["peak_allocated_bytes"]
 
 
+def test_counters_feed_the_host_page_and_the_timeline(client, run_id):
+    rows = get(client, "/api/data/counters", run=run_id)
+    assert [(r["name"], r["series"], r["value"]) for r in rows] == [("cpu_util", "user", 10.0 + s) for s in range(STEPS)]
+    meta = get(client, "/api/timeline/meta", run=run_id)
+    track = next(t for t in meta["tracks"] if t["name"] == "cpu_util user")
+    w = get(client, "/api/timeline/window", run=run_id, t0=0, t1=meta["span_ns"], px=1000)
+    assert [v for t, v in zip(w["counters"]["track"], w["counters"]["value"]) if t == track["id"]] == \
+        [10.0 + s for s in range(STEPS)]
+
+
 def test_timeline_meta_lists_tracks(client, run_id):
     meta = get(client, "/api/timeline/meta", run=run_id)
     names = [(t["group"], t["name"]) for t in meta["tracks"]]

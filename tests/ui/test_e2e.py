@@ -212,14 +212,17 @@ def test_timeline_search_jumps_to_a_kernel(page, base_url, run_id, shots):
     page.screenshot(path=str(shots / "timeline_search.png"))
 
 
-def test_memory_step_trace_and_unavailable_pages(page, base_url, run_id):
+def test_memory_step_trace_host_counters_and_unavailable_pages(page, base_url, run_id):
     page.goto(run_url(base_url, run_id, "memory"))
     page.wait_for_selector("#page-memory svg.lines polyline")
     assert f"{STEPS * OPS_PER_STEP}" in page.inner_text("#page-memory section:first-of-type tbody")
     page.goto(run_url(base_url, run_id, "step_trace"))
     page.wait_for_selector("#page-step_trace svg.stacked")
     assert len(page.query_selector_all("#page-step_trace section:last-of-type tbody tr")) == STEPS
-    for name in ("compare", "cluster", "host"):
+    page.goto(run_url(base_url, run_id, "host"))
+    page.wait_for_selector("#page-host svg.lines polyline")
+    assert "cpu_util" in page.inner_text("#page-host h2")
+    for name in ("compare", "cluster"):
         page.goto(run_url(base_url, run_id, name))
         page.wait_for_selector(f"#page-{name} [data-na]")
         assert "not available yet" in page.inner_text(f"#page-{name}")

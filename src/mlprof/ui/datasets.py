@@ -126,6 +126,16 @@ def _memory_by_op(store: TableStore, p: Params) -> list[dict]:
     return sorted(by_op.values(), key=lambda r: -r["size_bytes"])
 
 
+def _counters(store: TableStore, p: Params) -> list[dict]:
+    """Counter samples (host/device samplers, trace 'C' events), max per time bucket per series."""
+    lo, hi = store.rows("SELECT min(ts_ns), max(ts_ns) FROM counters")[0]
+    if lo is None:
+        return []
+    bucket = max(1, (hi - lo) // MEMORY_POINTS + 1)
+    return store.dicts(f"""SELECT name, series, pid, min(ts_ns) AS ts_ns, max(value) AS value FROM counters
+        GROUP BY name, series, pid, (ts_ns - {lo}) // {bucket} ORDER BY name, series, pid, ts_ns""")
+
+
 def _environment(store: TableStore, p: Params) -> list[dict]:
     out = []
     for key, value in store.rows("SELECT key, value_json FROM metadata ORDER BY key"):
@@ -156,6 +166,7 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("memory_peak", "Memory peak per device", _memory_peak),
     Dataset("memory_by_op", "Allocations per operator", _memory_by_op),
     Dataset("operator_memory", "Allocations with their lifetimes", lambda s, p: operator_memory(s, p.step)),
+    Dataset("counters", "Counter samples over time (max per time bucket)", _counters),
     Dataset("environment", "Environment and trace metadata", _environment),
 )}
 

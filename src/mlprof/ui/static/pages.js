@@ -176,13 +176,31 @@ const Pages = (() => {
         { key: "max_size_bytes", label: "largest", num: true, fmt: fmtBytes }], { sortKey: "size_bytes" })));
   }
 
+  async function host({ run, el }) {
+    const rows = await load("counters", run, {});
+    if (!rows.length) {
+      el.replaceChildren(h("h1", {}, "Host resources"), notAvailable("Host CPU, memory, disk and network counters"),
+        h("p", { class: "muted" }, "mlprof does not sample the host yet, and this run's trace holds no counter events."));
+      return;
+    }
+    const byName = new Map();
+    for (const r of rows) {
+      if (!byName.has(r.name)) byName.set(r.name, new Map());
+      const key = `${r.series ?? r.name} (pid ${r.pid ?? "-"})`, m = byName.get(r.name);
+      if (!m.has(key)) m.set(key, { name: key, xs: [], ys: [] });
+      m.get(key).xs.push(r.ts_ns); m.get(key).ys.push(r.value);
+    }
+    el.replaceChildren(h("h1", {}, "Host resources"), h("p", { class: "muted" }, "Counter samples recorded in the trace."),
+      ...[...byName].map(([name, series]) => card(name, "counters", { run }, Charts.lines([...series.values()], { format: v => Number(v).toPrecision(4) }))));
+  }
+
   function timelinePage(ctx) { Timeline.mount(ctx.el, ctx.run, ctx.query); }
   const na = (title, what) => ({ el }) => el.replaceChildren(h("h1", {}, title), notAvailable(what));
 
   return {
     list: [["overview", "Overview", overview], ["operators", "Operators", operators], ["kernels", "Kernels", kernels],
       ["timeline", "Timeline", timelinePage], ["step_trace", "Step trace", stepTrace], ["data_loading", "Data loading", dataLoading],
-      ["memory", "Memory", memory], ["host", "Host resources", na("Host resources", "Host CPU, memory, disk and network counters")],
+      ["memory", "Memory", memory], ["host", "Host resources", host],
       ["compare", "Compare runs", na("Compare two runs", "Run comparison")], ["cluster", "Cluster", na("Cluster", "Cluster (per-rank) analysis")]],
     unavailable: new Set(["host", "compare", "cluster"]),
   };
