@@ -148,3 +148,36 @@ def test_every_output_file_and_column_is_documented():
     for name in ("trace_view.json", "communication.json", "communication_matrix.json", "mlprof_{rank}.db",
                  "parse_info.json"):
         assert name in doc
+
+
+
+def test_capture_markers_gc_and_steps_reach_the_timeline(tmp_path):
+    base = 1_700_000_000_000_000_000
+    window = tmp_path / "c_mlprof" / "raw" / "window_0000"
+    window.mkdir(parents=True)
+    (tmp_path / "c_mlprof" / "profiler_info.json").write_text(json.dumps({"status": "finished", "rank": 0}))
+    (window / "window.json").write_text(json.dumps({"index": 0, "status": "complete", "files": {
+        "kineto": "kineto.pt.trace.json", "steps": "steps.json", "markers": "markers.json", "gc": "gc.json"}}))
+    (window / "kineto.pt.trace.json").write_text(json.dumps({"baseTimeNanoseconds": base, "traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0.0, "dur": 100.0},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.0, "dur": 50.0}]}))
+    (window / "steps.json").write_text(json.dumps([{"step": 1, "start_ns": base, "end_ns": base + 100_000}]))
+    (window / "markers.json").write_text(json.dumps({
+        "marks": [{"name": "epoch start", "ts_ns": base + 1_000, "tid": 1}],
+        "ranges": [{"id": 3, "name": "dataloader", "start_ns": base + 2_000, "end_ns": base + 9_000, "tid": 1}]}))
+    (window / "gc.json").write_text(json.dumps([{"start_ns": base + 60_000, "dur_ns": 5_000, "generation": 2,
+                                                 "collected": 7, "uncollectable": 0, "tid": 1}]))
+    result = parse_path(tmp_path / "c_mlprof")[0]
+    run_exports(Path(result.output_dir))
+    trace = Path(result.output_dir) / "trace_view.json"
+    validate_chrome_trace(trace)
+    doc = json.loads(trace.read_text())
+    events = doc["traceEvents"]
+    by_name = {e["name"]: e for e in events if e["ph"] != "M"}
+    assert by_name["epoch start"]["ph"] == "i"
+    assert by_name["dataloader"]["ph"] == "X" and by_name["dataloader"]["dur"] == 7.0
+    assert by_name["GC gen 2"]["dur"] == 5.0 and by_name["GC gen 2"]["args"]["collected"] == 7
+    assert by_name["Step 1"]["dur"] == 100.0
+    # Absolute time survives: base + ts(µs) * 1000 is the wall clock of the op.
+    assert doc["baseTimeNanoseconds"] + round(by_name["aten::mm"]["ts"] * 1000) == base + 10_000
+    assert [r["Step"] for r in _csv(Path(result.output_dir) / "step_trace_time.csv")] == ["1"]

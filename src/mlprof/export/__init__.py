@@ -10,7 +10,7 @@ from mlprof.errors import ConfigError
 from mlprof.export.csv_summaries import write_summaries
 from mlprof.export.sqlite import write_sqlite
 from mlprof.export.trace_view import write_trace_view
-from mlprof.tables.files import atomic_write, make_private_dir
+from mlprof.tables.files import atomic_write, make_private_dir, output_lock
 from mlprof.tables.store import TableStore
 
 __all__ = ["ExportOptions", "run_exports", "SUMMARY_FORMATS", "EXPORT_TYPES"]
@@ -52,7 +52,9 @@ def run_exports(output_dir: Path, options: ExportOptions = ExportOptions()) -> l
     output_dir = Path(output_dir)
     target = make_private_dir(Path(options.target_dir) if options.target_dir else output_dir)
     written: list[Path] = []
-    with TableStore(output_dir / "tables") as store:
+    # Under the output's lock: a concurrent `mlprof parse` of the same capture
+    # must not swap the tables while they are being read.
+    with output_lock(output_dir), TableStore(output_dir / "tables") as store:
         if options.step is not None and not store.rows("SELECT 1 FROM steps WHERE step = ?", [options.step]):
             steps = [r[0] for r in store.rows("SELECT DISTINCT step FROM steps ORDER BY 1")]
             raise ConfigError(f"{output_dir}: no step {options.step} (steps: "
