@@ -52,6 +52,23 @@ def test_run_list_picks_up_a_run_parsed_after_start(tmp_path):
         assert [r["id"] for r in get(c, "/api/runs")["runs"]] == ["a_mlprof_output"]
 
 
+def test_a_reparsed_run_is_read_again(tmp_path):
+    trace = tmp_path / "a.pt.trace.json"
+    full = make_trace()
+    trace.write_text(json.dumps(full))
+    parse_path(trace)
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as c:
+        run = "a_mlprof_output"
+        assert len(get(c, "/api/data/steps", run=run)) == STEPS
+        before = get(c, "/api/timeline/meta", run=run)["slice_count"]
+        # Keep the first step only (its events come before the second step's data loader).
+        cut = next(i for i, e in enumerate(full["traceEvents"]) if e.get("name") == "ProfilerStep#0")
+        trace.write_text(json.dumps({**full, "traceEvents": full["traceEvents"][:cut + 1]}))
+        parse_path(trace)
+        assert len(get(c, "/api/data/steps", run=run)) == 1
+        assert get(c, "/api/timeline/meta", run=run)["slice_count"] < before
+
+
 def test_overview_has_steps_op_pie_data_loading_and_no_made_up_advice(client, run_id, logdir):
     o = get(client, "/api/overview", run=run_id)
     assert o["job"]["step_count"] == STEPS
