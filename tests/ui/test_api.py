@@ -52,6 +52,14 @@ def test_run_list_picks_up_a_run_parsed_after_start(tmp_path):
         assert [r["id"] for r in get(c, "/api/runs")["runs"]] == ["a_mlprof_output"]
 
 
+def test_logdir_may_be_a_single_output_dir(logdir, run_id):
+    with TestClient(create_app(logdir / run_id), base_url="http://127.0.0.1") as c:
+        runs = get(c, "/api/runs")["runs"]
+        assert [r["id"] for r in runs] == ["."]
+        assert len(get(c, "/api/data/steps", run=".")) == STEPS
+        assert c.get("/api/data/steps", params={"run": ".."}).status_code == 403
+
+
 def test_a_reparsed_run_is_read_again(tmp_path):
     trace = tmp_path / "a.pt.trace.json"
     full = make_trace()

@@ -70,15 +70,15 @@ def _read_parse_info(out_dir: Path) -> dict:
 def _run_of(logdir: Path, out_dir: Path) -> Run:
     info = _read_parse_info(out_dir)
     rel = out_dir.relative_to(logdir).as_posix()
-    parent = out_dir.parent
+    # Named after the capture dir or the trace, with the folders between it and the logdir.
     if out_dir.name == "mlprof_output":
-        kind, name = "capture", parent.name if parent != logdir else logdir.name
+        kind, subject = "capture", out_dir.parent
     else:
-        kind, name = "trace", out_dir.name.removesuffix("_mlprof_output")
-        if parent != logdir:
-            name = f"{parent.relative_to(logdir).as_posix()}/{name}"
-    if kind == "capture" and parent != logdir and parent.parent != logdir:
-        name = parent.relative_to(logdir).as_posix()
+        kind, subject = "trace", out_dir.with_name(out_dir.name.removesuffix("_mlprof_output"))
+    if out_dir == logdir or subject == logdir or not subject.is_relative_to(logdir):
+        name = subject.name
+    else:
+        name = subject.relative_to(logdir).as_posix()
     event_count = info.get("event_count")
     return Run(id=rel, name=name, kind=info.get("kind", kind), source=str(info.get("source", "")),
                event_count=event_count if isinstance(event_count, int) else 0,
@@ -135,7 +135,8 @@ def resolve_run_dir(logdir: Path, run_id: str) -> Path:
     logdir = Path(logdir).resolve()
     if not run_id or "\x00" in run_id or run_id.startswith("/") or "\\" in run_id:
         raise RunPathRefused(f"{run_id!r}: refused, not a path inside the logdir")
-    parts = run_id.split("/")
+    # "." is the logdir itself, when --logdir names one parsed output.
+    parts = [] if run_id == "." else run_id.split("/")
     if any(p in ("", ".", "..") for p in parts):
         raise RunPathRefused(f"{run_id!r}: refused, not a path inside the logdir")
     here = logdir

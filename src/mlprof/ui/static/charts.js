@@ -20,15 +20,15 @@ const Charts = (() => {
   }
   // rows: [{label, values: {series: number}}]; series: [[key, label]]
   function stackedBars(rows, series, opts = {}) {
-    const W = opts.width || 640, H = opts.height || 240, L = 60, B = 28, T = 8;
-    const fmt = opts.format || U.fmtNs;
+    const W = opts.width || 640, H = opts.height || 240, L = 64, B = 28, T = 8;
+    const fmt = opts.format || U.fmtNs, axisFmt = opts.axisFormat || (opts.format ? fmt : U.fmtNsShort);
     const totals = rows.map(r => series.reduce((a, [k]) => a + Math.max(0, r.values[k] || 0), 0));
     const max = niceMax(Math.max(0, ...totals));
     const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", class: "chart stacked", role: "img" });
     for (let i = 0; i <= 4; i++) {
       const y = T + (H - T - B) * (1 - i / 4);
       svg.append(s("line", { x1: L, x2: W, y1: y, y2: y, stroke: "#e5e7eb" }));
-      svg.append(s("text", { x: L - 4, y: y + 4, "text-anchor": "end" }, fmt(max * i / 4)));
+      svg.append(s("text", { x: L - 4, y: y + 4, "text-anchor": "end" }, axisFmt(max * i / 4)));
     }
     const bw = (W - L) / Math.max(1, rows.length);
     rows.forEach((r, i) => {
@@ -97,7 +97,7 @@ const Charts = (() => {
       svg.append(s("line", { x1: L, x2: W, y1: y, y2: y, stroke: "#e5e7eb" }));
       svg.append(s("text", { x: L - 4, y: y + 4, "text-anchor": "end" }, fmt(ym * i / 4)));
     }
-    for (let i = 0; i <= 4; i++) svg.append(s("text", { x: L + (W - L - 10) * i / 4, y: H - 6, "text-anchor": i === 4 ? "end" : i ? "middle" : "start" }, U.fmtNs(span * i / 4)));
+    for (let i = 0; i <= 4; i++) svg.append(s("text", { x: L + (W - L - 10) * i / 4, y: H - 6, "text-anchor": i === 4 ? "end" : i ? "middle" : "start" }, U.fmtNsShort(span * i / 4)));
     series.forEach((sr, j) => {
       // A total holds its value until the next sample: draw steps, not slopes.
       const pts = [];

@@ -138,6 +138,13 @@ const Timeline = (() => {
     }
   }
 
+  // A tick's label keeps the digits that tell it from its neighbour, in the step's unit.
+  function tickLabel(t, step) {
+    const [unit, name] = step >= 1e9 ? [1e9, "s"] : step >= 1e6 ? [1e6, "ms"] : step >= 1e3 ? [1e3, "µs"] : [1, "ns"];
+    const decimals = Math.max(0, Math.ceil(-Math.log10(step / unit) - 1e-9));
+    return `${(t / unit).toFixed(decimals)} ${name}`;
+  }
+
   function drawAxis() {
     const c = st.axis.getContext("2d"), w = st.width, span = st.view.t1 - st.view.t0;
     c.clearRect(0, 0, w, AXIS_H); c.fillStyle = "#fafbfc"; c.fillRect(0, 0, w, AXIS_H);
@@ -146,7 +153,7 @@ const Timeline = (() => {
     c.fillStyle = "#1d2330"; c.strokeStyle = "#c4c9d4"; c.font = "11px system-ui"; c.textBaseline = "middle";
     for (let t = Math.ceil(st.view.t0 / step) * step; t <= st.view.t1; t += step) {
       const x = xOf(t); c.beginPath(); c.moveTo(x, AXIS_H - 6); c.lineTo(x, AXIS_H); c.stroke();
-      c.fillText(fmtNs(t), x + 3, AXIS_H / 2);
+      c.fillText(tickLabel(t, step), x + 3, AXIS_H / 2);
     }
     c.fillStyle = "#fafbfc"; c.fillRect(0, 0, LABEL_W, AXIS_H);
     c.fillStyle = "#667085"; c.fillText("time since first event", 6, AXIS_H / 2);

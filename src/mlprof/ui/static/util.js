@@ -37,6 +37,12 @@ const U = (() => {
     if (a >= 1e3) return (ns / 1e3).toFixed(3) + " µs";
     return Math.round(ns) + " ns";
   }
+  // Axis ticks: three significant digits are enough.
+  function fmtNsShort(ns) {
+    const a = Math.abs(ns);
+    const [v, unit] = a >= 1e9 ? [ns / 1e9, "s"] : a >= 1e6 ? [ns / 1e6, "ms"] : a >= 1e3 ? [ns / 1e3, "µs"] : [ns, "ns"];
+    return `${Number(v.toPrecision(3))} ${unit}`;
+  }
   function fmtMs(ns) { return ns === null || ns === undefined ? "" : (ns / 1e6).toFixed(3); }
   function fmtBytes(b) {
     if (b === null || b === undefined) return "";
@@ -68,5 +74,5 @@ const U = (() => {
     return h("div", { class: "na-box", "data-na": what }, `${what}: not available yet. `,
       "This analysis is not part of mlprof yet; no data is shown rather than made-up data.");
   }
-  return { h, getJSON, query, dataUrl, fmtNs, fmtMs, fmtBytes, fmtPct, fmtNum, colorOf, PALETTE, downloads, card, notAvailable };
+  return { h, getJSON, query, dataUrl, fmtNs, fmtNsShort, fmtMs, fmtBytes, fmtPct, fmtNum, colorOf, PALETTE, downloads, card, notAvailable };
 })();
