@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import stat
+import time
 
 import pytest
 
@@ -125,3 +126,24 @@ def test_two_sessions_write_two_capture_dirs(tmp_path, trainer):
     first = run_profiled(tmp_path, trainer).capture_dir
     second = run_profiled(tmp_path, trainer).capture_dir
     assert first != second and first.parent == second.parent
+
+
+def test_host_sys_samples_the_process_into_the_capture(tmp_path, trainer):
+    config = mlprof.ExperimentalConfig(host_sys=["cpu", "mem"])
+    with mlprof.profile(activities=[mlprof.ProfilerActivity.CPU],
+                        on_trace_ready=mlprof.tensorboard_trace_handler(tmp_path, analyse_flag=False),
+                        experimental_config=config) as prof:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _has_samples(prof.capture_dir, 3):
+            trainer.step()
+            prof.step()
+    samples = load_json(prof.capture_dir / "host_samples.json")
+    assert len(samples) >= 3
+    assert all(s["job_rss_bytes"] > 10 * 2**20 and 0 <= s["cpu_percent"] <= 100 for s in samples)
+    assert "disk_read_bytes_per_s" not in samples[0], "only the asked groups are sampled"
+    assert not (prof.capture_dir / "host_samples.jsonl").exists()
+
+
+def _has_samples(capture, count):
+    path = capture / "host_samples.jsonl"
+    return path.exists() and len(path.read_text().splitlines()) > count

@@ -27,6 +27,10 @@ STEPS_FILE = "steps.json"
 MARKERS_FILE = "markers.json"
 GC_FILE = "gc.json"
 
+# Files in the capture root.
+HOST_SAMPLES_FILE = "host_samples.json"
+HOST_SAMPLES_PARTIAL_FILE = "host_samples.jsonl"  # while sampling; left behind by a killed job
+
 DIR_MODE = 0o750
 FILE_MODE = 0o640
 

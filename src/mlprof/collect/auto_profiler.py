@@ -9,6 +9,7 @@ windows are done; whatever is open at exit is saved.
 from __future__ import annotations
 
 import atexit
+import os
 import logging
 import signal
 import sys
@@ -73,7 +74,9 @@ class AutoProfiler:
             with_flops=opts.with_flops,
             experimental_config=mlprof.ExperimentalConfig(
                 profiler_level=opts.level, export_type=opts.export_type,
-                gc_detect_threshold=opts.gc_detect_threshold, host_sys=opts.host_sys),
+                gc_detect_threshold=opts.gc_detect_threshold,
+                # Under `mlprof run` one sampler covers the whole job; by hand each process samples itself.
+                host_sys=() if os.environ.get("MLPROF_RUN_SAMPLES") else opts.host_sys),
         )
         self.prof.start()
 

@@ -25,10 +25,14 @@ from .analysis_child import spawn_analysis
 from .capture_writer import CaptureWriter, default_worker_name, write_json_atomic
 from .handler import TraceHandler
 from .recorder import HostRecorder
+from .sampler import samples_between, spawn_sampler
 
 __all__ = ["profile", "_KinetoProfile"]
 
 logger = logging.getLogger("mlprof")
+
+# host_sys sampling from inside a profiled process: seed 000's default rate.
+HOST_SAMPLES_FREQ_HZ = 10
 
 
 def _import_backend() -> Any:
@@ -127,6 +131,7 @@ class _KinetoProfile:
         self._capture: CaptureWriter | None = None
         self._user_metadata: dict[str, Any] = {}
         self._running = False
+        self._sampler: Any = None
 
     def _checked_schedule(self, step: int) -> ProfilerAction:
         action = self._schedule(step)
@@ -176,6 +181,7 @@ class _KinetoProfile:
             self._capture = CaptureWriter(handler.dir_name, handler.worker_name or default_worker_name(),
                                           self.options.to_dict())
             self._capture.user_metadata = self._user_metadata
+            self._start_sampler()
         self._backend.start()
         self._begin_step(time.time_ns())
 
@@ -197,7 +203,25 @@ class _KinetoProfile:
             self._recorder.end_step(time.time_ns())
         self._backend.stop()
         if self._capture is not None:
+            self._stop_sampler()
             self._capture.close(layout.STATUS_FINISHED)
+
+    def _start_sampler(self) -> None:
+        host_sys = self.options.experimental_config.host_sys
+        if host_sys and self._capture is not None and self._sampler is None:
+            self._sampler = spawn_sampler(self._capture.path / layout.HOST_SAMPLES_PARTIAL_FILE, os.getpid(),
+                                          tuple(h.value for h in host_sys), HOST_SAMPLES_FREQ_HZ)
+
+    def _stop_sampler(self) -> None:
+        sampler, self._sampler = self._sampler, None
+        if sampler is None or self._capture is None:
+            return
+        sampler.terminate()
+        sampler.wait(timeout=10)
+        partial = self._capture.path / layout.HOST_SAMPLES_PARTIAL_FILE
+        if partial.exists():
+            write_json_atomic(self._capture.path / layout.HOST_SAMPLES_FILE, samples_between(partial, 0, 2**63))
+            partial.unlink()
 
     def _begin_step(self, now_ns: int) -> None:
         if self._records_steps and self._recorder is not None:
@@ -211,6 +235,7 @@ class _KinetoProfile:
             self._backend.abandon()
         finally:
             if self._capture is not None:
+                self._stop_sampler()
                 self._capture.close(layout.STATUS_FAILED, self._failsafe.error)
 
     def __enter__(self) -> "_KinetoProfile":

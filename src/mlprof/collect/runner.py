@@ -26,13 +26,15 @@ from ..errors import ConfigError
 from .capture_writer import make_private_dir, write_json_atomic
 from .device_lock import DeviceLock, devices_of
 from .run_options import OPTIONS_ENV, RunOptions
+from .sampler import samples_between, spawn_sampler
 from .storage import age_out
 
 __all__ = ["RunResult", "run_command", "parse_environment", "HOST_SAMPLES_FILE"]
 
 logger = logging.getLogger("mlprof")
 
-HOST_SAMPLES_FILE = "host_samples.json"
+HOST_SAMPLES_FILE = layout.HOST_SAMPLES_FILE
+RUN_SAMPLES_ENV = "MLPROF_RUN_SAMPLES"
 _BOOTSTRAP_DIR = Path(__file__).with_name("bootstrap")
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -61,6 +63,7 @@ def parse_environment(text: str | None) -> dict[str, str]:
 def _child_env(options: RunOptions, extra: dict[str, str]) -> dict[str, str]:
     env = {**os.environ, **extra}
     env[OPTIONS_ENV] = options.to_json()
+    env[RUN_SAMPLES_ENV] = "1"  # mlprof run samples the whole job; processes must not sample again
     env.pop("MLPROF_CONFIG_PATH", None)  # one way of profiling per job
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_BOOTSTRAP_DIR), env.get("PYTHONPATH", "")) if p)
     return env
@@ -81,7 +84,7 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
             raise ConfigError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
         forward = _SignalForwarder(child)
         samples_file = output / f"host_samples_{os.uname().nodename}_{child.pid}.jsonl" if options.host_sys else None
-        sampler = _start_sampler(samples_file, child.pid, options) if samples_file else None
+        sampler = spawn_sampler(samples_file, child.pid, options.host_sys, options.host_sys_freq) if samples_file else None
         stop_ageing = _start_ageing(output, options.storage_limit_bytes)
         try:
             code = _wait(child)
@@ -128,14 +131,6 @@ class _SignalForwarder:
             signal.signal(sig, handler)
 
 
-def _start_sampler(samples_file: Path, pid: int, options: RunOptions) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mlprof.collect.sampler", str(samples_file), "--pid", str(pid),
-         "--freq-hz", str(options.host_sys_freq), "--host-sys", ",".join(options.host_sys)],
-        stdin=subprocess.DEVNULL, start_new_session=True,
-    )
-
-
 def _start_ageing(output: Path, limit_bytes: int | None) -> threading.Event:
     stop = threading.Event()
     if limit_bytes:
@@ -168,13 +163,5 @@ def _attach_samples(capture: Path, samples_file: Path) -> None:
     first_ns = info.get("created_wall_ns", 0) - 1_000_000_000
     ends = [w.get("end_ns") or 0 for w in info.get("windows", [])]
     last_ns = (max(ends) if ends else time.time_ns()) + 1_000_000_000
-    samples = []
-    with open(samples_file, encoding="utf-8") as f:
-        for line in f:
-            try:
-                sample = json.loads(line)
-            except ValueError:
-                continue  # the sampler was stopped mid-line
-            if first_ns <= sample.get("ts_ns", 0) <= last_ns:
-                samples.append(sample)
+    samples = samples_between(samples_file, first_ns, last_ns)
     write_json_atomic(capture / HOST_SAMPLES_FILE, samples)

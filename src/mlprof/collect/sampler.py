@@ -14,13 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
 
-__all__ = ["HostSampler", "main"]
+__all__ = ["HostSampler", "main", "spawn_sampler", "samples_between"]
 
 
 class _Nvml:
@@ -136,6 +138,29 @@ class HostSampler:
             return self.root.is_running() and self.root.status() != psutil.STATUS_ZOMBIE
         except psutil.Error:
             return False
+
+
+def spawn_sampler(out: Path, pid: int, host_sys: tuple[str, ...], freq_hz: int) -> subprocess.Popen:
+    """Start the sampler process watching ``pid`` (it ends by itself when ``pid`` does)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mlprof.collect.sampler", str(out), "--pid", str(pid),
+         "--freq-hz", str(freq_hz), "--host-sys", ",".join(host_sys)],
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+
+
+def samples_between(samples_file: Path, first_ns: int, last_ns: int) -> list[dict[str, Any]]:
+    """The samples of a JSON-lines file taken in [first_ns, last_ns]; a torn last line is skipped."""
+    samples = []
+    with open(samples_file, encoding="utf-8") as f:
+        for line in f:
+            try:
+                sample = json.loads(line)
+            except ValueError:
+                continue
+            if first_ns <= sample.get("ts_ns", 0) <= last_ns:
+                samples.append(sample)
+    return samples
 
 
 def main(argv: list[str] | None = None) -> int:
