@@ -94,3 +94,21 @@ def test_progress_bar_on_request(shared_traces, tmp_path):
     assert "parsing nccl_data.json.gz [" in result.stderr and "40,573/40,573 events" in result.stderr
     quiet = run_cli("parse", str(shared_traces / NCCL), "--output", str(tmp_path / "q"), "--tables-only")
     assert quiet.stderr == ""
+
+
+def test_directory_with_one_bad_trace_parses_the_others_and_fails(tmp_path, shared_traces):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    good = shared_traces / "cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+    (jobs / "a.pt.trace.json.gz").write_bytes(good.read_bytes())
+    (jobs / "b.pt.trace.json").write_text('{"traceEvents": [')
+    (jobs / "c.pt.trace.json.gz").write_bytes(good.read_bytes())
+    result = run_cli("parse", str(jobs), "--json")
+    assert result.returncode == 4
+    report = json.loads(result.stdout)
+    assert [e["error"] is None for e in report] == [True, False, True]
+    assert "b.pt.trace.json" in report[1]["error"] and "truncated" in report[1]["error"]
+    assert (jobs / "a_mlprof_output" / "trace_view.json").is_file()
+    assert (jobs / "c_mlprof_output" / "trace_view.json").is_file()
+    assert not (jobs / "b_mlprof_output" / "tables").exists()
+    assert result.stderr.count("\n") == 1 and "b.pt.trace.json" in result.stderr

@@ -12,7 +12,14 @@ from mlprof.parse import ParseOptions, ParseResult, parse_path
 from mlprof.parse.capture_reader import find_inputs
 from mlprof.parse.pipeline import PARSE_INFO_FILE, TABLES_DIR
 
-__all__ = ["add_common", "progress_for", "print_json", "parsed_outputs"]
+__all__ = ["add_common", "progress_for", "print_json", "parsed_outputs", "exit_code_for"]
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code main() gives this error (one mapping, in main.py)."""
+    from mlprof.cli.main import _exit_code
+
+    return _exit_code(exc)
 
 
 def add_common(p: argparse.ArgumentParser) -> None:

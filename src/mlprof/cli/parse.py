@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
 
-from mlprof.cli.common import add_common, print_json, progress_for
+from mlprof.cli.common import add_common, exit_code_for, print_json, progress_for
+from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.export import EXPORT_TYPES, SUMMARY_FORMATS, ExportOptions, run_exports
 from mlprof.parse import ParseOptions, parse_path
 
 __all__ = ["register", "run"]
+
+_ERRORS = {cls.__name__: cls for cls in (CaptureError, ConfigError, TraceFormatError, MlprofError)}
 
 
 def register(sub) -> None:
@@ -33,22 +37,32 @@ def run(args: argparse.Namespace) -> int:
     if not args.tables_only:
         export_options = ExportOptions(summary_format=args.summary_format,
                                        export_types=tuple(args.export_type or ("text",)))
-    results = parse_path(args.path, ParseOptions(output_dir=args.output, progress=progress_for(args)))
+    # Several inputs: each one that fails is reported, the others still parsed.
+    results = parse_path(args.path, ParseOptions(output_dir=args.output, progress=progress_for(args),
+                                                 on_error="continue"))
+    failures = [r for r in results if r.error is not None]
+    if len(results) == 1 and failures:
+        raise _ERRORS.get(failures[0].error_type, MlprofError)(failures[0].error)
     report = []
     for result in results:
         entry = result.to_dict()
         entry["exports"] = []
-        if export_options is not None:
+        if result.error is not None:
+            print(f"mlprof parse: error: {result.error}", file=sys.stderr)
+        elif export_options is not None:
             options = export_options
             if args.export_type is None and "db" in result.requested_export_types:
                 # The capture's own config (export_type=[..., Db]) asks for SQLite.
                 options = replace(options, export_types=("text", "db"))
             entry["exports"] = [p.name for p in run_exports(Path(result.output_dir), options)]
         report.append(entry)
+    status = exit_code_for(_ERRORS.get(failures[0].error_type, MlprofError)("")) if failures else 0
     if args.json:
         print_json(report)
-        return 0
+        return status
     for entry in report:
+        if entry["error"] is not None:
+            continue
         windows = ", ".join(map(str, entry["windows"])) or "none"
         print(f"{entry['source']}: {entry['event_count']:,} events, windows {windows}, "
               f"{entry['table_rows'].get('steps', 0)} steps, {entry['parse_seconds']} s -> {entry['output_dir']}")
@@ -57,4 +71,4 @@ def run(args: argparse.Namespace) -> int:
         if entry["unknown_events"]:
             kinds = ", ".join(f"{k} x{v}" for k, v in sorted(entry["unknown_events"].items()))
             print(f"  not modelled (counted): {kinds}")
-    return 0
+    return status

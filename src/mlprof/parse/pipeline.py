@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mlprof.errors import CaptureError, MlprofError, TraceFormatError
+from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.capture_files import read_gc, read_markers, read_steps
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, find_inputs
@@ -36,6 +36,13 @@ class ParseOptions:
     output_dir: Path | None = None
     # Called as progress(label, done_events, total_events) while decoding.
     progress: ProgressFn | None = None
+    # With several inputs: "raise" stops at the first bad one; "continue"
+    # parses the others and records the failure in that input's result.
+    on_error: str = "raise"
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ("raise", "continue"):
+            raise ConfigError(f"on_error must be 'raise' or 'continue', not {self.on_error!r}")
 
 
 @dataclass
@@ -50,6 +57,9 @@ class ParseResult:
     table_rows: dict[str, int] = field(default_factory=dict)
     parse_seconds: float = 0.0
     capture_status: str | None = None
+    # The failure of this input (on_error="continue"); None when it parsed.
+    error: str | None = None
+    error_type: str | None = None
     # Export types the capture's config asked for ("text", "db"), lower-cased.
     requested_export_types: list[str] = field(default_factory=list)
 
@@ -65,9 +75,20 @@ def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[Parse
     """Parse a capture dir, a dir of captures/traces, or one trace file."""
     inputs = find_inputs(Path(path))
     if options.output_dir is not None and len(inputs) > 1:
-        from mlprof.errors import ConfigError
         raise ConfigError(f"{path}: --output needs a single capture or trace, found {len(inputs)}")
-    return [_parse_one(item, options) for item in inputs]
+    results = []
+    for item in inputs:
+        try:
+            results.append(_parse_one(item, options))
+        except MlprofError as exc:
+            if options.on_error == "raise":
+                raise
+            source = getattr(item, "root", None) or item.path
+            out = Path(options.output_dir) if options.output_dir else item.output_dir
+            results.append(ParseResult(source=str(source), output_dir=str(out),
+                                       kind="capture" if isinstance(item, CaptureInput) else "trace",
+                                       error=str(exc), error_type=type(exc).__name__))
+    return results
 
 
 def _capture_metadata(item: CaptureInput) -> dict[str, object]:
