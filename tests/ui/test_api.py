@@ -254,6 +254,15 @@ def test_the_dashboard_is_read_only_and_checks_the_host_header(client):
     assert client.get("/api/runs", headers={"host": "localhost:8080"}).status_code == 200
 
 
+def test_a_broken_table_file_is_a_json_error_and_the_server_goes_on(tmp_path, logdir, run_id):
+    shutil.copytree(logdir / "jobs", tmp_path / "jobs")
+    (tmp_path / run_id / "tables" / "device_ops.parquet").write_bytes(b"not parquet")
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as c:
+        r = c.get("/api/data/kernel_statistic", params={"run": run_id})
+        assert r.status_code == 500 and r.json()["error"].startswith("internal error:")
+        assert get(c, "/api/runs")["runs"]
+
+
 def test_bad_parameters_are_one_line_errors(client, run_id):
     assert client.get("/api/data/nope", params={"run": run_id}).status_code == 400
     assert client.get("/api/data/steps", params={"run": run_id, "step": "x"}).status_code == 400

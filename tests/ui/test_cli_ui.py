@@ -81,6 +81,18 @@ def test_ui_serves_on_loopback_by_default_and_stops_by_port(tmp_path, logdir):
             proc.wait(timeout=10)
 
 
+def test_a_port_in_use_is_a_one_line_error(tmp_path, logdir):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        r = _mlprof("ui", "--logdir", str(logdir), "--port", str(port), env=_env(tmp_path))
+    assert r.returncode != 0
+    assert r.stderr.startswith(f"mlprof ui: error: cannot listen on 127.0.0.1:{port}") and r.stderr.count("\n") == 1
+
+
 def test_stop_leaves_a_foreign_process_alone(tmp_path):
     env = _env(tmp_path)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

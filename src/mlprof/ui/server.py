@@ -106,6 +106,8 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
                 return _json_error(404 if "no parsed run" in str(exc) else 400, str(exc))
             except MlprofError as exc:
                 return _json_error(500, str(exc))
+            except Exception as exc:  # a bug or a broken table file: one line, the server goes on
+                return _json_error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
         return endpoint
 
     async def index(request: Request) -> Response:
