@@ -105,3 +105,28 @@ def test_bare_json_array_trace_is_accepted(tmp_path):
     path.write_text('[{"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 5, "dur": 1}]')
     store, _ = parse_one(path, tmp_path / "out")
     assert store.rows("SELECT name, start_ns, dur_ns FROM host_ops") == [("aten::mul", 5_000, 1_000)]
+
+
+def test_step_breakdown_golden(tmp_path):
+    events = [
+        X("ProfilerStep#3", 0.0, 100.0, cat="user_annotation"),
+        X("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1.0, 9.0),
+        X("aten::linear", 10.0, 20.0),
+        X("autograd::engine::evaluate_function: AddmmBackward0", 35.0, 25.0),
+        X("Optimizer.step#SGD.step", 70.0, 10.0),
+        X("gemm", 10.0, 30.0, cat="kernel", pid=0, tid=7, device=0, stream=7),       # [10, 40)
+        X("ncclKernel_AllReduce", 30.0, 30.0, cat="kernel", pid=0, tid=9, device=0, stream=9),  # [30, 60)
+        X("Memcpy HtoD", 90.0, 20.0, cat="gpu_memcpy", pid=0, tid=7, device=0, stream=7),  # clipped to [90, 100)
+    ]
+    store, _ = parse_one(write_trace(tmp_path / "t.json", events), tmp_path / "out")
+    from mlprof.analysis import step_breakdown
+
+    (s,) = step_breakdown(store)
+    assert (s.step, s.dur_ns) == (3, 100_000)
+    # Device: compute [10,40) + [90,100) = 40; comm [30,60) = 30; both [30,40) = 10.
+    assert (s.computing_ns, s.communication_ns, s.overlapped_ns, s.communication_not_overlapped_ns) == (
+        40_000, 30_000, 10_000, 20_000)
+    assert (s.preparing_ns, s.free_ns) == (10_000, 100_000 - 60_000 - 10_000)
+    # Host: loader [1,10) 9, forward [10,30) 20, backward [35,60) 25, optimizer [70,80) 10.
+    assert (s.data_loading_ns, s.forward_ns, s.backward_ns, s.optimizer_ns, s.other_host_ns) == (
+        9_000, 20_000, 25_000, 10_000, 36_000)

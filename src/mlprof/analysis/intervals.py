@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["union_length", "clip"]
-
-
-def clip(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    s = np.maximum(start, lo)
-    e = np.minimum(end, hi)
-    keep = e > s
-    return s[keep], e[keep]
+__all__ = ["union_length"]
 
 
 def union_length(start: np.ndarray, end: np.ndarray) -> int:

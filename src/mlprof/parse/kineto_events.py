@@ -187,12 +187,6 @@ class KinetoColumns:
     event_count: int = 0
 
 
-def _int(value, default=MISSING) -> int:
-    if value is None:
-        return default
-    return int(value)
-
-
 def _ints(values: list) -> np.ndarray:
     # Absent keys already hold MISSING (the _Args defaults); only an explicit
     # JSON null or a float needs the slow path.
