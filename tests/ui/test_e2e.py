@@ -186,11 +186,28 @@ def test_timeline_draws_zooms_pans_and_shows_details(page, base_url, run_id, sho
     assert int(canvas.get_attribute("data-requests")) > requests
     assert int(canvas.get_attribute("data-drawn")) > 0
     # Whole run again, then click the Steps track to see a step's details.
+    # Mouse: Ctrl+wheel zooms in at the pointer, dragging pans.
+    box = canvas.bounding_box()
+    span_before = int(canvas.get_attribute("data-t1")) - int(canvas.get_attribute("data-t0"))
+    page.mouse.move(box["x"] + 700, box["y"] + 40)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -300)
+    page.keyboard.up("Control")
+    page.wait_for_timeout(100)
+    assert int(canvas.get_attribute("data-t1")) - int(canvas.get_attribute("data-t0")) < span_before
+    t0 = int(canvas.get_attribute("data-t0"))
+    page.mouse.down()
+    page.mouse.move(box["x"] + 500, box["y"] + 40, steps=5)
+    page.mouse.up()
+    assert int(canvas.get_attribute("data-t0")) > t0  # dragged left: later times come into view
+    answers = int(canvas.get_attribute("data-answers"))
     page.keyboard.press("0")
-    page.wait_for_timeout(300)
+    for _ in range(200):  # bounded wait for the whole-run answer
+        if int(canvas.get_attribute("data-answers")) > answers and canvas.get_attribute("data-t0") == "0":
+            break
+        page.wait_for_timeout(50)
     layout = page.evaluate("Timeline.state.layout.map(t => ({name: t.name, y: t.y}))")
     steps = next(t for t in layout if t["name"] == "Steps")
-    box = canvas.bounding_box()
     page.mouse.click(box["x"] + 230 + (box["width"] - 230) * 0.5, box["y"] + steps["y"] + 8)
     page.wait_for_selector("#tl-event-table")
     assert page.inner_text("#tl-details h2").startswith("Step ")
