@@ -1,0 +1,14 @@
+"""The advisor: rules over one parsed output returning structured findings.
+
+``advise(store)`` runs :data:`RULES`; each rule is a plain function
+``rule(ctx, thresholds) -> list[Finding]`` so a caller can pass its own list.
+Severity comes from the finding's cost as a share of total step time, judged
+against the named :class:`Thresholds`.
+"""
+
+from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.engine import RULES, AdvisorReport, Rule, advise, sort_findings
+from mlprof.analysis.advisor.model import SEVERITIES, Evidence, Finding, Thresholds, severity_for
+
+__all__ = ["advise", "AdvisorReport", "AdvisorContext", "Finding", "Evidence", "Thresholds", "Rule", "RULES",
+           "SEVERITIES", "severity_for", "sort_findings"]

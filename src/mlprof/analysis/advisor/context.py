@@ -1,0 +1,89 @@
+"""What every rule needs about one parsed output, computed once and shared."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from mlprof.analysis.communication import rank_of
+from mlprof.analysis.steps import StepBreakdown, step_breakdown
+from mlprof.tables.store import TableStore
+
+__all__ = ["AdvisorContext", "USER_FRAME_SQL"]
+
+# Python frames that are the user's code, not torch's or the profiler's own.
+USER_FRAME_SQL = ("category = 'python_function' AND name NOT LIKE '<built-in%' "
+                  "AND name NOT LIKE 'torch/%' AND name NOT LIKE '%site-packages/%' "
+                  "AND name NOT LIKE 'mlprof/%' AND name NOT LIKE '%/mlprof/%' "
+                  "AND name NOT LIKE 'nn.Module:%' AND name NOT LIKE 'threading.py%' "
+                  "AND name NOT LIKE '<frozen%' AND name NOT LIKE 'contextlib.py%'")
+
+
+@dataclass
+class AdvisorContext:
+    """One parsed output (one rank) seen by the rules."""
+
+    store: TableStore
+    _cache: dict = field(default_factory=dict)
+
+    @cached_property
+    def steps(self) -> list[StepBreakdown]:
+        return step_breakdown(self.store)
+
+    @cached_property
+    def total_step_ns(self) -> int:
+        return sum(s.dur_ns for s in self.steps)
+
+    @cached_property
+    def has_device(self) -> bool:
+        return any(s.computing_ns is not None for s in self.steps)
+
+    @cached_property
+    def rank(self) -> int | None:
+        return rank_of(self.store)
+
+    @cached_property
+    def metadata(self) -> dict:
+        out = {}
+        for key, value in self.store.rows("SELECT key, value_json FROM metadata"):
+            try:
+                out[key] = json.loads(value)
+            except (TypeError, ValueError):
+                out[key] = value
+        return out
+
+    def share(self, ns: int | float) -> float:
+        return float(ns) / self.total_step_ns if self.total_step_ns else 0.0
+
+    def step_rows(self, key) -> list[dict]:
+        """Per-step rows {"step", "window", "dur_ns", "value_ns", "share"}, worst first, for ``key(step)``."""
+        rows = [{"step": s.step, "window": s.window, "dur_ns": s.dur_ns, "value_ns": int(key(s) or 0),
+                 "share": round(key(s) / s.dur_ns, 4) if s.dur_ns and key(s) else 0.0} for s in self.steps]
+        return sorted(rows, key=lambda r: -r["value_ns"])
+
+    def call_sites(self, op_filter_sql: str, params: list, limit: int = 5) -> list[dict]:
+        """Where the matching ops were called from: innermost user Python frame and nn.Module.
+
+        Needs ``with_stack=True`` (python_function events); returns [] without it.
+        Frames are matched by time containment on the op's thread, because
+        Kineto's python frames are not in the op parent chain.
+        """
+        has_frames = self.store.rows("SELECT count(*) FROM host_ops WHERE category = 'python_function'")[0][0]
+        if not has_frames:
+            return []
+        return self.store.dicts(f"""
+            WITH o AS (SELECT op_id, window_index, tid, start_ns, start_ns + dur_ns AS end_ns,
+                              folded_self_ns FROM host_ops WHERE {op_filter_sql}),
+            frames AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name,
+                              name LIKE 'nn.Module:%' AS is_module
+                       FROM host_ops WHERE ({USER_FRAME_SQL}) OR name LIKE 'nn.Module:%'),
+            hit AS (
+                SELECT o.op_id, o.folded_self_ns,
+                       arg_max(f.name, f.start_ns) FILTER (WHERE NOT f.is_module) AS call_site,
+                       arg_max(f.name, f.start_ns) FILTER (WHERE f.is_module) AS module
+                FROM o JOIN frames f ON f.window_index = o.window_index AND f.tid = o.tid
+                     AND f.start_ns <= o.start_ns AND f.end_ns >= o.end_ns
+                GROUP BY o.op_id, o.folded_self_ns)
+            SELECT call_site, module, count(*) AS count, sum(folded_self_ns) AS self_ns
+            FROM hit GROUP BY call_site, module ORDER BY self_ns DESC LIMIT {int(limit)}""", params)

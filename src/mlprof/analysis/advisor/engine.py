@@ -1,0 +1,63 @@
+"""Running the rules: each is ``rule(ctx, thresholds) -> list[Finding]``, composed in a list."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
+from mlprof.analysis.advisor.rules_device import communication_overlap, device_idle, memory_churn, synchronization
+from mlprof.analysis.advisor.rules_env import cpu_oversubscription, recompilation
+from mlprof.analysis.advisor.rules_host import data_loading, dominant_op, gc_pauses, step_outliers
+from mlprof.analysis.advisor.rules_modules import dominant_module
+from mlprof.tables.store import TableStore
+
+__all__ = ["Rule", "RULES", "AdvisorReport", "advise", "sort_findings"]
+
+Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
+
+# Every rule, in reporting order for equal severity and share.
+RULES: tuple[Rule, ...] = (
+    dominant_op, dominant_module, data_loading, gc_pauses, device_idle, synchronization,
+    communication_overlap, memory_churn, recompilation, step_outliers, cpu_oversubscription,
+)
+
+
+@dataclass
+class AdvisorReport:
+    """Findings of one parsed output, most severe and costly first."""
+
+    rank: int | None
+    step_count: int
+    total_step_ns: int
+    findings: list[Finding] = field(default_factory=list)
+    rules_run: list[str] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity in ("critical", "warning")]
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "step_count": self.step_count, "total_step_ns": self.total_step_ns,
+                "rules_run": self.rules_run, "findings": [f.to_dict() for f in self.findings]}
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (SEVERITIES.index(f.severity), -f.share, -f.impact_ns))
+
+
+def advise(store: TableStore, thresholds: Thresholds | None = None,
+           rules: Sequence[Rule] = RULES) -> AdvisorReport:
+    """Run ``rules`` over one parsed output and return their findings.
+
+    A trace without steps still gets the rules that need no step time
+    (shares are then 0, so only facts such as oversubscription report).
+    """
+    th = thresholds or Thresholds()
+    ctx = AdvisorContext(store)
+    findings: list[Finding] = []
+    for rule in rules:
+        findings.extend(rule(ctx, th))
+    return AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
+                         findings=sort_findings(findings), rules_run=[r.__name__ for r in rules])

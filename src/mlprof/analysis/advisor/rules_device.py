@@ -1,0 +1,160 @@
+"""Rules about the device and the host feeding it: idle gaps, syncs, communication, allocator."""
+
+from __future__ import annotations
+
+from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+
+__all__ = ["device_idle", "synchronization", "communication_overlap", "memory_churn"]
+
+_SYNC_API = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
+             "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize")
+_SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero",
+             "aten::equal", "aten::masked_select", "aten::unique", "aten::_unique2", "aten::repeat_interleave")
+_ALLOC_API = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "cudaHostAlloc", "cudaMallocAsync",
+              "cudaFreeAsync", "hipMalloc", "hipFree", "hipHostMalloc", "hipHostFree", "hipMallocAsync",
+              "hipFreeAsync")
+
+
+def _in_list(names: tuple[str, ...]) -> str:
+    return ", ".join("'" + n + "'" for n in names)
+
+
+def device_idle(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
+    """Device idle inside steps, with the signs of host-bound launching (tiny kernels, many ops)."""
+    if not ctx.has_device:
+        return []
+    idle_ns = sum((s.free_ns or 0) + (s.preparing_ns or 0) for s in ctx.steps)
+    share = ctx.share(idle_ns)
+    severity = severity_for(share, th.device_idle_warn_share, th)
+    if severity is None:
+        return []
+    k = ctx.store.dicts(f"""
+        SELECT count(*) AS kernels, count(*) FILTER (WHERE dur_ns < {int(th.small_kernel_dur_ns)}) AS tiny_kernels,
+               median(dur_ns) AS median_kernel_ns, count(DISTINCT step) AS steps
+        FROM device_ops WHERE kind = 'kernel' AND step IS NOT NULL""")[0]
+    launches = ctx.store.dicts("""
+        SELECT count(*) AS launches, sum(dur_ns) AS launch_api_ns, median(dur_ns) AS median_launch_ns
+        FROM runtime_calls WHERE step IS NOT NULL AND (name LIKE '%LaunchKernel%' OR name LIKE 'cuLaunch%'
+             OR name LIKE 'hipLaunch%' OR name LIKE '%ExtModuleLaunchKernel%' OR name LIKE 'cudaGraphLaunch%')""")[0]
+    gaps = ctx.store.dicts("""
+        WITH k AS (SELECT step, device, stream, start_ns, start_ns + dur_ns AS end_ns,
+                          lag(start_ns + dur_ns) OVER (PARTITION BY window_index, device, stream ORDER BY start_ns)
+                          AS prev_end FROM device_ops WHERE kind IN ('kernel', 'memcpy', 'memset') AND step IS NOT NULL)
+        SELECT median(start_ns - prev_end) AS median_gap_ns, quantile_cont(start_ns - prev_end, 0.9) AS p90_gap_ns
+        FROM k WHERE prev_end IS NOT NULL AND start_ns >= prev_end""")[0]
+    steps_n = max(k["steps"] or 0, 1)
+    tiny_frac = (k["tiny_kernels"] or 0) / k["kernels"] if k["kernels"] else 0.0
+    signs = []
+    if tiny_frac >= 0.5:
+        signs.append(f"{tiny_frac:.0%} of kernels run under {th.small_kernel_dur_ns / 1000:g} us")
+    if k["kernels"] and k["kernels"] / steps_n >= 1000:
+        signs.append(f"{k['kernels'] / steps_n:.0f} kernels per step")
+    return [Finding(
+        id="device_idle", severity=severity, share=round(share, 4), impact_ns=int(idle_ns),
+        title=f"Device idle {share:.0%} of step time" + (f" ({'; '.join(signs)})" if signs else ""),
+        evidence=Evidence(
+            metrics={"idle_ns": idle_ns, "total_step_ns": ctx.total_step_ns, **k, "tiny_kernel_fraction":
+                     round(tiny_frac, 4), **launches, **gaps},
+            steps=ctx.step_rows(lambda s: (s.free_ns or 0) + (s.preparing_ns or 0))[:5]),
+        fix=("The host does not launch work fast enough. Fewer, larger kernels: torch.compile (fusion), "
+             "CUDA graphs (torch.compile mode='reduce-overhead'), fused optimizers (foreach/fused=True), "
+             "larger batches; remove host work between launches (Python logic, syncs, logging) and start "
+             "the next step's data transfer early (pin_memory, non_blocking=True)."),
+        rank=ctx.rank)]
+
+
+def synchronization(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
+    """Host blocked on the device inside steps: .item(), nonzero, cuda*Synchronize."""
+    api = ctx.store.dicts(f"""
+        SELECT name, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns FROM runtime_calls
+        WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_API)}) GROUP BY name ORDER BY total_ns DESC""")
+    ops = ctx.store.dicts(f"""
+        SELECT name, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns FROM host_ops
+        WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_OPS)}) AND NOT coalesce(folded, false)
+        GROUP BY name ORDER BY total_ns DESC""")
+    if not ctx.has_device:
+        # On a CPU-only run nothing waits for a device: .item() is a plain read.
+        return []
+    # An op such as aten::item contains the runtime sync it makes; count the larger of the two views.
+    blocked_ns = max(sum(r["total_ns"] for r in api),
+                     sum(r["total_ns"] for r in ops if r["name"] in ("aten::_local_scalar_dense", "aten::nonzero")))
+    share = ctx.share(blocked_ns)
+    severity = severity_for(share, th.sync_warn_share, th)
+    if severity is None:
+        return []
+    sync_filter = f"category = 'cpu_op' AND step IS NOT NULL AND name IN ({_in_list(_SYNC_OPS)})"
+    return [Finding(
+        id="synchronization", severity=severity, share=round(share, 4), impact_ns=int(blocked_ns),
+        title=f"Host waits for the device {share:.0%} of step time in synchronisations",
+        evidence=Evidence(metrics={"blocked_ns": blocked_ns, "total_step_ns": ctx.total_step_ns},
+                          ops=api + ops, call_sites=ctx.call_sites(sync_filter, [])),
+        fix=("Keep values on the device inside the step: accumulate losses/metrics as tensors and call "
+             ".item()/.cpu() once every N steps; avoid data-dependent shapes (nonzero, masked_select, "
+             "unique) in the hot path; remove torch.cuda.synchronize() (use CUDA events for timing)."),
+        rank=ctx.rank)]
+
+
+def communication_overlap(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
+    """Communication the computation does not hide."""
+    if not ctx.has_device:
+        return []
+    exposed_ns = sum(s.communication_not_overlapped_ns or 0 for s in ctx.steps)
+    share = ctx.share(exposed_ns)
+    severity = severity_for(share, th.communication_warn_share, th)
+    if severity is None:
+        return []
+    total_comm = sum(s.communication_ns or 0 for s in ctx.steps)
+    kinds = ctx.store.dicts("""
+        SELECT coalesce(collective_name, name) AS name, count(*) AS count, sum(dur_ns) AS total_ns,
+               sum(size_bytes) AS size_bytes, sum(size_bytes) / nullif(sum(dur_ns), 0) AS bandwidth_gb_per_s
+        FROM collectives WHERE step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC""")
+    if not kinds:
+        kinds = ctx.store.dicts("""SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM device_ops
+            WHERE is_communication AND step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC LIMIT 10""")
+    return [Finding(
+        id="communication_overlap", severity=severity, share=round(share, 4), impact_ns=int(exposed_ns),
+        title=f"Un-overlapped communication: {share:.0%} of step time "
+              f"({exposed_ns / total_comm:.0%} of communication is exposed)" if total_comm else "",
+        evidence=Evidence(metrics={"exposed_ns": exposed_ns, "communication_ns": total_comm,
+                                   "total_step_ns": ctx.total_step_ns},
+                          steps=ctx.step_rows(lambda s: s.communication_not_overlapped_ns)[:5], ops=kinds),
+        fix=("Overlap gradients' all-reduce with backward: DDP bucket sizes (bucket_cap_mb), "
+             "gradient_as_bucket_view=True, no_sync() for accumulation steps; for FSDP, forward/backward "
+             "prefetch. If a slow rank makes others wait, fix that rank first (see `mlprof cluster`); "
+             "check the interconnect's bandwidth against the collectives' figures."),
+        rank=ctx.rank)]
+
+
+def memory_churn(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
+    """Allocator churn: device malloc/free calls inside steps, or very many allocations per step."""
+    api = ctx.store.dicts(f"""
+        SELECT name, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns FROM runtime_calls
+        WHERE step IS NOT NULL AND name IN ({_in_list(_ALLOC_API)}) GROUP BY name ORDER BY total_ns DESC""")
+    api_ns = sum(r["total_ns"] for r in api)
+    share = ctx.share(api_ns)
+    allocs = ctx.store.dicts("""
+        SELECT count(*) FILTER (WHERE size_bytes > 0) AS allocations, sum(size_bytes) FILTER (WHERE size_bytes > 0)
+               AS allocated_bytes, count(DISTINCT step) AS steps FROM memory_events WHERE step IS NOT NULL""")[0]
+    per_step = (allocs["allocations"] or 0) / max(allocs["steps"] or 0, 1)
+    severity = severity_for(share, th.memory_api_warn_share, th)
+    if severity is None and per_step >= th.allocations_per_step:
+        severity = "info"  # many allocations cost time we cannot measure from these events alone
+    if severity is None:
+        return []
+    top_ops = ctx.store.dicts("""
+        SELECT h.name, count(*) AS allocations, sum(m.size_bytes) AS allocated_bytes
+        FROM memory_events m JOIN host_ops h ON h.op_id = m.host_op_id
+        WHERE m.step IS NOT NULL AND m.size_bytes > 0 GROUP BY h.name ORDER BY allocations DESC LIMIT 5""")
+    title = (f"Device allocator calls take {share:.0%} of step time" if api_ns
+             else f"{per_step:.0f} allocations per step")
+    return [Finding(
+        id="memory_churn", severity=severity, share=round(share, 4), impact_ns=int(api_ns), title=title,
+        evidence=Evidence(metrics={"allocator_api_ns": api_ns, "allocations_per_step": round(per_step, 1),
+                                   "allocated_bytes": allocs["allocated_bytes"], "total_step_ns": ctx.total_step_ns},
+                          ops=api + top_ops),
+        fix=("Stop returning memory to the driver inside the loop: remove torch.cuda.empty_cache() calls, "
+             "keep shapes stable so cached blocks are reused (pad/bucket variable lengths), set "
+             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation, pre-allocate and reuse "
+             "buffers (out= arguments, in-place ops) for ops that allocate on every call."),
+        rank=ctx.rank)]

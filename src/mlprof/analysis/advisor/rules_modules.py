@@ -1,0 +1,66 @@
+"""Rule: one nn.Module (a call site in the model) holding a large share of step time.
+
+A hand-written layer is often many small ops, none dominant alone (seed 002's
+dropout was a random-number call plus masking); summing the self time of all
+ops run inside the module finds it anyway. Needs ``with_stack=True``, which
+records the ``nn.Module: Name_i`` frames.
+"""
+
+from __future__ import annotations
+
+from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.analysis.advisor.rules_host import EXPECTED_COMPUTE
+
+__all__ = ["dominant_module"]
+
+
+def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
+    if not ctx.total_step_ns:
+        return []
+    has_modules = ctx.store.rows("SELECT count(*) FROM host_ops WHERE category = 'python_function' "
+                                 "AND name LIKE 'nn.Module:%' AND step IS NOT NULL")[0][0]
+    if not has_modules:
+        return []
+    rows = ctx.store.dicts("""
+        WITH o AS (SELECT op_id, window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name, folded_self_ns
+                   FROM host_ops WHERE category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL),
+        m AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name FROM host_ops
+              WHERE category = 'python_function' AND name LIKE 'nn.Module:%' AND step IS NOT NULL),
+        inner_most AS (
+            SELECT o.op_id, o.name AS op, o.folded_self_ns, arg_max(m.name, m.start_ns) AS module
+            FROM o JOIN m ON m.window_index = o.window_index AND m.tid = o.tid
+                 AND m.start_ns <= o.start_ns AND m.end_ns >= o.end_ns
+            GROUP BY o.op_id, o.name, o.folded_self_ns)
+        SELECT module, op, count(*) AS count, sum(folded_self_ns) AS self_ns FROM inner_most
+        GROUP BY module, op""")
+    modules: dict[str, dict] = {}
+    for r in rows:
+        m = modules.setdefault(r["module"], {"module": r["module"], "self_ns": 0, "compute_ns": 0, "ops": []})
+        m["self_ns"] += r["self_ns"] or 0
+        if EXPECTED_COMPUTE.match(r["op"]):
+            m["compute_ns"] += r["self_ns"] or 0
+        m["ops"].append({"name": r["op"], "count": r["count"], "self_ns": r["self_ns"]})
+    findings = []
+    for m in sorted(modules.values(), key=lambda m: -m["self_ns"])[:3]:
+        share = ctx.share(m["self_ns"])
+        if share < th.dominant_op_warn_share:
+            break
+        compute_bound = m["compute_ns"] >= 0.5 * m["self_ns"]
+        # A Linear/Conv layer spending its time in its matmul is doing its job.
+        severity = "info" if compute_bound else severity_for(share, th.dominant_op_warn_share, th)
+        name = m["module"].removeprefix("nn.Module: ")
+        ops = sorted(m["ops"], key=lambda o: -(o["self_ns"] or 0))[:8]
+        findings.append(Finding(
+            id="dominant_module", severity=severity, share=round(share, 4), impact_ns=int(m["self_ns"]),
+            title=f"Module {name} takes {share:.0%} of step time (forward ops' self time)",
+            evidence=Evidence(metrics={"module": m["module"], "self_ns": m["self_ns"],
+                                       "dense_math_ns": m["compute_ns"], "total_step_ns": ctx.total_step_ns},
+                              ops=ops, call_sites=[{"call_site": None, "module": m["module"],
+                                                    "self_ns": m["self_ns"]}]),
+            fix=(f"{name} is compute-bound on dense math; see the dominant op advice." if compute_bound else
+                 f"Rewrite {name}'s forward with built-in or fused ops (torch.nn.functional.* has dropout, "
+                 "norms, activations and attention), avoid float64/Python loops/CPU fallbacks in it, and "
+                 f"check its ops' shapes with `mlprof op PATH --name {ops[0]['name']}`."),
+            rank=ctx.rank))
+    return findings

@@ -1,0 +1,76 @@
+"""``mlprof advise PATH``: findings with evidence and a fix, printed and written as advisor.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise
+from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.tables.files import atomic_write
+from mlprof.tables.store import TableStore
+
+__all__ = ["register", "run", "ADVISOR_FILE"]
+
+ADVISOR_FILE = "advisor.json"
+
+
+def register(sub) -> None:
+    p = sub.add_parser("advise", help="find what is slow: findings with evidence and a fix",
+                       description="Run the advisor's rules over each capture or trace under PATH (parsing "
+                                   "first when needed), print the findings and write advisor.json beside "
+                                   "the tables.")
+    p.add_argument("path", type=Path, metavar="PATH")
+    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+                   help="override an advisor threshold, e.g. data_loading_warn_share=0.2 (repeatable)")
+    p.add_argument("--no-write", action="store_true", help="do not write advisor.json")
+    add_common(p)
+    p.set_defaults(run=run)
+
+
+def _ms(ns: int | float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.2f} ms"
+
+
+def format_report(source: str, report: AdvisorReport) -> list[str]:
+    """Terminal lines for one report (used by the CLI; plain text, no colour)."""
+    rank = "" if report.rank is None else f" (rank {report.rank})"
+    lines = [f"{source}{rank}: {report.step_count} steps, {_ms(report.total_step_ns)} of step time, "
+             f"{len(report.findings)} finding(s), {len(report.warnings)} warning(s)"]
+    if not report.findings:
+        lines.append("  no findings: nothing above the thresholds")
+    for f in report.findings:
+        lines.append(f"  [{f.severity.upper()}] {f.id}: {f.title}")
+        if f.impact_ns:
+            lines.append(f"    cost: {_ms(f.impact_ns)} ({f.share:.1%} of step time)")
+        for site in f.evidence.call_sites[:3]:
+            where = " / ".join(x for x in (site.get("module"), site.get("call_site")) if x)
+            if where:
+                lines.append(f"    at {where}: {_ms(site.get('self_ns'))}")
+        for step in f.evidence.steps[:3]:
+            value = step.get("value_ns", step.get("self_ns", step.get("pause_ns")))
+            extra = f", {_ms(value)} of it" if value is not None else ""
+            lines.append(f"    step {step['step']}: {_ms(step.get('dur_ns'))}{extra}" if step.get("dur_ns")
+                         else f"    step {step['step']}{extra}")
+        lines.append(f"    fix: {f.fix}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    thresholds = Thresholds.from_overrides(args.threshold)
+    results = []
+    for source, out in parsed_outputs(args.path, None, progress_for(args)):
+        with TableStore(out / "tables") as store:
+            report = advise(store, thresholds)
+        entry = {"source": source, "output_dir": str(out), **report.to_dict()}
+        if not args.no_write:
+            atomic_write(out / ADVISOR_FILE, json.dumps(entry, indent=2, default=str))
+        results.append((source, report, entry))
+    if args.json:
+        print_json([entry for _, _, entry in results])
+        return 0
+    for source, report, _ in results:
+        print("\n".join(format_report(source, report)))
+        print()
+    return 0
