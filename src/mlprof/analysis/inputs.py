@@ -1,0 +1,61 @@
+"""Locating the parsed tables of a path given to a public analysis function.
+
+The analyses themselves take a :class:`TableStore`; these helpers let the
+path-taking conveniences (``op_analyse(path, ...)``, ``compare_paths``,
+``cluster``) accept what a user has at hand: a parsed output directory, a
+capture directory, a trace file, or a directory of them, parsing on demand.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlprof.errors import ConfigError
+from mlprof.parse.capture_reader import find_inputs
+from mlprof.parse.pipeline import PARSE_INFO_FILE, TABLES_DIR, ParseOptions, parse_path
+
+__all__ = ["ParsedOutput", "parsed_outputs_of", "single_output"]
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    source: str  # the capture or trace the tables came from
+    output_dir: Path  # holds tables/ (and parse_info.json)
+
+    @property
+    def tables_dir(self) -> Path:
+        return self.output_dir / TABLES_DIR
+
+
+def _source_of(out: Path) -> str:
+    try:
+        return json.loads((out / PARSE_INFO_FILE).read_text()).get("source", str(out))
+    except (OSError, ValueError):
+        return str(out)
+
+
+def parsed_outputs_of(path: Path, parse_missing: bool = True) -> list[ParsedOutput]:
+    """Every parsed output under ``path``, parsing inputs that have none yet (unless told not to)."""
+    path = Path(path)
+    if (path / TABLES_DIR).is_dir():
+        return [ParsedOutput(_source_of(path), path)]
+    found = []
+    for item in find_inputs(path):
+        out = Path(item.output_dir)
+        if not (out / TABLES_DIR).is_dir():
+            if not parse_missing:
+                continue
+            out = Path(parse_path(getattr(item, "root", None) or item.path, ParseOptions())[0].output_dir)
+        found.append(ParsedOutput(str(getattr(item, "root", None) or item.path), out))
+    return found
+
+
+def single_output(path: Path) -> ParsedOutput:
+    """The one parsed output of ``path``; a clear error when there are several or none."""
+    outs = parsed_outputs_of(path)
+    if len(outs) != 1:
+        raise ConfigError(f"{path}: expected one capture or trace, found {len(outs)}"
+                          + (": " + ", ".join(o.source for o in outs[:5]) if outs else ""))
+    return outs[0]
