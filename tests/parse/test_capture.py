@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from mlprof.parse import parse_path
+from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
 
 from .conftest import BASE_NS, make_capture
@@ -102,3 +102,20 @@ def test_capture_asking_for_db_export_gets_sqlite_from_the_cli(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (root / "mlprof_output" / "mlprof_3.db").is_file()
     assert (root / "mlprof_output" / "trace_view.json").is_file()
+
+
+def test_several_captures_parsed_in_processes_match_sequential(tmp_path):
+    for rank in range(3):
+        make_capture(tmp_path / "seq" / f"r{rank}_mlprof", {0: _window(2 + rank, 1000.0)})
+        make_capture(tmp_path / "par" / f"r{rank}_mlprof", {0: _window(2 + rank, 1000.0)})
+    (tmp_path / "par" / "bad.pt.trace.json").write_text("{")
+    sequential = parse_path(tmp_path / "seq")
+    parallel = parse_path(tmp_path / "par", ParseOptions(jobs=2, on_error="continue"))
+    # Inputs come in name order: bad.pt.trace.json first.
+    assert [r.error is None for r in parallel] == [False, True, True, True]
+    assert "bad.pt.trace.json" in parallel[0].error and parallel[0].error_type == "TraceFormatError"
+    good = [r for r in parallel if r.error is None]
+    assert [r.table_rows for r in good] == [r.table_rows for r in sequential]
+    for a, b in zip(sequential, good):
+        for name in ("host_ops.parquet", "steps.parquet", "gc_pauses.parquet"):
+            assert (a.tables_dir / name).read_bytes() == (b.tables_dir / name).read_bytes()

@@ -24,6 +24,8 @@ def register(sub) -> None:
     p.add_argument("path", type=Path, metavar="PATH")
     p.add_argument("--output", type=Path, default=None,
                    help="output directory (one input only; default: beside the input)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="parse N captures/traces at once, each in its own process (default 1)")
     p.add_argument("--tables-only", action="store_true", help="write the tables, skip the export files")
     p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv")
     p.add_argument("--export-type", choices=EXPORT_TYPES, action="append", default=None,
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
                                        export_types=tuple(args.export_type or ("text",)))
     # Several inputs: each one that fails is reported, the others still parsed.
     results = parse_path(args.path, ParseOptions(output_dir=args.output, progress=progress_for(args),
-                                                 on_error="continue"))
+                                                 on_error="continue", jobs=args.jobs))
     failures = [r for r in results if r.error is not None]
     if len(results) == 1 and failures:
         raise _ERRORS.get(failures[0].error_type, MlprofError)(failures[0].error)

@@ -8,10 +8,12 @@ skipped and why). Exports are presenters run afterwards on those tables.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
@@ -36,11 +38,15 @@ class ParseOptions:
     output_dir: Path | None = None
     # Called as progress(label, done_events, total_events) while decoding.
     progress: ProgressFn | None = None
+    # Inputs parsed at once, each in its own process (several captures/traces).
+    jobs: int = 1
     # With several inputs: "raise" stops at the first bad one; "continue"
     # parses the others and records the failure in that input's result.
     on_error: str = "raise"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.jobs, int) or self.jobs < 1:
+            raise ConfigError(f"jobs must be a whole number >= 1, not {self.jobs!r}")
         if self.on_error not in ("raise", "continue"):
             raise ConfigError(f"on_error must be 'raise' or 'continue', not {self.on_error!r}")
 
@@ -72,23 +78,45 @@ class ParseResult:
 
 
 def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[ParseResult]:
-    """Parse a capture dir, a dir of captures/traces, or one trace file."""
+    """Parse a capture dir, a dir of captures/traces, or one trace file.
+
+    With ``options.jobs > 1`` several inputs (e.g. one capture per rank) are
+    parsed in that many processes at once.
+    """
     inputs = find_inputs(Path(path))
     if options.output_dir is not None and len(inputs) > 1:
         raise ConfigError(f"{path}: --output needs a single capture or trace, found {len(inputs)}")
+    if options.jobs > 1 and len(inputs) > 1:
+        # Progress callbacks do not cross processes; each input reports when done.
+        quiet = replace(options, progress=None)
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(options.jobs, len(inputs)), mp_context=ctx) as pool:
+            outcomes = list(pool.map(_parse_guarded, inputs, [quiet] * len(inputs)))
+    else:
+        outcomes = [_parse_guarded(item, options) for item in inputs]
     results = []
-    for item in inputs:
-        try:
-            results.append(_parse_one(item, options))
-        except MlprofError as exc:
-            if options.on_error == "raise":
-                raise
-            source = getattr(item, "root", None) or item.path
-            out = Path(options.output_dir) if options.output_dir else item.output_dir
-            results.append(ParseResult(source=str(source), output_dir=str(out),
-                                       kind="capture" if isinstance(item, CaptureInput) else "trace",
-                                       error=str(exc), error_type=type(exc).__name__))
+    for item, (result, exc) in zip(inputs, outcomes):
+        if exc is None:
+            results.append(result)
+            continue
+        if options.on_error == "raise":
+            raise exc
+        source = getattr(item, "root", None) or item.path
+        out = Path(options.output_dir) if options.output_dir else item.output_dir
+        results.append(ParseResult(source=str(source), output_dir=str(out),
+                                   kind="capture" if isinstance(item, CaptureInput) else "trace",
+                                   error=str(exc), error_type=type(exc).__name__))
     return results
+
+
+def _parse_guarded(item: CaptureInput | TraceInput,
+                   options: ParseOptions) -> tuple[ParseResult | None, MlprofError | None]:
+    try:
+        return _parse_one(item, options), None
+    except MlprofError as exc:
+        if options.on_error == "raise" and options.jobs <= 1:
+            raise
+        return None, exc
 
 
 def _capture_metadata(item: CaptureInput) -> dict[str, object]:
