@@ -1,0 +1,213 @@
+"""Compare two runs: what got faster or slower, by how much, ranked by impact on step time.
+
+Steps are aligned first (by step number when the runs share them, else by
+position), and every figure is a mean per aligned step, so runs of different
+lengths compare fairly. A delta is ``new - base``: negative is faster.
+
+Sections: step time, its breakdown (host and, on device traces, device
+columns of :mod:`mlprof.analysis.steps`), op types (by op name), ops (by name
+and input shapes), kernels (device ops by name) and memory peaks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from mlprof.analysis.ops import HOST_OP_FILTER
+from mlprof.analysis.steps import StepBreakdown, step_breakdown
+from mlprof.errors import MlprofError
+from mlprof.tables.store import TableStore
+
+__all__ = ["Delta", "StepPair", "Comparison", "compare", "align_steps", "BREAKDOWN_FIELDS"]
+
+BREAKDOWN_FIELDS = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "other_host_ns",
+                    "computing_ns", "communication_not_overlapped_ns", "preparing_ns", "free_ns")
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One compared item: mean per aligned step in each run."""
+
+    name: str
+    base_ns: float
+    new_ns: float
+    delta_ns: float  # new - base: < 0 faster, > 0 slower
+    delta_pct: float | None  # relative to base; None when base is 0
+    share_of_step_delta: float | None  # delta_ns / the step time's delta (how much of the change it explains)
+    detail: dict = field(default_factory=dict)  # e.g. counts, input shapes
+
+
+@dataclass(frozen=True)
+class StepPair:
+    base_step: int
+    new_step: int
+    base_ns: int
+    new_ns: int
+    delta_ns: int
+
+
+@dataclass
+class Comparison:
+    aligned_by: str  # "step number" or "position"
+    steps: int  # aligned steps compared
+    step_time: Delta
+    step_pairs: list[StepPair]
+    breakdown: list[Delta]
+    op_types: list[Delta]
+    ops: list[Delta]
+    kernels: list[Delta]
+    memory: list[Delta]  # peak bytes, not ns (names say so)
+
+    @property
+    def speedup(self) -> float | None:
+        return self.step_time.base_ns / self.step_time.new_ns if self.step_time.new_ns else None
+
+    def slower_than(self, pct: float) -> bool:
+        """True when the new run's mean step is more than ``pct`` percent slower than the base."""
+        return self.step_time.new_ns > self.step_time.base_ns * (1 + pct / 100.0)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["speedup"] = self.speedup
+        return out
+
+
+def align_steps(base: list[StepBreakdown], new: list[StepBreakdown]) -> tuple[str, list[tuple]]:
+    """Pairs (base step, new step): same step numbers when at least half match, else by position."""
+    by_num_new = {}
+    for s in new:
+        by_num_new.setdefault(s.step, s)
+    common = [s for s in base if s.step in by_num_new]
+    if common and len(common) * 2 >= min(len(base), len(new)):
+        seen, pairs = set(), []
+        for s in common:
+            if s.step not in seen:
+                seen.add(s.step)
+                pairs.append((s, by_num_new[s.step]))
+        return "step number", pairs
+    return "position", list(zip(base, new))
+
+
+def _delta(name: str, base: float, new: float, step_delta: float | None, **detail) -> Delta:
+    d = new - base
+    return Delta(name=name, base_ns=base, new_ns=new, delta_ns=d,
+                 delta_pct=round(100.0 * d / base, 3) if base else None,
+                 share_of_step_delta=round(d / step_delta, 4) if step_delta else None, detail=detail)
+
+
+def _mark_steps(store: TableStore, steps: list[StepBreakdown]) -> None:
+    store.con.execute("CREATE OR REPLACE TEMP TABLE _cmp_steps (window_index INTEGER, step BIGINT)")
+    if steps:
+        store.con.executemany("INSERT INTO _cmp_steps VALUES (?, ?)", [(s.window, s.step) for s in steps])
+
+
+def _per_step(store: TableStore, query: str, n: int) -> dict[tuple, dict]:
+    """Rows of ``query`` keyed by their ``key`` columns, *_ns and count divided by ``n`` steps."""
+    out = {}
+    for row in store.dicts(query):
+        key = tuple(row.pop(k) for k in [c for c in row if c.startswith("key")])
+        out[key] = {k: (v / n if k.endswith("_ns") or k == "count" else v) for k, v in row.items()}
+    return out
+
+
+_JOIN = "JOIN _cmp_steps s USING (window_index, step)"
+
+
+def _op_types(store: TableStore, n: int) -> dict:
+    return _per_step(store, f"""
+        WITH dev AS (SELECT host_op_id, sum(dur_ns) AS device_ns FROM device_ops
+                     WHERE host_op_id IS NOT NULL AND kind IN ('kernel', 'memcpy', 'memset') GROUP BY 1)
+        SELECT h.name AS key_name, count(*) AS count, sum(h.folded_self_ns) AS host_self_ns,
+               coalesce(sum(d.device_ns), 0) AS device_ns
+        FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%') h {_JOIN}
+        LEFT JOIN dev d ON d.host_op_id = h.op_id GROUP BY h.name""", n)
+
+
+def _ops(store: TableStore, n: int) -> dict:
+    return _per_step(store, f"""
+        WITH dev AS (SELECT host_op_id, sum(dur_ns) AS device_ns FROM device_ops
+                     WHERE host_op_id IS NOT NULL AND kind IN ('kernel', 'memcpy', 'memset') GROUP BY 1)
+        SELECT h.name AS key_name, coalesce(h.input_dims, '') AS key_dims, count(*) AS count,
+               sum(h.folded_self_ns) AS host_self_ns, coalesce(sum(d.device_ns), 0) AS device_ns
+        FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%') h {_JOIN}
+        LEFT JOIN dev d ON d.host_op_id = h.op_id GROUP BY h.name, h.input_dims""", n)
+
+
+def _kernels(store: TableStore, n: int) -> dict:
+    return _per_step(store, f"""
+        SELECT name AS key_name, kind AS key_kind, count(*) AS count, sum(dur_ns) AS total_ns
+        FROM device_ops {_JOIN} WHERE kind <> 'sync' GROUP BY name, kind""", n)
+
+
+def _memory_peaks(store: TableStore) -> dict[str, int]:
+    rows = store.rows("""SELECT device_type, device_id, max(total_allocated_bytes), max(total_reserved_bytes)
+                         FROM memory_events GROUP BY 1, 2 ORDER BY 1, 2""")
+    out = {}
+    for dtype, dev, alloc, reserved in rows:
+        where = "cpu" if dtype == 0 else f"device {dev}"
+        if alloc is not None:
+            out[f"{where} peak allocated bytes"] = int(alloc)
+        if reserved:
+            out[f"{where} peak reserved bytes"] = int(reserved)
+    return out
+
+
+def _rank(rows: list[Delta]) -> list[Delta]:
+    # Biggest effect on step time first, whichever its direction.
+    return sorted(rows, key=lambda d: (-abs(d.delta_ns), d.name))
+
+
+def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
+    """Compare ``new`` against ``base``; each section keeps its ``top`` items by impact."""
+    base_steps, new_steps = step_breakdown(base), step_breakdown(new)
+    if not base_steps or not new_steps:
+        which = "base" if not base_steps else "new"
+        raise MlprofError(f"compare: the {which} run has no profiled steps to align")
+    aligned_by, pairs = align_steps(base_steps, new_steps)
+    n = len(pairs)
+    b_steps, n_steps = [p[0] for p in pairs], [p[1] for p in pairs]
+    mean_b = sum(s.dur_ns for s in b_steps) / n
+    mean_n = sum(s.dur_ns for s in n_steps) / n
+    step_delta = mean_n - mean_b
+    step_time = _delta("step time", mean_b, mean_n, step_delta)
+    breakdown = []
+    for f in BREAKDOWN_FIELDS:
+        vb = [getattr(s, f) for s in b_steps]
+        vn = [getattr(s, f) for s in n_steps]
+        if all(v is None for v in vb) and all(v is None for v in vn):
+            continue  # a device column on CPU-only runs
+        breakdown.append(_delta(f.removesuffix("_ns"), sum(v or 0 for v in vb) / n, sum(v or 0 for v in vn) / n,
+                                step_delta))
+    _mark_steps(base, b_steps)
+    _mark_steps(new, n_steps)
+    device_view = any(s.computing_ns is not None for s in b_steps + n_steps)
+
+    def cost(row: dict | None) -> float:
+        # On device traces an op costs its kernels' time; on CPU its host self time.
+        if not row:
+            return 0.0
+        return row["device_ns"] if device_view else row["host_self_ns"]
+
+    def section(b: dict, nw: dict, fn, label) -> list[Delta]:
+        rows = []
+        for key in b.keys() | nw.keys():
+            rb, rn = b.get(key), nw.get(key)
+            rows.append(_delta(label(key), fn(rb), fn(rn), step_delta,
+                               **{"base_count": rb["count"] if rb else 0, "new_count": rn["count"] if rn else 0,
+                                  **({"input_dims": key[1] or None} if len(key) > 1 and label is _op_label else {}),
+                                  **({"host_self_delta_ns": (rn or {}).get("host_self_ns", 0)
+                                      - (rb or {}).get("host_self_ns", 0)} if device_view and fn is cost else {})}))
+        return _rank(rows)[:top]
+
+    op_types = section(_op_types(base, n), _op_types(new, n), cost, lambda k: k[0])
+    ops = section(_ops(base, n), _ops(new, n), cost, _op_label)
+    kernels = section(_kernels(base, n), _kernels(new, n), lambda r: r["total_ns"] if r else 0.0, lambda k: k[0])
+    mb, mn = _memory_peaks(base), _memory_peaks(new)
+    memory = [_delta(k, mb.get(k, 0), mn.get(k, 0), None) for k in sorted(mb.keys() | mn.keys())]
+    return Comparison(aligned_by=aligned_by, steps=n, step_time=step_time,
+                      step_pairs=[StepPair(b.step, w.step, b.dur_ns, w.dur_ns, w.dur_ns - b.dur_ns) for b, w in pairs],
+                      breakdown=_rank(breakdown), op_types=op_types, ops=ops, kernels=kernels, memory=memory)
+
+
+def _op_label(key: tuple) -> str:
+    return f"{key[0]} {key[1]}" if len(key) > 1 and key[1] else key[0]
