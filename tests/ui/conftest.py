@@ -20,6 +20,7 @@ OPS_PER_STEP = 6
 OP_NAMES = ["aten::conv2d", "aten::relu", "aten::addmm"]
 KERNELS = {"aten::conv2d": "implicit_gemm_conv", "aten::relu": "elementwise_relu", "aten::addmm": "sgemm_128x64"}
 PID, TID = 777, 777
+PY_FRAMES_PER_STEP = 2
 
 
 def make_trace() -> dict:
@@ -57,6 +58,11 @@ def make_trace() -> dict:
                            "args": {"Device Type": 1, "Device Id": 0, "Addr": 1000 + corr, "Bytes": 4096 * (i + 1),
                                     "Total Allocated": 4096 * (corr + 1), "Total Reserved": 1 << 20}})
             ts += 40
+        # Python frames (with_stack=True): nested by time only, on their own track.
+        events.append({"ph": "X", "cat": "python_function", "name": "train.py(20): train_step", "pid": PID,
+                       "tid": TID, "ts": step_start + 50, "dur": ts - step_start - 55, "args": {}})
+        events.append({"ph": "X", "cat": "python_function", "name": "torch/nn/modules/module.py(1): _call_impl",
+                       "pid": PID, "tid": TID, "ts": step_start + 60, "dur": 40, "args": {}})
         events.append({"ph": "C", "name": "cpu_util", "pid": PID, "ts": step_start, "args": {"user": 10.0 + step}})
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": PID, "tid": TID,
                        "ts": step_start, "dur": ts - step_start + 30, "args": {}})

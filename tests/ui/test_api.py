@@ -21,7 +21,7 @@ from mlprof.parse import parse_path
 from mlprof.tables import TableStore
 from mlprof.ui.server import create_app
 
-from .conftest import OPS_PER_STEP, STEPS, make_trace
+from .conftest import OPS_PER_STEP, PY_FRAMES_PER_STEP, STEPS, make_trace
 
 
 @pytest.fixture(scope="module")
@@ -159,8 +159,10 @@ def test_timeline_meta_lists_tracks(client, run_id):
     assert any(n == "main thread" for _, n in names)
     assert {n for g, n in names if g == "Device 0"} == {"stream 7", "stream 13"}
     assert any(t["kind"] == "counter" for t in meta["tracks"])
-    host_ops = STEPS * (1 + 1 + 2 * OPS_PER_STEP)
+    host_ops = STEPS * (1 + 1 + 2 * OPS_PER_STEP + PY_FRAMES_PER_STEP)
     assert meta["slice_count"] == host_ops + 2 * STEPS * OPS_PER_STEP + STEPS
+    python = next(t for t in meta["tracks"] if t["name"] == "main thread python")
+    assert python["max_depth"] == PY_FRAMES_PER_STEP - 1
     assert int(meta["origin_ns"]) > 1_600_000_000 * 10**9
 
 

@@ -200,14 +200,12 @@ def test_timeline_draws_zooms_pans_and_shows_details(page, base_url, run_id, sho
     page.mouse.move(box["x"] + 500, box["y"] + 40, steps=5)
     page.mouse.up()
     assert int(canvas.get_attribute("data-t0")) > t0  # dragged left: later times come into view
-    answers = int(canvas.get_attribute("data-answers"))
     page.keyboard.press("0")
-    for _ in range(200):  # bounded wait for the whole-run answer
-        if int(canvas.get_attribute("data-answers")) > answers and canvas.get_attribute("data-t0") == "0":
-            break
-        page.wait_for_timeout(50)
+    # Bounded wait for the answer of the whole run (not a late one of an earlier view).
+    page.wait_for_selector(f"#tl-canvas[data-answer-t0='0'][data-answer-t1='{span}']")
     layout = page.evaluate("Timeline.state.layout.map(t => ({name: t.name, y: t.y}))")
     steps = next(t for t in layout if t["name"] == "Steps")
+    page.screenshot(path=str(shots / "timeline_whole_run.png"))
     page.mouse.click(box["x"] + 230 + (box["width"] - 230) * 0.5, box["y"] + steps["y"] + 8)
     page.wait_for_selector("#tl-event-table")
     assert page.inner_text("#tl-details h2").startswith("Step ")

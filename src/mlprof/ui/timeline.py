@@ -15,8 +15,8 @@ answer holds
 * flow arrows only when few enough are visible to be drawn one by one.
 
 So the answer's size depends on the pixels, not on the trace. Slices longer
-than ``_LONG_QUANTILE`` of all durations live in a small side table so that
-the main table can be range-filtered on ``start_ns`` alone (its zone maps
+than ``_LONG_QUANTILE`` of all durations are copied to a small side table so
+that the main table can be range-filtered on ``start_ns`` alone (its zone maps
 skip row groups outside the window).
 """
 
@@ -127,10 +127,11 @@ def build_index(store: TableStore) -> TimelineIndex:
     con.execute("CREATE TEMP TABLE _tl_tracks (kind VARCHAR, a BIGINT, b BIGINT, track INTEGER)")
     if keymap:
         con.executemany("INSERT INTO _tl_tracks VALUES (?, ?, ?, ?)", keymap)
-    con.execute("DROP TABLE IF EXISTS _tl_all")
-    # src codes follow SOURCES; id is the row's id in that table.
+    con.execute("DROP TABLE IF EXISTS _tl")
+    # src codes follow SOURCES; id is the row's id in that table. Sorted by
+    # start so that DuckDB's zone maps skip row groups outside a window.
     con.execute("""
-        CREATE TEMP TABLE _tl_all AS
+        CREATE TEMP TABLE _tl AS
         SELECT t.track, coalesce(h.depth, 0) AS depth, h.start_ns, h.start_ns + greatest(h.dur_ns, 0) AS end_ns,
                h.name, 0::TINYINT AS src, h.op_id AS id
         FROM host_ops h JOIN _tl_tracks t ON t.kind = 'host' AND t.a = h.pid AND t.b = h.tid
@@ -155,22 +156,20 @@ def build_index(store: TableStore) -> TimelineIndex:
         UNION ALL
         SELECT (SELECT track FROM _tl_tracks WHERE kind = 'gc'), 0, start_ns, start_ns + dur_ns,
                'GC gen ' || coalesce(generation, -1), 5::TINYINT, row_number() OVER () - 1 FROM gc_pauses
+        ORDER BY start_ns
     """)
     if py_threads:
         _add_python_frames(store)
     _nest_markers(store)
-    n = con.execute("SELECT count(*) FROM _tl_all").fetchone()[0]
-    q = con.execute(f"SELECT quantile_disc(end_ns - start_ns, {_LONG_QUANTILE}) FROM _tl_all").fetchone()[0]
+    n = con.execute("SELECT count(*) FROM _tl").fetchone()[0]
+    q = con.execute(f"SELECT quantile_disc(end_ns - start_ns, {_LONG_QUANTILE}) FROM _tl").fetchone()[0]
     long_ns = max(int(q or 0), 1)
-    con.execute("DROP TABLE IF EXISTS _tl")
+    # The few long slices again, apart: a window query filters the short ones
+    # on start alone (start >= t0 - long_ns) and scans only these in full.
     con.execute("DROP TABLE IF EXISTS _tl_long")
-    con.execute(f"CREATE TEMP TABLE _tl AS SELECT * FROM _tl_all WHERE end_ns - start_ns <= {long_ns} "
+    con.execute(f"CREATE TEMP TABLE _tl_long AS SELECT * FROM _tl WHERE end_ns - start_ns > {long_ns} "
                 "ORDER BY start_ns")
-    con.execute(f"CREATE TEMP TABLE _tl_long AS SELECT * FROM _tl_all WHERE end_ns - start_ns > {long_ns} "
-                "ORDER BY start_ns")
-    con.execute("DROP TABLE _tl_all")
-    depths = dict(con.execute("SELECT track, max(depth) FROM (SELECT track, depth FROM _tl UNION ALL "
-                              "SELECT track, depth FROM _tl_long) GROUP BY track").fetchall())
+    depths = dict(con.execute("SELECT track, max(depth) FROM _tl GROUP BY track").fetchall())
     tracks = [Track(t.id, t.group, t.name, t.kind, int(depths.get(t.id, 0))) for t in tracks]
     # Drop the mlprof tracks that hold nothing.
     next_id = len(tracks)
@@ -178,7 +177,6 @@ def build_index(store: TableStore) -> TimelineIndex:
     _build_counters(store, tracks, next_id, counter_keys, counter_names)
     flow_count = _build_flows(store)
     lo, hi = con.execute("SELECT min(s), max(e) FROM (SELECT min(start_ns) s, max(end_ns) e FROM _tl UNION ALL "
-                         "SELECT min(start_ns), max(end_ns) FROM _tl_long UNION ALL "
                          "SELECT min(ts_ns), max(ts_ns) FROM _tl_counters)").fetchone()
     return TimelineIndex(tracks=tracks, start_ns=lo, end_ns=hi, slice_count=n, long_threshold_ns=long_ns,
                          flow_count=flow_count)
@@ -199,22 +197,22 @@ def _add_python_frames(store: TableStore) -> None:
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(track)]):
         depth[lo:hi] = _nesting_depth(np.asarray(got["start_ns"])[lo:hi], np.asarray(got["end_ns"])[lo:hi])
     store.con.register("_py_depth", {"id": np.asarray(got["op_id"]), "depth": depth, "track": track})
-    store.con.execute("""INSERT INTO _tl_all SELECT p.track, p.depth, h.start_ns,
-                             h.start_ns + greatest(h.dur_ns, 0), h.name, 0::TINYINT, h.op_id
-                         FROM _py_depth p JOIN host_ops h ON h.op_id = p.id""")
+    store.con.execute("""CREATE OR REPLACE TEMP TABLE _tl AS SELECT * FROM _tl UNION ALL
+                         SELECT p.track, p.depth, h.start_ns, h.start_ns + greatest(h.dur_ns, 0), h.name,
+                                0::TINYINT, h.op_id
+                         FROM _py_depth p JOIN host_ops h ON h.op_id = p.id ORDER BY start_ns""")
     store.con.unregister("_py_depth")
 
 
 def _nest_markers(store: TableStore) -> None:
     """mstx ranges nest and overlap: give each a depth so none hides another."""
-    got = store.sql("SELECT id, start_ns, end_ns FROM _tl_all WHERE src = 4 ORDER BY start_ns, end_ns DESC"
+    got = store.sql("SELECT id, start_ns, end_ns FROM _tl WHERE src = 4 ORDER BY start_ns, end_ns DESC"
                     ).fetchnumpy()
     if not len(got["id"]):
         return
     depth = _nesting_depth(np.asarray(got["start_ns"]), np.asarray(got["end_ns"]))
     store.con.register("_mk_depth", {"id": np.asarray(got["id"]), "depth": depth})
-    store.con.execute("UPDATE _tl_all SET depth = m.depth FROM _mk_depth m WHERE _tl_all.src = 4 "
-                      "AND _tl_all.id = m.id")
+    store.con.execute("UPDATE _tl SET depth = m.depth FROM _mk_depth m WHERE _tl.src = 4 AND _tl.id = m.id")
     store.con.unregister("_mk_depth")
 
 
@@ -249,8 +247,8 @@ def _build_flows(store: TableStore) -> int:
                    b.track AS to_track, b.depth AS to_depth, b.start_ns AS to_ns, 'ac2g' AS category
             FROM runtime_calls r JOIN device_ops d
               ON r.window_index = d.window_index AND r.correlation = d.correlation
-            JOIN (SELECT * FROM _tl UNION ALL SELECT * FROM _tl_long) a ON a.src = 1 AND a.id = r.call_id
-            JOIN (SELECT * FROM _tl UNION ALL SELECT * FROM _tl_long) b ON b.src = 2 AND b.id = d.device_op_id),
+            JOIN _tl a ON a.src = 1 AND a.id = r.call_id
+            JOIN _tl b ON b.src = 2 AND b.id = d.device_op_id),
         other AS (
             -- A flow binds to the slice starting at its time on its track (the deepest if several).
             SELECT s.track AS from_track,
@@ -279,7 +277,7 @@ def query_window(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int
         track_cond = f" AND track IN ({', '.join(str(int(t)) for t in tracks) or '-1'})"
     # Short slices start at most long_threshold before t0 if they reach into the window.
     short = (f"SELECT * FROM _tl WHERE start_ns < {t1_ns} AND start_ns >= {t0_ns - index.long_threshold_ns} "
-             f"AND end_ns > {t0_ns}{track_cond}")
+             f"AND end_ns > {t0_ns} AND end_ns - start_ns <= {index.long_threshold_ns}{track_cond}")
     long = f"SELECT * FROM _tl_long WHERE start_ns < {t1_ns} AND end_ns > {t0_ns}{track_cond}"
     rows = con.execute(f"""
         WITH v AS ({short} UNION ALL {long}),
@@ -348,7 +346,7 @@ def query_window(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int
 def search(store: TableStore, text: str, limit: int = 1000) -> dict:
     """Slices whose name contains ``text`` (case-insensitive): names with counts, and the first hits."""
     pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    both = "(SELECT * FROM _tl UNION ALL SELECT * FROM _tl_long)"
+    both = "_tl"
     total = store.con.execute(f"SELECT count(*) FROM {both} WHERE name ILIKE ? ESCAPE '\\'", [pattern]).fetchone()[0]
     names = store.dicts(f"SELECT name, count(*) AS count, sum(end_ns - start_ns) AS total_ns FROM {both} "
                         "WHERE name ILIKE ? ESCAPE '\\' GROUP BY name ORDER BY count DESC, name LIMIT 50", [pattern])

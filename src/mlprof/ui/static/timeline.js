@@ -109,6 +109,8 @@ const Timeline = (() => {
     st.viewInfo.textContent = `${fmtNs(st.view.t0)} – ${fmtNs(st.view.t1)} (${fmtNs(w)})`;
     st.canvas.dataset.t0 = String(Math.round(st.view.t0)); st.canvas.dataset.t1 = String(Math.round(st.view.t1));
     draw();
+    // An answer for an older view must not land after this one: abort it now.
+    if (st.ctrl) { st.ctrl.abort(); st.ctrl = null; }
     clearTimeout(st.timer);
     st.timer = setTimeout(fetchView, 15);
   }
@@ -132,6 +134,7 @@ const Timeline = (() => {
       if (st !== s0 || ctrl.signal.aborted) return;
       st.answer = a; st.answers++;
       st.canvas.dataset.answers = String(st.answers);
+      st.canvas.dataset.answerT0 = String(a.t0); st.canvas.dataset.answerT1 = String(a.t1);
       draw();
     } catch (e) {
       if (e.name !== "AbortError" && st === s0) st.viewInfo.textContent = `error: ${e.message}`;
