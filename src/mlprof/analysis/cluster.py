@@ -1,0 +1,242 @@
+"""Cluster analysis: every rank under a directory at once.
+
+Each rank is parsed and reduced to small data in its own process
+(:mod:`concurrent.futures`), or on a Dask cluster when a scheduler address is
+given; :func:`combine` then builds, from that data only:
+
+* a per-rank table of mean step time split into compute, communication
+  (wait and transit) and free (device idle) time, and per-rank per-step rows;
+* slow ranks: a rank whose compute, communication transit or free time
+  exceeds the ranks' median by ``slow_rank_warn_share`` of the median step;
+* communication per collective and rank: count, time, wait, transit, bytes,
+  bandwidth (bytes / transit);
+* a communication matrix (source rank, destination rank) where group
+  membership is recorded.
+
+Wait time of one collective instance on one rank = latest start of that
+instance over all ranks - this rank's start (the time it waited for the
+others to arrive); instances are matched by name, group and order of issue.
+"""
+
+from __future__ import annotations
+
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mlprof.analysis.advisor.model import Thresholds
+from mlprof.analysis.cluster_data import group_key, parse_and_extract
+from mlprof.errors import ConfigError, MlprofError
+from mlprof.parse.capture_reader import find_inputs
+
+__all__ = ["RankSummary", "SlowRank", "CollectiveStat", "ClusterReport", "cluster", "combine",
+           "extract_ranks"]
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """Means per step of one rank."""
+
+    rank: int | None
+    source: str
+    steps: int
+    step_ns: float
+    compute_ns: float
+    communication_ns: float
+    wait_ns: float  # communication spent waiting for other ranks
+    transit_ns: float  # communication - wait
+    free_ns: float | None  # device idle (None on CPU-only ranks)
+    data_loading_ns: float
+
+
+@dataclass(frozen=True)
+class SlowRank:
+    rank: int | None
+    cause: str  # compute, communication or free
+    value_ns: float  # this rank's mean per step
+    median_ns: float  # the ranks' median
+    excess_ns: float
+    share_of_step: float  # excess / median step time
+    severity: str
+
+
+@dataclass(frozen=True)
+class CollectiveStat:
+    collective: str
+    group: str
+    rank: int | None
+    count: int
+    total_ns: int
+    wait_ns: int
+    transit_ns: int
+    size_bytes: int | None
+    bandwidth_gb_per_s: float | None  # bytes / transit ns
+
+
+@dataclass
+class ClusterReport:
+    ranks: list[RankSummary]
+    step_rows: list[dict]  # per rank and step: dur, compute, communication, free
+    slow_ranks: list[SlowRank]
+    collectives: list[CollectiveStat]
+    matrix: list[dict]  # {src_rank, dst_rank, collective, size_bytes, time_ns, bandwidth_gb_per_s}
+    failed: list[dict] = field(default_factory=list)  # {source, error} of ranks that could not be read
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _run_local(sources: list[str], workers: int | None) -> list:
+    if len(sources) == 1 or workers == 1:
+        return [_guarded(s) for s in sources]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_guarded, sources))
+
+
+def _run_dask(sources: list[str], scheduler: str) -> list:
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise ConfigError("--scheduler needs Dask: pip install 'mlprof[cluster]' "
+                          "(or pip install 'dask[distributed]')") from None
+    try:
+        client = Client(scheduler, timeout=30)
+    except (OSError, TimeoutError) as exc:
+        raise MlprofError(f"Dask scheduler {scheduler}: cannot connect ({exc})") from None
+    try:
+        # pure=False: a rank re-parsed after new data must not come from Dask's cache.
+        return client.gather(client.map(_guarded, sources, pure=False))
+    finally:
+        client.close()
+
+
+def _guarded(source: str):
+    """Worker body with the failure policy: a bad rank is reported, the others still analysed."""
+    try:
+        return parse_and_extract(source)
+    except MlprofError as exc:
+        return {"source": source, "error": str(exc)}
+
+
+def extract_ranks(path: str | Path, workers: int | None = None, scheduler: str | None = None) -> list[dict]:
+    """Per-rank data of every capture/trace under ``path`` (parsing those not parsed yet), in parallel."""
+    sources = [str(getattr(i, "root", None) or i.path) for i in find_inputs(Path(path))]
+    return _run_dask(sources, scheduler) if scheduler else _run_local(sources, workers)
+
+
+def _mean(values: list) -> float:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else 0.0
+
+
+def _waits(ranks: list[dict]) -> dict[tuple[int, int], int]:
+    """Wait ns per (rank index, op index): latest start among ranks of the matched instance - own start."""
+    instances: dict[tuple, list[tuple[int, int, int]]] = {}
+    for ri, r in enumerate(ranks):
+        seen: dict[tuple, int] = {}
+        for oi, op in enumerate(r["comm_ops"]):
+            key = group_key(op)
+            k = seen.get(key, 0)
+            seen[key] = k + 1
+            instances.setdefault((*key, k), []).append((ri, oi, op["start_ns"]))
+    waits = {}
+    for members in instances.values():
+        if len(members) < 2:
+            continue
+        last = max(start for _, _, start in members)
+        for ri, oi, start in members:
+            waits[(ri, oi)] = last - start
+    return waits
+
+
+def combine(ranks: list[dict], thresholds: Thresholds | None = None) -> ClusterReport:
+    """Build the cluster report from :func:`extract_ranks` data (errors become ``failed``)."""
+    th = thresholds or Thresholds()
+    failed = [r for r in ranks if "error" in r]
+    good = sorted((r for r in ranks if "error" not in r),
+                  key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["source"]))
+    if not good:
+        raise MlprofError("cluster: no rank could be read" + (f" ({failed[0]['error']})" if failed else ""))
+    waits = _waits(good)
+    summaries, step_rows, collectives, matrix = [], [], [], []
+    for ri, r in enumerate(good):
+        op_wait = [min(waits.get((ri, oi), 0), op["dur_ns"]) for oi, op in enumerate(r["comm_ops"])]
+        n_steps = max(len(r["steps"]), 1)
+        wait_total = sum(op_wait)
+        comm_mean = _mean([s["communication_ns"] for s in r["steps"]])
+        # Wait is counted on the ops' own durations; capped by the step-level communication figure.
+        wait_mean = min(wait_total / n_steps, comm_mean)
+        free_vals = [s["free_ns"] for s in r["steps"]]
+        summaries.append(RankSummary(
+            rank=r["rank"], source=r["source"], steps=len(r["steps"]), step_ns=_mean([s["dur_ns"] for s in r["steps"]]),
+            compute_ns=_mean([s["compute_ns"] for s in r["steps"]]), communication_ns=comm_mean, wait_ns=wait_mean,
+            transit_ns=comm_mean - wait_mean,
+            free_ns=None if all(v is None for v in free_vals) else _mean(free_vals),
+            data_loading_ns=_mean([s["data_loading_ns"] for s in r["steps"]])))
+        step_rows += [{"rank": r["rank"], **s} for s in r["steps"]]
+        by_coll: dict[tuple, dict] = {}
+        for op, wait in zip(r["comm_ops"], op_wait):
+            c = by_coll.setdefault(group_key(op), {"count": 0, "total": 0, "wait": 0, "bytes": 0, "known": True})
+            c["count"] += 1
+            c["total"] += op["dur_ns"]
+            c["wait"] += wait
+            if op.get("size_bytes") is None:
+                c["known"] = False
+            else:
+                c["bytes"] += op["size_bytes"]
+        for (name, grp), c in sorted(by_coll.items()):
+            transit = c["total"] - c["wait"]
+            size = c["bytes"] if c["known"] else None
+            collectives.append(CollectiveStat(
+                collective=name, group=grp, rank=r["rank"], count=c["count"], total_ns=c["total"], wait_ns=c["wait"],
+                transit_ns=transit, size_bytes=size,
+                bandwidth_gb_per_s=round(size / transit, 4) if size and transit > 0 else None))
+        for m in r["matrix"]:
+            for dst in m.get("dst_ranks") or []:
+                if isinstance(dst, int) and dst != r["rank"]:
+                    matrix.append({"src_rank": r["rank"], "dst_rank": dst, "collective": m["collective_name"],
+                                   "group": m["group_name"], "count": m["count"], "size_bytes": m["size_bytes"],
+                                   "time_ns": m["time_ns"], "bandwidth_gb_per_s": m["bandwidth_gb_per_s"]})
+    return ClusterReport(ranks=summaries, step_rows=step_rows, slow_ranks=_slow_ranks(summaries, th),
+                         collectives=collectives, matrix=matrix,
+                         failed=[{"source": f["source"], "error": f["error"]} for f in failed])
+
+
+def _slow_ranks(ranks: list[RankSummary], th: Thresholds) -> list[SlowRank]:
+    """Ranks whose own work (not their waiting) is longer than the others'.
+
+    Waiting is the symptom on the fast ranks, so communication is judged by
+    transit time; compute and device-idle time directly.
+    """
+    if len(ranks) < 2:
+        return []
+    median_step = statistics.median(r.step_ns for r in ranks)
+    if not median_step:
+        return []
+    found = []
+    for cause, get in (("compute", lambda r: r.compute_ns), ("communication", lambda r: r.transit_ns),
+                       ("free", lambda r: r.free_ns)):
+        values = [get(r) for r in ranks]
+        if any(v is None for v in values):
+            continue
+        # With 2 ranks the median is their mean; compare with the others' lowest
+        # value instead so the slow one is not half hidden by itself.
+        for r, v in zip(ranks, values):
+            others = [o for o, rr in zip(values, ranks) if rr is not r]
+            base = statistics.median(others) if len(others) > 1 else others[0]
+            excess = v - base
+            share = excess / median_step
+            if share >= th.slow_rank_warn_share:
+                severity = "critical" if share >= th.critical_share else "warning"
+                found.append(SlowRank(rank=r.rank, cause=cause, value_ns=v, median_ns=base, excess_ns=excess,
+                                      share_of_step=round(share, 4), severity=severity))
+    return sorted(found, key=lambda s: -s.excess_ns)
+
+
+def cluster(path: str | Path, workers: int | None = None, scheduler: str | None = None,
+            thresholds: Thresholds | None = None) -> ClusterReport:
+    """Analyse every rank under ``path``: parse in parallel (processes, or Dask at ``scheduler``), combine."""
+    if workers is not None and workers < 1:
+        raise ConfigError(f"cluster: workers must be >= 1, got {workers}")
+    return combine(extract_ranks(path, workers, scheduler), thresholds)
