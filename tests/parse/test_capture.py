@@ -119,3 +119,26 @@ def test_several_captures_parsed_in_processes_match_sequential(tmp_path):
     for a, b in zip(sequential, good):
         for name in ("host_ops.parquet", "steps.parquet", "gc_pauses.parquet"):
             assert (a.tables_dir / name).read_bytes() == (b.tables_dir / name).read_bytes()
+
+
+def test_reparse_after_a_new_window_decodes_only_the_new_one(tmp_path):
+    root = make_capture(tmp_path / "inc_mlprof", {0: _window(2, 1000.0)})
+    parse_path(root)
+    cached = root / "mlprof_output" / "windows" / "window_0000" / "host_ops.parquet"
+    before = cached.stat().st_mtime_ns, cached.stat().st_ino
+    # The job goes on: a second window lands (as the collector writes it).
+    later = make_capture(tmp_path / "tmp_mlprof", {1: _window(5, 5000.0)})
+    (later / "raw" / "window_0001").rename(root / "raw" / "window_0001")
+    result = parse_path(root)[0]
+    assert result.windows == [0, 1]
+    assert (cached.stat().st_mtime_ns, cached.stat().st_ino) == before  # window 0 not parsed again
+    with TableStore(root / "mlprof_output" / "tables") as store:
+        assert store.rows("SELECT window_index, count(*) FROM host_ops GROUP BY 1 ORDER BY 1") == [(0, 2), (1, 2)]
+        assert store.rows("SELECT count(DISTINCT op_id) FROM host_ops") == [(4,)]
+        # Parents stay inside their own window after the ids are shifted.
+        assert store.rows("SELECT count(*) FROM host_ops c JOIN host_ops p ON p.op_id = c.parent_op_id "
+                          "WHERE p.window_index <> c.window_index") == [(0,)]
+        assert store.rows("SELECT c.name, p.name FROM host_ops c JOIN host_ops p ON p.op_id = c.parent_op_id "
+                          "WHERE c.window_index = 1") == [("aten::mm", "ProfilerStep#5")]
+        assert json.loads(dict(store.rows("SELECT key, value_json FROM metadata WHERE window_index IS NULL"))
+                          ["capture.rank"]) == 3

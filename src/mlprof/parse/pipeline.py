@@ -10,24 +10,32 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from mlprof._version import __version__
+from mlprof.capture import layout
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.capture_files import read_gc, read_markers, read_steps
-from mlprof.parse.capture_reader import CaptureInput, TraceInput, find_inputs
+from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.tables.files import atomic_write, make_private_dir, output_lock, replace_dir
-from mlprof.tables.store import write_tables
+from mlprof.tables.schema import TABLES
+from mlprof.tables.store import combine_tables, write_tables
 
 __all__ = ["ParseOptions", "ParseResult", "parse_path", "TABLES_DIR", "PARSE_INFO_FILE"]
 
 TABLES_DIR = "tables"
 PARSE_INFO_FILE = "parse_info.json"
+# Per-window tables of a capture, reused while the window's files are unchanged.
+WINDOWS_DIR = "windows"
+WINDOW_CACHE_FILE = "window_cache.json"
+_CACHE_VERSION = 1
 ProgressFn = Callable[[str, int, int], None]
 
 
@@ -141,57 +149,129 @@ def _requested_export_types(manifest: dict) -> list[str]:
     return sorted({str(w).split(".")[-1].lower() for w in wanted} & {"text", "db"})
 
 
+def _progress_for(options: ParseOptions, label: str):
+    if options.progress is None:
+        return None
+    return lambda done, total: options.progress(label, done, total)
+
+
+def _count_events(result: ParseResult, event_count: int, unknown: list) -> None:
+    result.event_count += event_count
+    for ph, cat, count in unknown:
+        key = f"{ph}/{cat}"
+        result.unknown_events[key] = result.unknown_events.get(key, 0) + count
+
+
 def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseResult:
+    if isinstance(item, TraceInput):
+        return _parse_trace(item, options)
+    return _parse_capture(item, options)
+
+
+def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
+    """A bare trace file: one window, tables written directly."""
     started = time.perf_counter()
     out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
+    result = ParseResult(source=str(item.path), output_dir=str(out_dir), kind="trace", windows=[0])
     pool = StringPool()
-    windows: list[WindowData] = []
-
-    def progress_for(label: str):
-        if options.progress is None:
-            return None
-        return lambda done, total: options.progress(label, done, total)
-
-    if isinstance(item, TraceInput):
-        result = ParseResult(source=str(item.path), output_dir=str(out_dir), kind="trace")
-        k = read_kineto(item.path, pool, progress_for(item.path.name))
-        windows.append(WindowData(index=0, kineto=k))
-        meta: dict[str, object] = {"source.path": str(item.path)}
-    else:
-        result = ParseResult(source=str(item.root), output_dir=str(out_dir), kind="capture",
-                             skipped=list(item.skipped), capture_status=item.manifest.get("status"))
-        meta = _capture_metadata(item)
-        result.requested_export_types = _requested_export_types(item.manifest)
-        errors: list[MlprofError] = []
-        for wf in item.windows:
-            # Failure policy: a window whose files are bad is skipped and
-            # reported; the other windows are still parsed (the collector
-            # re-parses after every window, so one bad window must not block
-            # the rest). With no window left, the first error is raised.
-            try:
-                k = read_kineto(wf.kineto, pool, progress_for(f"window {wf.index}")) if wf.kineto else None
-                windows.append(WindowData(index=wf.index, kineto=k, steps=read_steps(wf.steps),
-                                          markers=read_markers(wf.markers), gc=read_gc(wf.gc)))
-            except (TraceFormatError, CaptureError) as exc:
-                errors.append(exc)
-                result.skipped.append(str(exc))
-        if errors and not windows:
-            raise errors[0]
-    for win in windows:
-        result.windows.append(win.index)
-        if win.kineto is not None:
-            result.event_count += win.kineto.event_count
-            for (ph, cat), count in win.kineto.unknown.items():
-                key = f"{ph}/{cat}"
-                result.unknown_events[key] = result.unknown_events.get(key, 0) + count
-    columns = build_tables(windows, pool, meta)
-    del windows
+    k = read_kineto(item.path, pool, _progress_for(options, item.path.name))
+    _count_events(result, k.event_count, [(ph, cat, n) for (ph, cat), n in k.unknown.items()])
+    columns = build_tables([WindowData(index=0, kineto=k)], pool, {"source.path": str(item.path)})
+    del k
     result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
     make_private_dir(out_dir)
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         write_tables(tmp, columns, pool.values())
         replace_dir(tmp, out_dir / TABLES_DIR)
+        result.parse_seconds = round(time.perf_counter() - started, 3)
+        atomic_write(out_dir / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
+    return result
+
+
+def _window_stamp(wf: WindowFiles) -> dict:
+    """What a window's cached tables were made from: its files' sizes and times."""
+    files = {}
+    for path in (wf.path / layout.WINDOW_FILE, wf.kineto, wf.steps, wf.markers, wf.gc):
+        if path is not None and path.is_file():
+            st = path.stat()
+            files[path.name] = [st.st_size, st.st_mtime_ns]
+    return {"cache_version": _CACHE_VERSION, "mlprof": __version__, "files": files}
+
+
+def _cached_window(cache: Path, stamp: dict) -> dict | None:
+    try:
+        info = json.loads((cache / WINDOW_CACHE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or {k: info.get(k) for k in stamp} != stamp:
+        return None
+    if not all((cache / f"{name}.parquet").is_file() for name in TABLES):
+        return None
+    return info
+
+
+def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, options: ParseOptions) -> dict:
+    """Parse one window on its own into ``cache`` (its tables, ids from 0)."""
+    pool = StringPool()
+    k = read_kineto(wf.kineto, pool, _progress_for(options, f"window {wf.index}")) if wf.kineto else None
+    win = WindowData(index=wf.index, kineto=k, steps=read_steps(wf.steps),
+                     markers=read_markers(wf.markers), gc=read_gc(wf.gc))
+    info = dict(stamp)
+    info["event_count"] = k.event_count if k else 0
+    info["unknown"] = [[ph, cat, n] for (ph, cat), n in k.unknown.items()] if k else []
+    columns = build_tables([win], pool, {})
+    del win, k
+    tmp = out_dir / f".tmp_window_{wf.index}_{os.getpid()}"
+    write_tables(tmp, columns, pool.values())
+    atomic_write(tmp / WINDOW_CACHE_FILE, json.dumps(info))
+    replace_dir(tmp, cache)
+    return info
+
+
+def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
+    """A capture: each window parsed on its own (and kept, so the parse the
+    collector starts after every window only decodes the new one), then the
+    windows' tables stacked into the capture's tables."""
+    started = time.perf_counter()
+    out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
+    result = ParseResult(source=str(item.root), output_dir=str(out_dir), kind="capture",
+                         skipped=list(item.skipped), capture_status=item.manifest.get("status"),
+                         requested_export_types=_requested_export_types(item.manifest))
+    meta = _capture_metadata(item)
+    make_private_dir(out_dir)
+    with output_lock(out_dir):
+        cache_root = make_private_dir(out_dir / WINDOWS_DIR)
+        parts: list[Path] = []
+        errors: list[MlprofError] = []
+        for wf in item.windows:
+            cache = cache_root / layout.window_dir_name(wf.index)
+            stamp = _window_stamp(wf)
+            info = _cached_window(cache, stamp)
+            if info is None:
+                # Failure policy: a window whose files are bad is skipped and
+                # reported; the other windows are still parsed (the collector
+                # re-parses after every window, so one bad window must not
+                # block the rest). With no window left, the first error is raised.
+                try:
+                    info = _parse_window(wf, out_dir, cache, stamp, options)
+                except (TraceFormatError, CaptureError) as exc:
+                    errors.append(exc)
+                    result.skipped.append(str(exc))
+                    continue
+            parts.append(cache)
+            result.windows.append(wf.index)
+            _count_events(result, info.get("event_count", 0), info.get("unknown", []))
+        if errors and not parts:
+            raise errors[0]
+        kept = {p.name for p in parts}
+        for stale in cache_root.iterdir():  # windows gone, or bad now
+            if stale.name not in kept:
+                shutil.rmtree(stale, ignore_errors=True)
+        tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
+        counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()])
+        replace_dir(tmp, out_dir / TABLES_DIR)
+        result.table_rows = {name: n for name, n in counts.items() if n}
         result.parse_seconds = round(time.perf_counter() - started, 3)
         atomic_write(out_dir / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
     return result

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Column", "TableSchema", "TABLES", "table"]
+__all__ = ["Column", "TableSchema", "TABLES", "ID_SPACES", "table"]
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,13 @@ class Column:
     name: str
     sql_type: str  # DuckDB type: BIGINT, INTEGER, DOUBLE, VARCHAR, BOOLEAN
     doc: str
+    # Row ids numbered per table ("op": host_ops, "call": runtime_calls,
+    # "device": device_ops): shifted when windows parsed apart are combined.
+    id_space: str | None = None
+
+
+# Which table's rows each id space numbers.
+ID_SPACES = {"op": "host_ops", "call": "runtime_calls", "device": "device_ops"}
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ class TableSchema:
         return f'CREATE TABLE "{relation or self.name}" ({cols})'
 
 
-def _t(name: str, doc: str, *cols: tuple[str, str, str]) -> TableSchema:
+def _t(name: str, doc: str, *cols: tuple) -> TableSchema:
     return TableSchema(name, doc, tuple(Column(*c) for c in cols))
 
 
@@ -49,7 +56,7 @@ TABLES: dict[str, TableSchema] = {
             "host_ops",
             "Framework ops and annotations on host threads (Kineto cpu_op, user_annotation, python_function).",
             _WINDOW,
-            ("op_id", "BIGINT", "row id, unique in the table"),
+            ("op_id", "BIGINT", "row id, unique in the table", "op"),
             ("name", "VARCHAR", "op name, e.g. aten::addmm or a record_function label"),
             ("category", "VARCHAR", "Kineto category: cpu_op, user_annotation, python_function, ..."),
             ("pid", "BIGINT", "process id"),
@@ -61,7 +68,7 @@ TABLES: dict[str, TableSchema] = {
              "nested call with its parent's name and no sibling op; torch's key_averages() folds it into the parent"),
             ("folded_self_ns", "BIGINT", "self time with folded children merged in (what key_averages() reports), ns"),
             ("depth", "INTEGER", "nesting depth on its thread, 0 = outermost (NULL for python_function)"),
-            ("parent_op_id", "BIGINT", "op_id of the innermost enclosing op on the same thread"),
+            ("parent_op_id", "BIGINT", "op_id of the innermost enclosing op on the same thread", "op"),
             _STEP,
             ("external_id", "BIGINT", "Kineto External id (links runtime calls and device ops)"),
             ("sequence_number", "BIGINT", "autograd sequence number (forward/backward link)"),
@@ -73,7 +80,7 @@ TABLES: dict[str, TableSchema] = {
             "runtime_calls",
             "Device runtime/driver API calls on host threads (cudaLaunchKernel, cudaMemcpyAsync, hipLaunchKernel, ...).",
             _WINDOW,
-            ("call_id", "BIGINT", "row id"),
+            ("call_id", "BIGINT", "row id", "call"),
             ("name", "VARCHAR", "API name"),
             ("category", "VARCHAR", "Kineto category: cuda_runtime or cuda_driver"),
             ("pid", "BIGINT", "process id"),
@@ -82,14 +89,14 @@ TABLES: dict[str, TableSchema] = {
             ("dur_ns", "BIGINT", "duration, ns"),
             ("correlation", "BIGINT", "correlation id shared with the device op it launched"),
             ("external_id", "BIGINT", "Kineto External id"),
-            ("host_op_id", "BIGINT", "op_id of the innermost host op that made the call"),
+            ("host_op_id", "BIGINT", "op_id of the innermost host op that made the call", "op"),
             _STEP,
         ),
         _t(
             "device_ops",
             "Work executed on a device: kernels, memcpy, memset, synchronisations.",
             _WINDOW,
-            ("device_op_id", "BIGINT", "row id"),
+            ("device_op_id", "BIGINT", "row id", "device"),
             ("name", "VARCHAR", "kernel or copy name"),
             ("kind", "VARCHAR", "kernel, memcpy, memset or sync"),
             ("device", "INTEGER", "device index"),
@@ -98,7 +105,7 @@ TABLES: dict[str, TableSchema] = {
             ("dur_ns", "BIGINT", "duration, ns"),
             ("correlation", "BIGINT", "correlation id of the launching runtime call"),
             ("external_id", "BIGINT", "Kineto External id"),
-            ("host_op_id", "BIGINT", "op_id of the host op whose runtime call launched it"),
+            ("host_op_id", "BIGINT", "op_id of the host op whose runtime call launched it", "op"),
             _STEP,
             ("grid", "VARCHAR", "launch grid [x, y, z]"),
             ("block", "VARCHAR", "thread block [x, y, z]"),
@@ -112,7 +119,7 @@ TABLES: dict[str, TableSchema] = {
             "collectives",
             "Communication kernels with the collective metadata Kineto records.",
             _WINDOW,
-            ("device_op_id", "BIGINT", "the kernel's row in device_ops"),
+            ("device_op_id", "BIGINT", "the kernel's row in device_ops", "device"),
             ("name", "VARCHAR", "kernel name"),
             ("collective_name", "VARCHAR", "allreduce, broadcast, allgather, ... (from the kernel name when absent)"),
             ("group_name", "VARCHAR", "process group name"),
@@ -193,7 +200,7 @@ TABLES: dict[str, TableSchema] = {
             ("size_bytes", "BIGINT", "bytes allocated (>0) or freed (<0)"),
             ("total_allocated_bytes", "BIGINT", "allocator total after the event, bytes"),
             ("total_reserved_bytes", "BIGINT", "allocator reserved total after the event, bytes"),
-            ("host_op_id", "BIGINT", "innermost host op running on the thread at that time"),
+            ("host_op_id", "BIGINT", "innermost host op running on the thread at that time", "op"),
             _STEP,
         ),
         _t(

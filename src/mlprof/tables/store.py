@@ -14,9 +14,9 @@ import duckdb
 import numpy as np
 
 from mlprof.errors import MlprofError
-from mlprof.tables.schema import TABLES, TableSchema
+from mlprof.tables.schema import ID_SPACES, TABLES, TableSchema
 
-__all__ = ["TableStore", "write_tables", "MISSING_INT"]
+__all__ = ["TableStore", "write_tables", "combine_tables", "MISSING_INT"]
 
 MISSING_INT = int(np.iinfo(np.int64).min)
 
@@ -50,7 +50,7 @@ class TableStore:
         return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def count(self, table: str) -> int:
-        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
 
     def close(self) -> None:
         self.con.close()
@@ -120,3 +120,49 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
                 con.execute(f'DROP TABLE "{name}"')
     finally:
         con.close()
+
+
+def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, str]]) -> dict[str, int]:
+    """Stack per-window table directories into one set of tables in ``out_dir``.
+
+    Each part numbers its row ids from 0; ids are shifted by the rows of the
+    parts before it (``Column.id_space``). ``metadata`` adds capture-level
+    rows (window_index NULL). Rows keep part order, then file order. Returns
+    the row count of each table.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    counts: dict[str, int] = {}
+    try:
+        rows = {name: [con.execute(f"SELECT count(*) FROM read_parquet('{_sql_str(p / f'{name}.parquet')}')")
+                       .fetchall()[0][0] for p in parts] for name in TABLES}
+        offsets = {space: np.concatenate([[0], np.cumsum(rows[table])[:-1]]).tolist() if parts else []
+                   for space, table in ID_SPACES.items()}
+        con.register("_capture_meta", {"key": np.array([k for k, _ in metadata], dtype=object),
+                                       "value_json": np.array([v for _, v in metadata], dtype=object)})
+        for name, schema in TABLES.items():
+            selects = []
+            for k, part in enumerate(parts):
+                cols = ", ".join(
+                    f'"{c.name}" + {offsets[c.id_space][k]} AS "{c.name}"' if c.id_space else f'"{c.name}"'
+                    for c in schema.columns)
+                source = _sql_str(part / f"{name}.parquet")
+                selects.append(f"SELECT {k} AS _part, file_row_number AS _row, {cols} "
+                               f"FROM read_parquet('{source}', file_row_number = true)")
+            if name == "metadata" and metadata:
+                selects.insert(0, "SELECT -1 AS _part, 0 AS _row, CAST(NULL AS INTEGER) AS window_index, "
+                                  "key, value_json FROM _capture_meta")
+            target = _sql_str(out_dir / f"{name}.parquet")
+            names = ", ".join(f'"{c}"' for c in schema.column_names)
+            if selects:
+                con.execute(f"COPY (SELECT {names} FROM ({' UNION ALL '.join(selects)}) ORDER BY _part, _row) "
+                            f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+            else:
+                con.execute(schema.create_sql())
+                con.execute(f"COPY \"{name}\" TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+                con.execute(f'DROP TABLE "{name}"')
+            counts[name] = sum(rows[name]) + (len(metadata) if name == "metadata" else 0)
+    finally:
+        con.close()
+    return counts
