@@ -47,6 +47,9 @@ class Thresholds:
     step_outlier_ratio: float = 2.0
     # ... and outliers warn when their excess over the median holds this share.
     step_outlier_warn_share: float = 0.15
+    # ... and at least this many outliers: one slow step alone is usually noise
+    # (preemption, warm-up), while recurring ones (checkpoints, eval) are actionable.
+    step_outlier_min_count: int = 2
     # Compilation (dynamo/inductor) time inside steps, and recompiles seen (count).
     compile_warn_share: float = 0.05
     # A rank whose mean step exceeds the ranks' median by this share is slow.

@@ -147,6 +147,8 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     severity = severity_for(share, th.step_outlier_warn_share, th)
     if severity is None:
         return []
+    if len(slow) < th.step_outlier_min_count:
+        severity = "info"
     steps = [{"step": s.step, "window": s.window, "dur_ns": s.dur_ns, "ratio_to_median": round(s.dur_ns / median, 2),
               "data_loading_ns": s.data_loading_ns, "forward_ns": s.forward_ns, "backward_ns": s.backward_ns,
               "optimizer_ns": s.optimizer_ns, "other_host_ns": s.other_host_ns, "free_ns": s.free_ns}
