@@ -21,9 +21,12 @@ OP_NAMES = ["aten::conv2d", "aten::relu", "aten::addmm"]
 KERNELS = {"aten::conv2d": "implicit_gemm_conv", "aten::relu": "elementwise_relu", "aten::addmm": "sgemm_128x64"}
 PID, TID = 777, 777
 PY_FRAMES_PER_STEP = 2
+SLOW_RELU_US = 90  # relu's host time in the slower run (30 µs in the other)
 
 
-def make_trace() -> dict:
+def make_trace(op_dur_us: dict[str, int] | None = None) -> dict:
+    """The trace; ``op_dur_us`` makes some ops longer on the host (a slower run to compare)."""
+    op_dur_us = op_dur_us or {}
     events: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "python"}},
         {"ph": "M", "name": "thread_name", "pid": PID, "tid": TID, "args": {"name": "main thread"}},
@@ -39,7 +42,8 @@ def make_trace() -> dict:
             name = OP_NAMES[i % len(OP_NAMES)]
             corr += 1
             dims = [[8, 3, 32, 32], [16, 3, 3, 3]] if name == "aten::conv2d" and i % 2 else [[4, 64]]
-            events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": TID, "ts": ts, "dur": 30,
+            dur = op_dur_us.get(name, 30)
+            events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": TID, "ts": ts, "dur": dur,
                            "args": {"External id": corr, "Input Dims": dims, "Input type": ["float"] * len(dims)}})
             events.append({"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": PID, "tid": TID, "ts": ts + 2,
                            "dur": 3, "args": {"External id": corr}})
@@ -57,7 +61,7 @@ def make_trace() -> dict:
             events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": PID, "tid": TID, "ts": ts + 3,
                            "args": {"Device Type": 1, "Device Id": 0, "Addr": 1000 + corr, "Bytes": 4096 * (i + 1),
                                     "Total Allocated": 4096 * (corr + 1), "Total Reserved": 1 << 20}})
-            ts += 40
+            ts += dur + 10
         # Python frames (with_stack=True): nested by time only, on their own track.
         events.append({"ph": "X", "cat": "python_function", "name": "train.py(20): train_step", "pid": PID,
                        "tid": TID, "ts": step_start + 50, "dur": ts - step_start - 55, "args": {}})
@@ -72,12 +76,13 @@ def make_trace() -> dict:
 
 @pytest.fixture(scope="session")
 def logdir(tmp_path_factory) -> Path:
-    """A logdir with one parsed GPU-like trace run and one unparsed trace."""
+    """A logdir with two parsed GPU-like trace runs (the second with slower relu ops) and one unparsed trace."""
     root = tmp_path_factory.mktemp("ui_logdir")
     (root / "jobs").mkdir()
-    trace = root / "jobs" / "train.pt.trace.json"
-    trace.write_text(json.dumps(make_trace()))
-    parse_path(trace)
+    for name, durations in (("train", None), ("train_slow", {"aten::relu": SLOW_RELU_US})):
+        trace = root / "jobs" / f"{name}.pt.trace.json"
+        trace.write_text(json.dumps(make_trace(durations)))
+        parse_path(trace)
     (root / "later.pt.trace.json").write_text(json.dumps({"traceEvents": []}))
     return root
 
@@ -85,3 +90,8 @@ def logdir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def run_id() -> str:
     return "jobs/train_mlprof_output"
+
+
+@pytest.fixture(scope="session")
+def slow_run_id() -> str:
+    return "jobs/train_slow_mlprof_output"

@@ -17,11 +17,12 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from mlprof.analysis import kernel_statistic, op_statistic
+from mlprof.analysis.advisor import advise
 from mlprof.parse import parse_path
 from mlprof.tables import TableStore
 from mlprof.ui.server import create_app
 
-from .conftest import OPS_PER_STEP, PY_FRAMES_PER_STEP, STEPS, make_trace
+from .conftest import OPS_PER_STEP, PY_FRAMES_PER_STEP, SLOW_RELU_US, STEPS, make_trace
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +37,10 @@ def get(client, path, **params):
     return r.json()
 
 
-def test_run_list_shows_parsed_runs_and_unparsed_traces(client, run_id):
+def test_run_list_shows_parsed_runs_and_unparsed_traces(client, run_id, slow_run_id):
     body = get(client, "/api/runs")
-    assert [r["id"] for r in body["runs"]] == [run_id]
-    assert body["runs"][0]["name"] == "jobs/train"
+    assert [r["id"] for r in body["runs"]] == [run_id, slow_run_id]
+    assert [r["name"] for r in body["runs"]] == ["jobs/train", "jobs/train_slow"]
     assert body["runs"][0]["event_count"] > 0
     assert body["unparsed"] == [{"path": "later.pt.trace.json", "kind": "trace"}]
 
@@ -86,8 +87,35 @@ def test_overview_has_steps_op_pie_data_loading_and_no_made_up_advice(client, ru
         ops = op_statistic(store)
     assert sum(p["host_self_ns"] for p in o["op_pie"]) == sum(r["host_self_ns"] for r in ops)
     assert 0 < o["data_loading"]["data_loading_pct"] < 100
-    assert o["advisor"]["available"] is False
-    assert get(client, "/api/features")["features"]["compare"] is False
+    with TableStore(logdir / run_id / "tables") as store:
+        report = json.loads(json.dumps(advise(store).to_dict()))
+    assert o["advisor"] == {"available": True, **report}
+    assert get(client, "/api/features")["features"]["cluster"] is False
+
+
+def test_advisor_findings_download(client, run_id, logdir):
+    with TableStore(logdir / run_id / "tables") as store:
+        findings = advise(store).findings
+    r = client.get("/api/advisor", params={"run": run_id, "format": "csv"})
+    table = list(csv.DictReader(io.StringIO(r.text)))
+    assert [t["id"] for t in table] == [f.id for f in findings]
+
+
+def test_compare_two_runs(client, run_id, slow_run_id):
+    c = get(client, "/api/compare", run=slow_run_id, base=run_id)
+    relu_per_step = OPS_PER_STEP // 3
+    extra_ns = relu_per_step * (SLOW_RELU_US - 30) * 1000
+    assert c["steps"] == STEPS and c["aligned_by"] == "step number"
+    assert c["step_time"]["delta_ns"] == extra_ns
+    assert next(d for d in c["breakdown"] if d["name"] == "forward")["delta_ns"] == extra_ns
+    assert [p["delta_ns"] for p in c["step_pairs"]] == [extra_ns] * STEPS
+    rows = list(csv.DictReader(io.StringIO(client.get("/api/compare/breakdown", params={
+        "run": slow_run_id, "base": run_id, "format": "csv"}).text)))
+    assert {r["name"]: float(r["delta_ns"]) for r in rows}["forward"] == extra_ns
+    same = get(client, "/api/compare", run=run_id, base=run_id)
+    assert same["step_time"]["delta_ns"] == 0
+    assert client.get("/api/compare", params={"run": run_id, "base": "../.."}).status_code == 403
+    assert client.get("/api/compare/nope", params={"run": run_id, "base": run_id}).status_code == 400
 
 
 def test_op_statistic_json_and_csv_agree_with_the_analysis(client, run_id, logdir):

@@ -69,7 +69,7 @@ def test_ui_serves_on_loopback_by_default_and_stops_by_port(tmp_path, logdir):
         record = json.loads((tmp_path / "mlprof-ui" / f"ui-{port}.json").read_text())
         assert record["pid"] == proc.pid and record["host"] == "127.0.0.1"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs", timeout=10) as resp:
-            assert [r["name"] for r in json.loads(resp.read())["runs"]] == ["jobs/train"]
+            assert [r["name"] for r in json.loads(resp.read())["runs"]] == ["jobs/train", "jobs/train_slow"]
         stop = _mlprof("ui", "stop", "--port", str(port), env=env)
         assert stop.returncode == 0, stop.stderr
         assert f"pid {proc.pid}" in stop.stdout

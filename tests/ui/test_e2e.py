@@ -116,7 +116,7 @@ def test_run_list_loads_and_a_run_opens(page, base_url, shots):
     bars = page.query_selector_all("#page-overview svg.stacked rect")
     assert len(bars) >= STEPS  # at least one segment per step
     assert len(page.query_selector_all("#page-overview svg.pie path")) >= 3
-    assert "not available yet" in page.inner_text("[data-na]")
+    assert page.query_selector("#advisor-findings, #advisor-none") is not None
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
 
 
@@ -227,7 +227,7 @@ def test_timeline_search_jumps_to_a_kernel(page, base_url, run_id, shots):
     page.screenshot(path=str(shots / "timeline_search.png"))
 
 
-def test_memory_step_trace_host_counters_and_unavailable_pages(page, base_url, run_id):
+def test_memory_step_trace_host_counters_and_cluster_not_available(page, base_url, run_id):
     page.goto(run_url(base_url, run_id, "memory"))
     page.wait_for_selector("#page-memory svg.lines polyline")
     assert f"{STEPS * OPS_PER_STEP}" in page.inner_text("#page-memory section:first-of-type tbody")
@@ -237,7 +237,29 @@ def test_memory_step_trace_host_counters_and_unavailable_pages(page, base_url, r
     page.goto(run_url(base_url, run_id, "host"))
     page.wait_for_selector("#page-host svg.lines polyline")
     assert "cpu_util" in page.inner_text("#page-host h2")
-    for name in ("compare", "cluster"):
-        page.goto(run_url(base_url, run_id, name))
-        page.wait_for_selector(f"#page-{name} [data-na]")
-        assert "not available yet" in page.inner_text(f"#page-{name}")
+    page.goto(run_url(base_url, run_id, "cluster"))
+    page.wait_for_selector("#page-cluster [data-na]")
+    assert "not available yet" in page.inner_text("#page-cluster")
+
+
+def test_overview_shows_advisor_findings(page, base_url, run_id):
+    report = api(base_url, f"/api/advisor?run={urllib.parse.quote(run_id)}")
+    page.goto(run_url(base_url, run_id, "overview"))
+    page.wait_for_selector("#page-overview")
+    if report["findings"]:
+        titles = [li.query_selector("b").inner_text() for li in page.query_selector_all("#advisor-findings > li")]
+        assert titles == [f["title"] for f in report["findings"]]
+    else:
+        assert "No findings" in page.inner_text("#advisor-none")
+
+
+def test_compare_page_shows_the_slower_run(page, base_url, run_id, slow_run_id, shots):
+    page.goto(run_url(base_url, slow_run_id, "compare"))
+    page.wait_for_selector("#compare-base")
+    page.select_option("#compare-base", run_id)
+    page.wait_for_selector("#compare-summary")
+    c = api(base_url, f"/api/compare?run={urllib.parse.quote(slow_run_id)}&base={urllib.parse.quote(run_id)}")
+    assert page.inner_text("#compare-summary .big-number") == f"+{c['step_time']['delta_pct']:.1f} %"
+    assert "delta-slower" in page.get_attribute("#compare-summary .big-number", "class")
+    assert len(page.query_selector_all("#page-compare svg.grouped rect")) == 2 * STEPS
+    page.screenshot(path=str(shots / "compare.png"), full_page=True)

@@ -11,6 +11,8 @@ import csv
 import io
 from pathlib import Path
 
+from mlprof.analysis.advisor import advise
+from mlprof.analysis.compare import compare
 from mlprof.analysis.job import job_info
 from mlprof.analysis.ops import op_statistic
 from mlprof.errors import ConfigError
@@ -20,15 +22,16 @@ from mlprof.ui.discovery import discover
 from mlprof.ui.stores import OpenRun
 
 __all__ = ["runs_answer", "overview_answer", "dataset_rows", "rows_to_csv", "timeline_meta",
-           "timeline_window", "timeline_search", "timeline_event", "FEATURES"]
+           "timeline_window", "timeline_search", "timeline_event", "advisor_answer", "compare_answer",
+           "compare_rows", "COMPARE_SECTIONS", "FEATURES"]
 
 # Pages whose analyses do not exist yet: the UI says so instead of showing made-up data.
 FEATURES = {
     "overview": True, "operators": True, "kernels": True, "step_trace": True, "data_loading": True,
     "memory": True, "timeline": True,
-    "advisor": False, "compare": False, "cluster": False, "host_resources": False,
+    "advisor": True, "compare": True, "cluster": False, "host_resources": False,
 }
-_NOT_YET = "not available yet: the {} analysis is not part of mlprof yet"
+COMPARE_SECTIONS = ("summary", "step_pairs", "breakdown", "op_types", "ops", "kernels", "memory")
 PIE_SLICES = 9
 
 
@@ -66,8 +69,36 @@ def overview_answer(run: OpenRun) -> dict:
         "data_loading": {"steps_ns": total, "data_loading_ns": loading,
                          "data_loading_pct": 100.0 * loading / total if total else None},
         "environment": dataset_rows(run, "environment", Params()),
-        "advisor": {"available": False, "reason": _NOT_YET.format("advisor")},
+        "advisor": advisor_answer(run),
     }
+
+
+def advisor_answer(run: OpenRun) -> dict:
+    report = advise(run.store)
+    return {"available": True, **report.to_dict()}
+
+
+def compare_answer(base: OpenRun, new: OpenRun) -> dict:
+    return compare(base.store, new.store).to_dict()
+
+
+def _flat_delta(d: dict) -> dict:
+    detail = d.get("detail") or {}
+    row = {k: v for k, v in d.items() if k != "detail"}
+    row.update({k: v for k, v in detail.items() if k not in row})
+    return row
+
+
+def compare_rows(answer: dict, section: str) -> list[dict]:
+    """One section of a comparison as flat rows (what its table shows and its CSV holds)."""
+    if section not in COMPARE_SECTIONS:
+        raise ConfigError(f"{section!r}: no such comparison section ({', '.join(COMPARE_SECTIONS)})")
+    if section == "summary":
+        return [{"aligned_by": answer["aligned_by"], "steps": answer["steps"], "speedup": answer["speedup"],
+                 **_flat_delta(answer["step_time"])}]
+    if section == "step_pairs":
+        return list(answer["step_pairs"])
+    return [_flat_delta(d) for d in answer[section]]
 
 
 def dataset_rows(run: OpenRun, name: str, params: Params) -> list[dict]:

@@ -84,6 +84,19 @@ def _int_arg(request: Request, key: str, default: int | None = None) -> int | No
         raise ConfigError(f"{key}={value[:40]!r}: not an integer") from None
 
 
+def _table(request: Request, name: str, rows: list[dict]) -> Response:
+    """Rows as JSON or CSV (``format=``), as a download (``download=1``) or not."""
+    fmt = request.query_params.get("format", "json")
+    if fmt not in ("json", "csv"):
+        raise ConfigError(f"format={fmt[:20]!r}: use json or csv")
+    headers = {}
+    if request.query_params.get("download"):
+        headers["content-disposition"] = f'attachment; filename="{name}.{fmt}"'
+    if fmt == "csv":
+        return Response(api.rows_to_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
+    return Response(msgspec.json.encode(rows), media_type="application/json", headers=headers)
+
+
 def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> ASGIApp:
     """The dashboard app over ``logdir``; ``allowed_hosts=None`` accepts any Host header."""
     logdir = Path(logdir).resolve()
@@ -110,6 +123,28 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
                 return _json_error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
         return endpoint
 
+    async def compare_endpoint(request: Request) -> Response:
+        try:
+            base_dir = resolve_run_dir(logdir, request.query_params.get("base", ""))
+            new_dir = resolve_run_dir(logdir, request.query_params.get("run", ""))
+            section = request.path_params.get("section")
+
+            def work():
+                with stores.use_two(base_dir, new_dir) as (base, new):
+                    answer = api.compare_answer(base, new)
+                if section is None:
+                    return _json(answer)
+                return _table(request, f"compare_{section}", api.compare_rows(answer, section))
+            return await run_in_threadpool(work)
+        except RunPathRefused as exc:
+            return _json_error(403, str(exc))
+        except ConfigError as exc:
+            return _json_error(404 if "no parsed run" in str(exc) else 400, str(exc))
+        except MlprofError as exc:  # e.g. a run without steps to align
+            return _json_error(422, str(exc))
+        except Exception as exc:
+            return _json_error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+
     async def index(request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html", headers={"cache-control": "no-cache"})
 
@@ -123,20 +158,18 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
     def overview(request: Request, run) -> Response:
         return _json(api.overview_answer(run))
 
+    def advisor(request: Request, run) -> Response:
+        answer = api.advisor_answer(run)
+        if request.query_params.get("format"):
+            return _table(request, "advisor", [{k: v for k, v in f.items() if k != "evidence"}
+                                               for f in answer["findings"]])
+        return _json(answer)
+
     def data(request: Request, run) -> Response:
         name = request.path_params["name"]
         params = Params(step=_int_arg(request, "step"), name=request.query_params.get("name"),
                         input_dims=request.query_params.get("input_dims"))
-        rows = api.dataset_rows(run, name, params)
-        fmt = request.query_params.get("format", "json")
-        if fmt not in ("json", "csv"):
-            raise ConfigError(f"format={fmt[:20]!r}: use json or csv")
-        headers = {}
-        if request.query_params.get("download"):
-            headers["content-disposition"] = f'attachment; filename="{name}.{fmt}"'
-        if fmt == "csv":
-            return Response(api.rows_to_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
-        return Response(msgspec.json.encode(rows), media_type="application/json", headers=headers)
+        return _table(request, name, api.dataset_rows(run, name, params))
 
     def tl_meta(request: Request, run) -> Response:
         return _json(api.timeline_meta(run))
@@ -170,7 +203,10 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
         Route("/api/runs", runs),
         Route("/api/features", features),
         Route("/api/overview", with_run(overview)),
+        Route("/api/advisor", with_run(advisor)),
         Route("/api/data/{name}", with_run(data)),
+        Route("/api/compare", compare_endpoint),
+        Route("/api/compare/{section}", compare_endpoint),
         Route("/api/timeline/meta", with_run(tl_meta)),
         Route("/api/timeline/window", with_run(tl_window)),
         Route("/api/timeline/search", with_run(tl_search)),

@@ -72,6 +72,18 @@ class StoreCache:
         with run.lock:
             yield run
 
+    @contextmanager
+    def use_two(self, first: Path, second: Path) -> Iterator[tuple[OpenRun, OpenRun]]:
+        """Two runs at once (compare); locks taken in path order so two requests cannot deadlock."""
+        if first == second:
+            with self.use(first) as run:
+                yield run, run
+            return
+        a, b = self._get(first), self._get(second)
+        low, high = sorted((a, b), key=lambda r: str(r.run_dir))
+        with low.lock, high.lock:
+            yield a, b
+
     def close(self) -> None:
         with self._lock:
             for run in self._open.values():

@@ -110,5 +110,28 @@ const Charts = (() => {
     });
     return U.h("div", {}, svg, legend(series.map((sr, j) => [sr.name, U.PALETTE[j % U.PALETTE.length]])));
   }
-  return { stackedBars, pie, hbars, lines };
+  // rows: [{label, values: {key: number}}]; one bar per series side by side (e.g. base vs new).
+  function groupedBars(rows, series, opts = {}) {
+    const W = opts.width || 640, H = opts.height || 220, L = 64, B = 28, T = 8, fmt = opts.format || U.fmtNs;
+    const max = niceMax(Math.max(0, ...rows.flatMap(r => series.map(([k]) => r.values[k] || 0))));
+    const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", class: "chart grouped", role: "img" });
+    for (let i = 0; i <= 4; i++) {
+      const y = T + (H - T - B) * (1 - i / 4);
+      svg.append(s("line", { x1: L, x2: W, y1: y, y2: y, stroke: "#e5e7eb" }));
+      svg.append(s("text", { x: L - 4, y: y + 4, "text-anchor": "end" }, U.fmtNsShort(max * i / 4)));
+    }
+    const gw = (W - L) / Math.max(1, rows.length), bw = gw * 0.8 / series.length;
+    rows.forEach((r, i) => {
+      series.forEach(([k, label], j) => {
+        const v = Math.max(0, r.values[k] || 0), hgt = (H - T - B) * v / max;
+        svg.append(s("rect", { x: L + i * gw + gw * 0.1 + j * bw, y: H - B - hgt, width: Math.max(1, bw - 1), height: hgt,
+          fill: U.PALETTE[j % U.PALETTE.length] }, title(`${r.label} ${label}: ${fmt(v)}`)));
+      });
+      if (rows.length <= 40 || i % Math.ceil(rows.length / 40) === 0)
+        svg.append(s("text", { x: L + i * gw + gw / 2, y: H - B + 14, "text-anchor": "middle" }, r.label));
+    });
+    svg.classList.add("stacked");
+    return U.h("div", {}, svg, legend(series.map(([, label], j) => [label, U.PALETTE[j % U.PALETTE.length]])));
+  }
+  return { stackedBars, groupedBars, pie, hbars, lines };
 })();

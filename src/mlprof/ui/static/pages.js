@@ -38,9 +38,22 @@ const Pages = (() => {
       h("div", { class: "row" },
         card("Host self time by operator", "op_statistic", { run },
           Charts.pie(o.op_pie.map(r => ({ name: r.name, value: r.host_self_ns })))),
-        card("Advisor", null, null, notAvailable("Advisor findings"))),
+        card("Advisor", "/api/advisor", { run }, advisorList(o.advisor))),
       card("Environment", "environment", { run }, DataTable(o.environment, [{ key: "key", label: "key" }, { key: "value", label: "value", wide: true }], { limit: 200 })),
     );
+  }
+
+  function advisorList(report) {
+    if (!report.findings.length)
+      return h("p", { class: "muted", id: "advisor-none" }, `No findings: ${report.rules_run.length} rules found nothing worth reporting in ${report.step_count} step(s).`);
+    return h("ul", { class: "findings", id: "advisor-findings" }, report.findings.map(f => h("li", { class: `sev-${f.severity}` },
+      h("span", { class: "sev" }, f.severity), " ", h("b", {}, f.title),
+      f.share ? h("span", { class: "muted" }, ` (${(100 * f.share).toFixed(1)} % of step time)`) : null,
+      h("div", { class: "fix" }, "Fix: ", f.fix),
+      h("details", {}, h("summary", {}, "evidence"), h("dl", { class: "kv" },
+        ...Object.entries(f.evidence.metrics || {}).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, typeof v === "number" && k.endsWith("_ns") ? fmtNs(v) : String(v))])),
+        (f.evidence.ops || []).length ? h("div", {}, "ops: ", f.evidence.ops.slice(0, 8).map(x => x.name).join(", ")) : null,
+        (f.evidence.steps || []).length ? h("div", {}, "steps: ", f.evidence.steps.slice(0, 8).map(x => "#" + x.step).join(", ")) : null))));
   }
 
   function stepSelect(steps, current, onChange) {
@@ -194,6 +207,38 @@ const Pages = (() => {
       ...[...byName].map(([name, series]) => card(name, "counters", { run }, Charts.lines([...series.values()], { format: v => Number(v).toPrecision(4) }))));
   }
 
+  async function comparePage(ctx) {
+    const { run, el, query } = ctx;
+    const runs = (await getJSON("/api/runs")).runs;
+    const base = query.base || "";
+    const pick = h("select", { id: "compare-base", onchange: e => ctx.go({ base: e.target.value }) },
+      h("option", { value: "" }, "choose the base run…"),
+      runs.filter(r => r.id !== run).map(r => h("option", { value: r.id, selected: r.id === base }, r.name)));
+    el.replaceChildren(h("h1", {}, "Compare runs"),
+      h("div", { class: "table-tools" }, h("label", {}, "base ", pick), h("span", { class: "muted" }, ` → new: ${run}`)));
+    if (!base) { el.append(h("p", { class: "muted" }, runs.length > 1 ? "Choose the run to compare this one against." : "Only one run under this logdir: nothing to compare with.")); return; }
+    let c;
+    try { c = await getJSON(`/api/compare?${U.query({ run, base })}`); }
+    catch (e) { el.append(h("p", { class: "na-box", id: "compare-error" }, e.message)); return; }
+    const st = c.step_time, params = { run, base };
+    const cls = d => d > 0 ? "delta-slower" : d < 0 ? "delta-faster" : "";
+    const delta = (v, r) => h("span", { class: cls(v) }, (v > 0 ? "+" : "") + fmtNs(v) + (r.delta_pct === null ? "" : ` (${r.delta_pct > 0 ? "+" : ""}${r.delta_pct.toFixed(1)} %)`));
+    const cols = (fmt) => [{ key: "name", label: "name" }, { key: "base_ns", label: "base", num: true, fmt },
+      { key: "new_ns", label: "new", num: true, fmt }, { key: "delta_ns", label: "change", num: true, fmt: fmt === fmtNs ? delta : (v, r) => h("span", { class: cls(v) }, fmt(v)) },
+      { key: "share_of_step_delta", label: "share of step change", num: true, fmt: v => v === null || v === undefined ? "" : (100 * v).toFixed(1) + " %" }];
+    const section = (title, name, fmt = fmtNs) => card(title, `/api/compare/${name}`, params,
+      c[name].length ? DataTable(c[name].map(d => ({ ...d, ...(d.detail || {}) })), cols(fmt), { sortKey: "delta_ns" }) : h("p", { class: "muted" }, "nothing to compare"));
+    el.append(
+      card("Step time", "/api/compare/summary", params, h("div", { id: "compare-summary" },
+        h("div", { class: "big-number " + cls(st.delta_ns) }, `${st.delta_ns > 0 ? "+" : ""}${st.delta_pct === null ? "" : st.delta_pct.toFixed(1) + " %"}`),
+        h("p", {}, `mean step ${fmtNs(st.base_ns)} → ${fmtNs(st.new_ns)} over ${c.steps} step(s) aligned by ${c.aligned_by}` +
+          (c.speedup ? `; speedup ×${c.speedup.toFixed(3)}` : "")))),
+      card("Aligned steps", "/api/compare/step_pairs", params, Charts.groupedBars(c.step_pairs.map(p => ({ label: `#${p.new_step}`, values: { base: p.base_ns, new: p.new_ns } })),
+        [["base", "base"], ["new", "new"]])),
+      section("Step breakdown (mean per step)", "breakdown"), section("Operator types", "op_types"), section("Operators by input shape", "ops"),
+      section("Kernels", "kernels"), section("Memory peaks (bytes)", "memory", fmtBytes));
+  }
+
   function timelinePage(ctx) { Timeline.mount(ctx.el, ctx.run, ctx.query); }
   const na = (title, what) => ({ el }) => el.replaceChildren(h("h1", {}, title), notAvailable(what));
 
@@ -201,7 +246,7 @@ const Pages = (() => {
     list: [["overview", "Overview", overview], ["operators", "Operators", operators], ["kernels", "Kernels", kernels],
       ["timeline", "Timeline", timelinePage], ["step_trace", "Step trace", stepTrace], ["data_loading", "Data loading", dataLoading],
       ["memory", "Memory", memory], ["host", "Host resources", host],
-      ["compare", "Compare runs", na("Compare two runs", "Run comparison")], ["cluster", "Cluster", na("Cluster", "Cluster (per-rank) analysis")]],
-    unavailable: new Set(["host", "compare", "cluster"]),
+      ["compare", "Compare runs", comparePage], ["cluster", "Cluster", na("Cluster", "Cluster (per-rank) analysis")]],
+    unavailable: new Set(["cluster"]),
   };
 })();

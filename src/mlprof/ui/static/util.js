@@ -28,7 +28,8 @@ const U = (() => {
     for (const [k, v] of Object.entries(params)) if (v !== null && v !== undefined && v !== "") q.set(k, v);
     return q.toString();
   }
-  function dataUrl(name, params) { return `/api/data/${name}?${query(params)}`; }
+  // A dataset name, or an API path of its own ("/api/advisor", "/api/compare/ops").
+  function dataUrl(name, params) { return `${name.startsWith("/") ? name : "/api/data/" + name}?${query(params)}`; }
   function fmtNs(ns) {
     if (ns === null || ns === undefined || Number.isNaN(ns)) return "";
     const a = Math.abs(ns);
@@ -61,10 +62,10 @@ const U = (() => {
   }
   const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
   function downloads(name, params) {
-    const base = { ...params, download: 1 };
+    const base = { ...params, download: 1 }, file = name.replace(/^\/api\//, "").replace(/\//g, "_");
     return h("span", { class: "downloads" }, "download",
-      h("a", { href: dataUrl(name, { ...base, format: "csv" }), download: `${name}.csv`, "data-format": "csv" }, "CSV"),
-      h("a", { href: dataUrl(name, { ...base, format: "json" }), download: `${name}.json`, "data-format": "json" }, "JSON"));
+      h("a", { href: dataUrl(name, { ...base, format: "csv" }), download: `${file}.csv`, "data-format": "csv" }, "CSV"),
+      h("a", { href: dataUrl(name, { ...base, format: "json" }), download: `${file}.json`, "data-format": "json" }, "JSON"));
   }
   function card(title, dataset, params, ...body) {
     return h("section", { class: "card", dataset: { dataset: dataset || "" } },
