@@ -30,6 +30,9 @@ from mlprof.analysis.cluster_data import group_key, parse_and_extract
 from mlprof.errors import ConfigError, MlprofError
 from mlprof.parse.capture_reader import find_inputs
 
+# How long to wait for a Dask scheduler to answer before giving up.
+DASK_CONNECT_TIMEOUT_S = 10
+
 __all__ = ["RankSummary", "SlowRank", "CollectiveStat", "ClusterReport", "cluster", "combine",
            "extract_ranks"]
 
@@ -101,7 +104,7 @@ def _run_dask(sources: list[str], scheduler: str) -> list:
         raise ConfigError("--scheduler needs Dask: pip install 'mlprof[cluster]' "
                           "(or pip install 'dask[distributed]')") from None
     try:
-        client = Client(scheduler, timeout=30)
+        client = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:
         raise MlprofError(f"Dask scheduler {scheduler}: cannot connect ({exc})") from None
     try:

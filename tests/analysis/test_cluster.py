@@ -1,0 +1,76 @@
+"""Cluster: a 2-rank gloo DDP job with rank 1 slowed on purpose; ranks in processes and on Dask."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from mlprof.analysis.cluster import cluster, combine, extract_ranks
+from mlprof.errors import MlprofError
+
+pytestmark = pytest.mark.torch
+
+
+def test_cluster_names_the_slowed_rank(ddp_dir):
+    report = cluster(ddp_dir, workers=2)
+    assert [r.rank for r in report.ranks] == [0, 1] and not report.failed
+    assert report.slow_ranks, "no slow rank found"
+    top = report.slow_ranks[0]
+    assert top.rank == 1 and top.cause == "compute"
+    # It sleeps 30 ms a step; the measured excess is about that (the other rank waits meanwhile).
+    assert top.excess_ns == pytest.approx(30e6, rel=0.35)
+    fast, slow = report.ranks
+    # The fast rank spends the slow rank's extra time waiting in all-reduce, not transferring.
+    assert fast.wait_ns > 0.5 * top.excess_ns and slow.wait_ns < fast.wait_ns
+    assert fast.communication_ns == pytest.approx(fast.wait_ns + fast.transit_ns)
+    colls = {(c.collective, c.rank): c for c in report.collectives}
+    assert colls[("gloo:all_reduce", 0)].count == colls[("gloo:all_reduce", 1)].count > 0
+    assert colls[("gloo:all_reduce", 0)].size_bytes == colls[("gloo:all_reduce", 1)].size_bytes > 0
+    assert {r["rank"] for r in report.step_rows} == {0, 1}
+
+
+def test_cluster_on_a_local_dask_cluster_gives_the_same_answer(ddp_dir, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    local = cluster(ddp_dir, workers=1)
+    # Raw captures only: the Dask workers do the parsing.
+    fresh = tmp_path / "raw_only"
+    for cap in sorted(ddp_dir.glob("*_mlprof")):
+        shutil.copytree(cap, fresh / cap.name, ignore=shutil.ignore_patterns("mlprof_output"))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as lc:
+        remote = cluster(fresh, scheduler=lc.scheduler_address)
+    assert all((cap / "mlprof_output" / "tables").is_dir() for cap in fresh.iterdir())
+    strip = [{**r.__dict__, "source": None} for r in remote.ranks]
+    assert strip == [{**r.__dict__, "source": None} for r in local.ranks]
+    assert remote.slow_ranks == local.slow_ranks
+
+
+def test_cluster_cli_json(ddp_dir):
+    res = subprocess.run([sys.executable, "-m", "mlprof", "cluster", str(ddp_dir), "--json"],
+                         capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["slow_ranks"][0]["rank"] == 1
+    text = subprocess.run([sys.executable, "-m", "mlprof", "cluster", str(ddp_dir)], capture_output=True, text=True,
+                          timeout=240)
+    assert "rank 1: compute" in text.stdout
+
+
+def test_a_bad_rank_is_reported_and_the_others_analysed(ddp_dir):
+    bad = {"source": "rank-7.pt.trace.json", "error": "rank-7.pt.trace.json: truncated JSON"}
+    report = combine(extract_ranks(ddp_dir, workers=1) + [bad])
+    assert [r.rank for r in report.ranks] == [0, 1]
+    assert report.failed == [bad]
+    with pytest.raises(MlprofError, match="no rank could be read"):
+        combine([bad])
+
+
+def test_unreachable_scheduler_is_a_clear_error(ddp_dir):
+    pytest.importorskip("distributed")
+    res = subprocess.run([sys.executable, "-m", "mlprof", "cluster", str(ddp_dir), "--scheduler",
+                          "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr

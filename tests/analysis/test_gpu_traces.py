@@ -1,0 +1,85 @@
+"""The analyses on the shared real GPU traces: findings agree with the step breakdown's numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlprof.analysis.advisor import advise
+from mlprof.analysis.cluster import cluster
+from mlprof.analysis.compare import compare
+from mlprof.analysis.op_analyse import op_analysis
+from mlprof.analysis.steps import step_breakdown
+from mlprof.tables.store import TableStore
+
+
+def _open(path):
+    return TableStore(path / "tables")
+
+
+@pytest.mark.parametrize("key", ["rank0", "rank1", "nccl", "amd"])
+def test_device_findings_match_the_step_breakdown(gpu_traces, key):
+    with _open(gpu_traces[key]) as store:
+        report, steps = advise(store), step_breakdown(store)
+    total = sum(s.dur_ns for s in steps)
+    assert report.total_step_ns == total > 0
+    idle = sum(s.free_ns + s.preparing_ns for s in steps)
+    exposed = sum(s.communication_not_overlapped_ns for s in steps)
+    by_id = {f.id: f for f in report.findings}
+    for rule, expected in (("device_idle", idle), ("communication_overlap", exposed)):
+        if expected / total >= 0.03:  # the info threshold
+            assert by_id[rule].impact_ns == expected
+            assert by_id[rule].share == pytest.approx(expected / total, abs=1e-4)
+        else:
+            assert rule not in by_id
+    for f in report.findings:
+        assert 0 <= f.share <= 1 and f.fix and f.severity in ("critical", "warning", "info")
+
+
+def test_trace_filter_ranks_flag_exposed_communication(gpu_traces):
+    # These two ranks of a 128-rank job spend about a quarter of each step in all-to-all not hidden by compute.
+    for key in ("rank0", "rank1"):
+        with _open(gpu_traces[key]) as store:
+            ids = {f.id: f for f in advise(store).findings}
+        assert ids["communication_overlap"].severity in ("warning", "critical")
+
+
+def test_dominant_gpu_op_is_its_kernels_time(gpu_traces):
+    with _open(gpu_traces["ns_resolution"]) as store:
+        report = advise(store)
+        (f,) = [f for f in report.findings if f.id == "dominant_op"][:1]
+        op = f.evidence.metrics["op"]
+        device = store.rows("""SELECT sum(d.dur_ns) FROM device_ops d JOIN host_ops h ON h.op_id = d.host_op_id
+                               WHERE h.name = ? AND h.step IS NOT NULL AND d.kind IN ('kernel', 'memcpy', 'memset')
+                               AND NOT coalesce(h.folded, false)""", [op])[0][0]
+        groups = op_analysis(store, op)[op]
+    assert f.impact_ns == device
+    # Convolution backward leading a CNN's step is compute-bound, not a defect.
+    assert f.evidence.metrics["expected_compute"] and f.severity == "info"
+    assert sum(g.device_self_ns for g in groups) >= device  # op_analyse counts every step, not only profiled ones
+
+
+def test_compare_two_gpu_ranks_is_step_aligned(gpu_traces):
+    with _open(gpu_traces["rank0"]) as a, _open(gpu_traces["rank1"]) as b:
+        c = compare(a, b)
+        steps_a = [s.step for s in step_breakdown(a)]
+    assert c.aligned_by == "step number" and [p.base_step for p in c.step_pairs] == steps_a
+    assert c.kernels and c.breakdown
+    device = {d.name: d for d in c.breakdown}
+    assert {"computing", "communication_not_overlapped", "free", "preparing"} <= set(device)
+    # The device columns partition the step, so their deltas add up to the step's.
+    parts = ("computing", "communication_not_overlapped", "free", "preparing")
+    assert sum(device[p].delta_ns for p in parts) == pytest.approx(c.step_time.delta_ns, abs=1)
+
+
+def test_cluster_over_two_gpu_ranks(gpu_traces):
+    root = gpu_traces["rank0"].parent.parent
+    both = root / "pair"
+    both.mkdir(exist_ok=True)
+    for key in ("rank0", "rank1"):
+        src = gpu_traces[key].parent / f"{key}.pt.trace.json.gz"
+        (both / src.name).write_bytes(src.read_bytes())
+    report = cluster(both, workers=2)
+    assert [r.rank for r in report.ranks] == [0, 1]
+    for r in report.ranks:
+        assert r.free_ns is not None and r.communication_ns > 0
+        assert r.wait_ns + r.transit_ns == pytest.approx(r.communication_ns)
