@@ -6,7 +6,9 @@ no Python dicts), then the events in chunks into typed structs whose ``args``
 hold only the keys the tables use. Each chunk is turned straight into numpy
 column arrays, and repeated strings (op names, shapes) become integer codes in
 one :class:`StringPool`, so memory stays near the size of the file and there
-is no long-lived Python object per event.
+is no long-lived Python object per event. Plain files are memory-mapped and
+their pages dropped from the resident set as chunks are done; large traces are
+split between forked worker processes (:mod:`mlprof.parse.workers`).
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ import numpy as np
 
 from mlprof.errors import TraceFormatError
 from mlprof.parse.kineto_events import (
-    EVENTS_DECODER, FLOW_END, FLOW_START, MISSING, Accumulator, KinetoColumns, StringPool, split_chunk,
-    _LIST_DECODER, _TOP_DECODER, _TopLevel)
+    EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
+    StringPool, TopLevel, split_chunk)
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["KinetoColumns", "StringPool", "read_kineto", "MISSING", "FLOW_START", "FLOW_END"]
@@ -139,15 +141,15 @@ def _read(path: Path, pool: StringPool, progress) -> KinetoColumns:
 def _decode_text(path: Path, text: _FileText, pool: StringPool, progress) -> KinetoColumns:
     try:
         if text.first_char == b"[":
-            top = _TopLevel(traceEvents=_LIST_DECODER.decode(text.data))
+            top = TopLevel(traceEvents=LIST_DECODER.decode(text.data))
         else:
-            top = _TOP_DECODER.decode(text.data)
+            top = TOP_DECODER.decode(text.data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise _decode_error(path, exc) from None
     text.release()
     base_ns = top.baseTimeNanoseconds or 0
     cols = KinetoColumns(base_time_ns=base_ns)
-    for key in _TopLevel.__struct_fields__[2:]:
+    for key in TopLevel.__struct_fields__[2:]:
         raw = getattr(top, key)
         if raw:
             cols.metadata[key] = bytes(raw)

@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
-           "EVENTS_DECODER", "split_chunk"]
+           "EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk"]
 
 # Sentinel of absent integer fields inside the numpy columns (turned to NULL
 # when the tables are written). No real id, size or time takes this value.
@@ -87,7 +87,7 @@ class _Event(msgspec.Struct, gc=False):
     args: _Args = msgspec.field(default_factory=_Args)
 
 
-class _TopLevel(msgspec.Struct, gc=False):
+class TopLevel(msgspec.Struct, gc=False):
     traceEvents: list[msgspec.Raw] = []
     baseTimeNanoseconds: Union[int, None] = None
     schemaVersion: msgspec.Raw = _EMPTY
@@ -100,8 +100,8 @@ class _TopLevel(msgspec.Struct, gc=False):
     host_name: msgspec.Raw = _EMPTY
 
 
-_TOP_DECODER = msgspec.json.Decoder(_TopLevel)
-_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+TOP_DECODER = msgspec.json.Decoder(TopLevel)
+LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
 
 
