@@ -130,3 +130,19 @@ def test_step_breakdown_golden(tmp_path):
     # Host: loader [1,10) 9, forward [10,30) 20, backward [35,60) 25, optimizer [70,80) 10.
     assert (s.data_loading_ns, s.forward_ns, s.backward_ns, s.optimizer_ns, s.other_host_ns) == (
         9_000, 20_000, 25_000, 10_000, 36_000)
+
+
+def test_operator_memory_pairs_each_allocation_with_its_free(tmp_path):
+    def mem(ts, size, addr, total):
+        return {"ph": "i", "s": "t", "name": "[memory]", "pid": 10, "tid": 11, "ts": ts, "cat": "cpu_instant_event",
+                "args": {"Total Reserved": 8192, "Total Allocated": total, "Bytes": size, "Addr": addr,
+                         "Device Type": 0, "Device Id": -1}}
+
+    events = [X("aten::empty", 10.0, 5.0), X("aten::relu", 20.0, 5.0),
+              mem(11.0, 256, 7, 256), mem(21.0, 512, 9, 768), mem(30.0, -256, 7, 512)]
+    store, _ = parse_one(write_trace(tmp_path / "t.json", events), tmp_path / "out")
+    from mlprof.analysis.memory import memory_record, operator_memory
+
+    assert [(r["op_name"], r["size_bytes"], r["lifetime_ns"]) for r in operator_memory(store)] == [
+        ("aten::empty", 256, 19_000), ("aten::relu", 512, None)]
+    assert [r["total_allocated_bytes"] for r in memory_record(store)] == [256, 768, 512]
