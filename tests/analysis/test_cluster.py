@@ -74,3 +74,15 @@ def test_unreachable_scheduler_is_a_clear_error(ddp_dir):
     res = subprocess.run([sys.executable, "-m", "mlprof", "cluster", str(ddp_dir), "--scheduler",
                           "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+
+
+def test_advise_over_the_ranks_files_the_slow_rank_finding_with_that_rank(ddp_dir):
+    res = subprocess.run([sys.executable, "-m", "mlprof", "advise", str(ddp_dir), "--json", "--no-write"],
+                         capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr
+    by_rank = {r["rank"]: r for r in json.loads(res.stdout)}
+    slow_ids = [f["id"] for f in by_rank[1]["findings"]]
+    assert "slow_rank" in slow_ids
+    # The sleep is Python time in which no op runs: the single-rank rule sees it too.
+    assert "host_outside_ops" in slow_ids
+    assert not [f for f in by_rank[0]["findings"] if f["id"] == "slow_rank"]

@@ -6,7 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise
+from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise, slow_rank_findings, sort_findings
+from mlprof.analysis.cluster import combine
+from mlprof.analysis.cluster_data import rank_data
 from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
 from mlprof.tables.files import atomic_write
 from mlprof.tables.store import TableStore
@@ -59,10 +61,20 @@ def format_report(source: str, report: AdvisorReport) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     thresholds = Thresholds.from_overrides(args.threshold)
-    results = []
-    for source, out in parsed_outputs(args.path, None, progress_for(args)):
+    outputs = parsed_outputs(args.path, None, progress_for(args))
+    reports = []
+    for source, out in outputs:
         with TableStore(out / "tables") as store:
-            report = advise(store, thresholds)
+            reports.append(advise(store, thresholds))
+    if len(outputs) > 1:
+        # Several ranks: the cross-rank rule, its finding filed with the slow rank's report.
+        cluster = combine([rank_data(out, source) for source, out in outputs], thresholds)
+        for finding in slow_rank_findings(cluster):
+            for report in reports:
+                if report.rank == finding.rank:
+                    report.findings = sort_findings(report.findings + [finding])
+    results = []
+    for (source, out), report in zip(outputs, reports):
         entry = {"source": source, "output_dir": str(out), **report.to_dict()}
         if not args.no_write:
             atomic_write(out / ADVISOR_FILE, json.dumps(entry, indent=2, default=str))

@@ -56,6 +56,20 @@ class AdvisorContext:
     def share(self, ns: int | float) -> float:
         return float(ns) / self.total_step_ns if self.total_step_ns else 0.0
 
+    def robust_share(self, key) -> float:
+        """Share of ``key(step)`` in step time with the worst step left out (5+ steps).
+
+        Severity is judged on this: one step hit by a preemption on a busy
+        host must not turn a healthy run into a warning, while a problem that
+        recurs still shows in the other steps. Reported shares stay totals.
+        """
+        if len(self.steps) < 5:
+            return self.share(sum(key(s) or 0 for s in self.steps))
+        worst = max(self.steps, key=lambda s: key(s) or 0)
+        rest = [s for s in self.steps if s is not worst]
+        total = sum(s.dur_ns for s in rest)
+        return sum(key(s) or 0 for s in rest) / total if total else 0.0
+
     def step_rows(self, key) -> list[dict]:
         """Per-step rows {"step", "window", "dur_ns", "value_ns", "share"}, worst first, for ``key(step)``."""
         rows = [{"step": s.step, "window": s.window, "dur_ns": s.dur_ns, "value_ns": int(key(s) or 0),

@@ -9,7 +9,13 @@ from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
 from mlprof.analysis.advisor.rules_device import communication_overlap, device_idle, memory_churn, synchronization
 from mlprof.analysis.advisor.rules_env import cpu_oversubscription, recompilation
-from mlprof.analysis.advisor.rules_host import data_loading, dominant_op, gc_pauses, step_outliers
+from mlprof.analysis.advisor.rules_host import (
+    data_loading,
+    dominant_op,
+    gc_pauses,
+    host_outside_ops,
+    step_outliers,
+)
 from mlprof.analysis.advisor.rules_modules import dominant_module
 from mlprof.tables.store import TableStore
 
@@ -19,7 +25,7 @@ Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 
 # Every rule, in reporting order for equal severity and share.
 RULES: tuple[Rule, ...] = (
-    dominant_op, dominant_module, data_loading, gc_pauses, device_idle, synchronization,
+    dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, device_idle, synchronization,
     communication_overlap, memory_churn, recompilation, step_outliers, cpu_oversubscription,
 )
 

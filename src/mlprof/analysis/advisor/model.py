@@ -29,6 +29,9 @@ class Thresholds:
     dominant_op_warn_share: float = 0.25
     # Host time waiting for the next batch (DataLoader iteration) in the step.
     data_loading_warn_share: float = 0.10
+    # Step time covered by no op at all: the user's Python, sleeps, I/O, logging.
+    # High by nature on tiny CPU steps (loop glue), hence a high bar.
+    host_outside_ops_warn_share: float = 0.40
     # Python garbage-collector pauses inside steps.
     gc_warn_share: float = 0.05
     # Host blocked in synchronisations (.item(), cuda*Synchronize) inside steps.

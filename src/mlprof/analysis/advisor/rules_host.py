@@ -8,7 +8,7 @@ import statistics
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 
-__all__ = ["dominant_op", "data_loading", "gc_pauses", "step_outliers"]
+__all__ = ["dominant_op", "data_loading", "gc_pauses", "step_outliers", "host_outside_ops"]
 
 # Dense math that is supposed to dominate a training step: when one of these
 # leads, the model is compute-bound, which is the healthy state (info only).
@@ -80,7 +80,7 @@ def data_loading(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Steps waiting for input: time in DataLoader iteration inside the step."""
     wait_ns = sum(s.data_loading_ns for s in ctx.steps)
     share = ctx.share(wait_ns)
-    severity = severity_for(share, th.data_loading_warn_share, th)
+    severity = severity_for(ctx.robust_share(lambda s: s.data_loading_ns), th.data_loading_warn_share, th)
     if severity is None:
         return []
     loaders = ctx.store.dicts("""
@@ -162,4 +162,26 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         fix=("Compare an outlier step with a typical one (`mlprof compare` on two captures, or the timeline): "
              "periodic work (checkpointing, evaluation, logging, GC, recompilation, data loader refills) "
              "or interference from other processes makes single steps slow; move it off the step or spread it."),
+        rank=ctx.rank)]
+
+
+def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
+    """Step time in which no op runs on any thread: plain Python, sleeps, file or network I/O."""
+    outside_ns = sum(s.other_host_ns for s in ctx.steps)
+    gc_ns = ctx.store.rows("SELECT coalesce(sum(dur_ns), 0) FROM gc_pauses WHERE step IS NOT NULL")[0][0]
+    # GC pauses happen outside ops too, and have their own rule.
+    outside_ns = max(outside_ns - gc_ns, 0)
+    share = ctx.share(outside_ns)
+    typical = ctx.robust_share(lambda s: s.other_host_ns) - ctx.share(gc_ns)
+    severity = severity_for(typical, th.host_outside_ops_warn_share, th)
+    if severity is None or typical < th.host_outside_ops_warn_share:
+        return []  # below the bar this is ordinary loop glue, not worth a line
+    return [Finding(
+        id="host_outside_ops", severity=severity, share=round(share, 4), impact_ns=int(outside_ns),
+        title=f"{share:.0%} of step time runs no op at all (Python code, sleeps or I/O between ops)",
+        evidence=Evidence(metrics={"outside_ops_ns": outside_ns, "gc_ns": gc_ns, "total_step_ns": ctx.total_step_ns},
+                          steps=ctx.step_rows(lambda s: s.other_host_ns)[:5]),
+        fix=("Find the Python doing it: profile with with_stack=True (or py-spy) and look between the ops of a "
+             "step; move logging, checkpoint I/O, metric computation and waits (time.sleep, queue.get, "
+             "file reads) off the training loop or into a background thread."),
         rank=ctx.rank)]
