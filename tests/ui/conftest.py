@@ -24,8 +24,9 @@ PY_FRAMES_PER_STEP = 2
 SLOW_RELU_US = 90  # relu's host time in the slower run (30 µs in the other)
 
 
-def make_trace(op_dur_us: dict[str, int] | None = None) -> dict:
-    """The trace; ``op_dur_us`` makes some ops longer on the host (a slower run to compare)."""
+def make_trace(op_dur_us: dict[str, int] | None = None, rank: int | None = None, kernel_extra_us: int = 0) -> dict:
+    """The trace; ``op_dur_us`` makes some ops longer on the host (a slower run to compare),
+    ``rank`` records distributedInfo, ``kernel_extra_us`` lengthens every kernel (a slow rank)."""
     op_dur_us = op_dur_us or {}
     events: list[dict] = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": "python"}},
@@ -51,7 +52,7 @@ def make_trace(op_dur_us: dict[str, int] | None = None) -> dict:
                            "ts": ts + 10, "dur": 8, "args": {"External id": corr, "correlation": corr}})
             stream = 7 if i % 3 else 13
             events.append({"ph": "X", "cat": "kernel", "name": KERNELS[name], "pid": 0, "tid": stream,
-                           "ts": ts + 20, "dur": 15 + i, "args": {"External id": corr, "correlation": corr,
+                           "ts": ts + 20, "dur": 15 + i + kernel_extra_us, "args": {"External id": corr, "correlation": corr,
                                                                    "device": 0, "stream": stream,
                                                                    "grid": [64, 1, 1], "block": [128, 1, 1]}})
             events.append({"ph": "s", "id": corr, "pid": PID, "tid": TID, "ts": ts + 10, "cat": "ac2g",
@@ -71,7 +72,10 @@ def make_trace(op_dur_us: dict[str, int] | None = None) -> dict:
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": PID, "tid": TID,
                        "ts": step_start, "dur": ts - step_start + 30, "args": {}})
         ts += 60
-    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Fake GPU"}], "traceEvents": events}
+    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Fake GPU"}], "traceEvents": events}
+    if rank is not None:
+        trace["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+    return trace
 
 
 @pytest.fixture(scope="session")

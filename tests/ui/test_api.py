@@ -78,7 +78,7 @@ def test_a_reparsed_run_is_read_again(tmp_path):
         assert get(c, "/api/timeline/meta", run=run)["slice_count"] < before
 
 
-def test_overview_has_steps_op_pie_data_loading_and_no_made_up_advice(client, run_id, logdir):
+def test_overview_has_steps_op_pie_data_loading_and_the_advisors_findings(client, run_id, logdir):
     o = get(client, "/api/overview", run=run_id)
     assert o["job"]["step_count"] == STEPS
     assert [s["step"] for s in o["steps"]] == list(range(STEPS))
@@ -90,7 +90,7 @@ def test_overview_has_steps_op_pie_data_loading_and_no_made_up_advice(client, ru
     with TableStore(logdir / run_id / "tables") as store:
         report = json.loads(json.dumps(advise(store).to_dict()))
     assert o["advisor"] == {"available": True, **report}
-    assert get(client, "/api/features")["features"]["cluster"] is False
+    assert get(client, "/api/features")["features"]["host_resources"] is False  # no host sampling yet
 
 
 def test_advisor_findings_download(client, run_id, logdir):
@@ -178,6 +178,29 @@ def test_counters_feed_the_host_page_and_the_timeline(client, run_id):
     w = get(client, "/api/timeline/window", run=run_id, t0=0, t1=meta["span_ns"], px=1000)
     assert [v for t, v in zip(w["counters"]["track"], w["counters"]["value"]) if t == track["id"]] == \
         [10.0 + s for s in range(STEPS)]
+
+
+def test_cluster_of_ranks_in_one_folder_finds_the_slow_rank(tmp_path):
+    (tmp_path / "job").mkdir()
+    for rank, extra_us in ((0, 0), (1, 400)):
+        trace = tmp_path / "job" / f"rank{rank}.pt.trace.json"
+        trace.write_text(json.dumps(make_trace(rank=rank, kernel_extra_us=extra_us)))
+        parse_path(trace)
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as c:
+        answer = get(c, "/api/cluster", run="job/rank0_mlprof_output")
+        assert answer["available"] is True
+        assert [r["rank"] for r in answer["ranks"]] == [0, 1]
+        assert answer["ranks"][1]["compute_ns"] > answer["ranks"][0]["compute_ns"]
+        assert [(s["rank"], s["cause"]) for s in answer["slow_ranks"]][:1] == [(1, "compute")]
+        rows = list(csv.DictReader(io.StringIO(c.get("/api/cluster/ranks", params={
+            "run": "job/rank1_mlprof_output", "format": "csv"}).text)))
+        assert [r["rank"] for r in rows] == ["0", "1"]
+        assert c.get("/api/cluster", params={"run": "../job"}).status_code == 403
+
+
+def test_cluster_needs_ranks(client, run_id):
+    answer = get(client, "/api/cluster", run=run_id)
+    assert answer["available"] is False and "at least 2 ranks" in answer["reason"]
 
 
 def test_timeline_meta_lists_tracks(client, run_id):

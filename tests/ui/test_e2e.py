@@ -8,6 +8,7 @@ background.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -25,9 +26,10 @@ if not Path(CHROMIUM).is_file():
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the project's test extra)")
 uvicorn = pytest.importorskip("uvicorn")
 
+from mlprof.parse import parse_path  # noqa: E402
 from mlprof.ui.server import create_app  # noqa: E402
 
-from .conftest import OPS_PER_STEP, STEPS  # noqa: E402
+from .conftest import OPS_PER_STEP, STEPS, make_trace  # noqa: E402
 
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -35,8 +37,9 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 TIMEOUT_MS = 20_000
 
 
-@pytest.fixture(scope="module")
-def base_url(logdir):
+@contextlib.contextmanager
+def serve(logdir: Path):
+    """The dashboard over ``logdir`` on a free loopback port, stopped at the end."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
@@ -48,10 +51,18 @@ def base_url(logdir):
             break
         time.sleep(0.05)
     assert server.started
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def base_url(logdir):
+    with serve(logdir) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +238,7 @@ def test_timeline_search_jumps_to_a_kernel(page, base_url, run_id, shots):
     page.screenshot(path=str(shots / "timeline_search.png"))
 
 
-def test_memory_step_trace_host_counters_and_cluster_not_available(page, base_url, run_id):
+def test_memory_step_trace_host_counters_and_cluster_of_one_rank(page, base_url, run_id):
     page.goto(run_url(base_url, run_id, "memory"))
     page.wait_for_selector("#page-memory svg.lines polyline")
     assert f"{STEPS * OPS_PER_STEP}" in page.inner_text("#page-memory section:first-of-type tbody")
@@ -238,8 +249,8 @@ def test_memory_step_trace_host_counters_and_cluster_not_available(page, base_ur
     page.wait_for_selector("#page-host svg.lines polyline")
     assert "cpu_util" in page.inner_text("#page-host h2")
     page.goto(run_url(base_url, run_id, "cluster"))
-    page.wait_for_selector("#page-cluster [data-na]")
-    assert "not available yet" in page.inner_text("#page-cluster")
+    page.wait_for_selector("#cluster-none")
+    assert "Not a multi-rank job" in page.inner_text("#cluster-none")
 
 
 def test_overview_shows_advisor_findings(page, base_url, run_id):
@@ -263,3 +274,17 @@ def test_compare_page_shows_the_slower_run(page, base_url, run_id, slow_run_id, 
     assert "delta-slower" in page.get_attribute("#compare-summary .big-number", "class")
     assert len(page.query_selector_all("#page-compare svg.grouped rect")) == 2 * STEPS
     page.screenshot(path=str(shots / "compare.png"), full_page=True)
+
+
+def test_cluster_page_shows_ranks_and_the_slow_one(page, tmp_path, shots):
+    (tmp_path / "job").mkdir()
+    for rank, extra_us in ((0, 0), (1, 400)):
+        trace = tmp_path / "job" / f"rank{rank}.pt.trace.json"
+        trace.write_text(json.dumps(make_trace(rank=rank, kernel_extra_us=extra_us)))
+        parse_path(trace)
+    with serve(tmp_path) as url:
+        page.goto(run_url(url, "job/rank0_mlprof_output", "cluster"))
+        page.wait_for_selector("#slow-ranks")
+        assert "rank 1: compute" in page.inner_text("#slow-ranks")
+        assert len(page.query_selector_all("#page-cluster svg.stacked rect")) >= 2
+        page.screenshot(path=str(shots / "cluster.png"), full_page=True)

@@ -12,6 +12,8 @@ import io
 from pathlib import Path
 
 from mlprof.analysis.advisor import advise
+from mlprof.analysis.cluster import combine
+from mlprof.analysis.cluster_data import rank_data
 from mlprof.analysis.compare import compare
 from mlprof.analysis.job import job_info
 from mlprof.analysis.ops import op_statistic
@@ -23,14 +25,16 @@ from mlprof.ui.stores import OpenRun
 
 __all__ = ["runs_answer", "overview_answer", "dataset_rows", "rows_to_csv", "timeline_meta",
            "timeline_window", "timeline_search", "timeline_event", "advisor_answer", "compare_answer",
-           "compare_rows", "COMPARE_SECTIONS", "FEATURES"]
+           "compare_rows", "COMPARE_SECTIONS", "cluster_members", "cluster_answer", "cluster_rows",
+           "CLUSTER_SECTIONS", "FEATURES"]
 
 # Pages whose analyses do not exist yet: the UI says so instead of showing made-up data.
 FEATURES = {
     "overview": True, "operators": True, "kernels": True, "step_trace": True, "data_loading": True,
     "memory": True, "timeline": True,
-    "advisor": True, "compare": True, "cluster": False, "host_resources": False,
+    "advisor": True, "compare": True, "cluster": True, "host_resources": False,
 }
+CLUSTER_SECTIONS = ("ranks", "step_rows", "slow_ranks", "collectives", "matrix")
 COMPARE_SECTIONS = ("summary", "step_pairs", "breakdown", "op_types", "ops", "kernels", "memory")
 PIE_SLICES = 9
 
@@ -164,3 +168,31 @@ def timeline_event(run: OpenRun, src: int, row_id: int) -> dict | None:
     if found is not None:
         found["origin_ns"] = str(index.start_ns or 0)
     return found
+
+
+def cluster_members(logdir: Path, run_id: str) -> list[str]:
+    """The runs of one job: parsed runs whose capture or trace sits in the same folder as ``run_id``'s."""
+    def folder(rid: str) -> str:
+        parts = rid.split("/")
+        # <folder>/<capture>/mlprof_output or <folder>/<trace>_mlprof_output
+        return "/".join(parts[:-2] if parts[-1] == "mlprof_output" else parts[:-1])
+    mine = folder(run_id)
+    return [r.id for r in discover(logdir).runs if folder(r.id) == mine]
+
+
+def cluster_answer(logdir: Path, run_dirs: dict[str, Path]) -> dict:
+    """Cluster report over the ranks among ``run_dirs`` (run id -> output dir); runs without a rank are left out."""
+    ranks = [rank_data(path, source=run_id) for run_id, path in run_dirs.items()]
+    with_rank = [r for r in ranks if r["rank"] is not None]
+    if len(with_rank) < 2:
+        return {"available": False, "members": list(run_dirs),
+                "reason": f"{len(with_rank)} run(s) with a rank in this folder; the cluster view needs the "
+                          "captures or traces of at least 2 ranks side by side in one folder"}
+    report = combine(with_rank).to_dict()
+    return {"available": True, "members": [r["source"] for r in with_rank], **report}
+
+
+def cluster_rows(answer: dict, section: str) -> list[dict]:
+    if section not in CLUSTER_SECTIONS:
+        raise ConfigError(f"{section!r}: no such cluster section ({', '.join(CLUSTER_SECTIONS)})")
+    return list(answer.get(section, [])) if answer["available"] else []

@@ -145,6 +145,28 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
         except Exception as exc:
             return _json_error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
 
+    async def cluster_endpoint(request: Request) -> Response:
+        try:
+            run_id = request.query_params.get("run", "")
+            resolve_run_dir(logdir, run_id)
+            section = request.path_params.get("section")
+
+            def work():
+                members = {rid: resolve_run_dir(logdir, rid) for rid in api.cluster_members(logdir, run_id)}
+                answer = api.cluster_answer(logdir, members)
+                if section is None:
+                    return _json(answer)
+                return _table(request, f"cluster_{section}", api.cluster_rows(answer, section))
+            return await run_in_threadpool(work)
+        except RunPathRefused as exc:
+            return _json_error(403, str(exc))
+        except ConfigError as exc:
+            return _json_error(404 if "no parsed run" in str(exc) else 400, str(exc))
+        except MlprofError as exc:
+            return _json_error(422, str(exc))
+        except Exception as exc:
+            return _json_error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+
     async def index(request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html", headers={"cache-control": "no-cache"})
 
@@ -207,6 +229,8 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
         Route("/api/data/{name}", with_run(data)),
         Route("/api/compare", compare_endpoint),
         Route("/api/compare/{section}", compare_endpoint),
+        Route("/api/cluster", cluster_endpoint),
+        Route("/api/cluster/{section}", cluster_endpoint),
         Route("/api/timeline/meta", with_run(tl_meta)),
         Route("/api/timeline/window", with_run(tl_window)),
         Route("/api/timeline/search", with_run(tl_search)),

@@ -239,14 +239,61 @@ const Pages = (() => {
       section("Kernels", "kernels"), section("Memory peaks (bytes)", "memory", fmtBytes));
   }
 
+  async function clusterPage({ run, el }) {
+    const c = await getJSON(`/api/cluster?${U.query({ run })}`);
+    if (!c.available) {
+      el.replaceChildren(h("h1", {}, "Cluster"), h("p", { class: "na-box", id: "cluster-none" }, `Not a multi-rank job: ${c.reason}.`));
+      return;
+    }
+    const params = { run }, rk = v => v === null || v === undefined ? "-" : String(v);
+    const ranks = c.ranks.map(r => ({ ...r, label: `rank ${rk(r.rank)}` }));
+    const matrixRanks = [...new Set(c.matrix.flatMap(m => [m.src_rank, m.dst_rank]))].sort((a, b) => a - b);
+    const cell = new Map();
+    for (const m of c.matrix) { const k = `${m.src_rank}>${m.dst_rank}`; cell.set(k, (cell.get(k) || 0) + (m.size_bytes || 0)); }
+    const maxCell = Math.max(1, ...cell.values());
+    const heat = matrixRanks.length ? h("table", { class: "data matrix", id: "cluster-matrix" },
+      h("thead", {}, h("tr", {}, h("th", {}, "src \\ dst"), matrixRanks.map(r => h("th", { class: "num" }, r)))),
+      h("tbody", {}, matrixRanks.map(src => h("tr", {}, h("th", {}, src), matrixRanks.map(dst => {
+        const v = cell.get(`${src}>${dst}`);
+        const td = h("td", { class: "num", title: v ? fmtBytes(v) : "" }, v ? fmtBytes(v) : "");
+        if (v) td.style.background = `rgba(47,111,221,${(0.1 + 0.8 * v / maxCell).toFixed(2)})`;
+        return td;
+      }))))) : h("p", { class: "muted" }, "No communication with recorded group members.");
+    el.replaceChildren(h("h1", {}, "Cluster"),
+      h("p", { class: "muted" }, `${c.ranks.length} ranks: ${c.members.join(", ")}` + (c.failed.length ? `; ${c.failed.length} could not be read` : "")),
+      card("Slow ranks", "/api/cluster/slow_ranks", params, c.slow_ranks.length ? h("ul", { class: "findings", id: "slow-ranks" }, c.slow_ranks.map(s =>
+        h("li", { class: `sev-${s.severity}` }, h("span", { class: "sev" }, s.severity), " ",
+          h("b", {}, `rank ${rk(s.rank)}: ${s.cause} ${fmtNs(s.value_ns)} per step`),
+          ` vs ${fmtNs(s.median_ns)} on the others (+${fmtNs(s.excess_ns)}, ${(100 * s.share_of_step).toFixed(1)} % of a step)`)))
+        : h("p", { class: "muted", id: "slow-ranks-none" }, "No rank is slower than the others by the advisor's threshold.")),
+      card("Mean step per rank", "/api/cluster/ranks", params,
+        Charts.stackedBars(ranks.map(r => ({ label: rk(r.rank), values: r })),
+          [["compute_ns", "compute"], ["transit_ns", "communication (transit)"], ["wait_ns", "communication (wait)"], ["free_ns", "free"]]),
+        DataTable(ranks, [{ key: "rank", label: "rank", num: true }, { key: "steps", label: "steps", num: true },
+          { key: "step_ns", label: "step (ms)", num: true, fmt: ms }, { key: "compute_ns", label: "compute (ms)", num: true, fmt: ms },
+          { key: "communication_ns", label: "communication (ms)", num: true, fmt: ms }, { key: "wait_ns", label: "wait (ms)", num: true, fmt: ms },
+          { key: "transit_ns", label: "transit (ms)", num: true, fmt: ms }, { key: "free_ns", label: "free (ms)", num: true, fmt: ms },
+          { key: "data_loading_ns", label: "data loading (ms)", num: true, fmt: ms }, { key: "source", label: "run", wide: true }], { sortKey: "rank", sortDir: 1 })),
+      card("Communication per collective and rank", "/api/cluster/collectives", params, c.collectives.length ? DataTable(c.collectives, [
+        { key: "collective", label: "collective" }, { key: "group", label: "group" }, { key: "rank", label: "rank", num: true },
+        { key: "count", label: "count", num: true, fmt: num }, { key: "total_ns", label: "total (ms)", num: true, fmt: ms },
+        { key: "wait_ns", label: "wait (ms)", num: true, fmt: ms }, { key: "transit_ns", label: "transit (ms)", num: true, fmt: ms },
+        { key: "size_bytes", label: "bytes", num: true, fmt: fmtBytes }, { key: "bandwidth_gb_per_s", label: "GB/s", num: true, fmt: v => v === null ? "" : v.toFixed(2) }],
+        { sortKey: "total_ns" }) : h("p", { class: "muted" }, "No communication ops.")),
+      card("Communication matrix (bytes, source rank → destination rank)", "/api/cluster/matrix", params, heat),
+      card("Steps per rank", "/api/cluster/step_rows", params, DataTable(c.step_rows, [{ key: "rank", label: "rank", num: true },
+        { key: "step", label: "step", num: true }, { key: "dur_ns", label: "step (ms)", num: true, fmt: ms },
+        { key: "compute_ns", label: "compute (ms)", num: true, fmt: ms }, { key: "communication_ns", label: "communication (ms)", num: true, fmt: ms },
+        { key: "free_ns", label: "free (ms)", num: true, fmt: ms }], { sortKey: "rank", sortDir: 1 })));
+  }
+
   function timelinePage(ctx) { Timeline.mount(ctx.el, ctx.run, ctx.query); }
-  const na = (title, what) => ({ el }) => el.replaceChildren(h("h1", {}, title), notAvailable(what));
 
   return {
     list: [["overview", "Overview", overview], ["operators", "Operators", operators], ["kernels", "Kernels", kernels],
       ["timeline", "Timeline", timelinePage], ["step_trace", "Step trace", stepTrace], ["data_loading", "Data loading", dataLoading],
       ["memory", "Memory", memory], ["host", "Host resources", host],
-      ["compare", "Compare runs", comparePage], ["cluster", "Cluster", na("Cluster", "Cluster (per-rank) analysis")]],
-    unavailable: new Set(["cluster"]),
+      ["compare", "Compare runs", comparePage], ["cluster", "Cluster", clusterPage]],
+    unavailable: new Set(),
   };
 })();
