@@ -1,0 +1,136 @@
+"""Golden tests of single rules: a tiny inline trace with known times -> the exact finding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlprof.analysis.advisor import AdvisorContext, Thresholds, advise
+from mlprof.analysis.advisor.rules_env import cpu_oversubscription
+from mlprof.analysis.compare import compare
+from mlprof.parse import ParseOptions, parse_path
+from mlprof.tables.store import TableStore
+
+BASE_NS = 1_700_000_000_000_000_000
+STEP_US = 10_000
+
+
+def X(name, ts, dur, cat="cpu_op", pid=10, tid=11, **args):
+    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
+    if args:
+        ev["args"] = args
+    return ev
+
+
+def _store(tmp_path: Path, events: list[dict], name="t") -> TableStore:
+    path = tmp_path / f"{name}.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": BASE_NS, "traceEvents": events}))
+    return TableStore(parse_path(path, ParseOptions(output_dir=tmp_path / f"{name}_out"))[0].tables_dir)
+
+
+def _gpu_steps(n_steps=4, sync_us=2_900, malloc_us=500, recompile_step=None):
+    """Steps of 10 ms: a matmul kernel of 4 ms, an .item() blocked in cudaStreamSynchronize, a cudaMalloc."""
+    events, corr = [], 100
+    for i in range(n_steps):
+        t0 = i * STEP_US
+        events.append(X(f"ProfilerStep#{i + 1}", t0, STEP_US, cat="user_annotation"))
+        events.append(X("aten::mm", t0 + 100, 300, **{"External id": corr}))
+        events.append(X("cudaLaunchKernel", t0 + 150, 50, cat="cuda_runtime", correlation=corr,
+                        **{"External id": corr}))
+        events.append(X("gemm_kernel", t0 + 500, 4_000, cat="kernel", pid=0, tid=7, device=0, stream=7,
+                        correlation=corr))
+        events.append(X("aten::item", t0 + 1_000, sync_us + 50))
+        events.append(X("aten::_local_scalar_dense", t0 + 1_010, sync_us + 30))
+        events.append(X("cudaStreamSynchronize", t0 + 1_020, sync_us, cat="cuda_runtime", correlation=corr + 1))
+        events.append(X("cudaMalloc", t0 + 5_000, malloc_us, cat="cuda_runtime", correlation=corr + 2))
+        if recompile_step == i:
+            events.append(X("Torch-Compiled Region: 0/1", t0 + 6_000, 100, cat="user_annotation"))
+        corr += 10
+    return events
+
+
+def test_sync_memory_and_recompile_rules_report_exact_shares(tmp_path):
+    with _store(tmp_path, _gpu_steps(recompile_step=2)) as store:
+        report = advise(store)
+    by_id = {f.id: f for f in report.findings}
+    total_ns = 4 * STEP_US * 1000
+    assert report.total_step_ns == total_ns
+    sync = by_id["synchronization"]
+    # .item()'s _local_scalar_dense holds the sync call and its own 30 us: the larger view counts.
+    assert sync.impact_ns == 4 * 2_930_000 and sync.share == pytest.approx(0.293)
+    assert sync.severity == "warning"  # 29% < critical_share 30%
+    assert {o["name"] for o in sync.evidence.ops} >= {"cudaStreamSynchronize", "aten::item"}
+    mem = by_id["memory_churn"]
+    assert mem.impact_ns == 4 * 500_000 and mem.share == pytest.approx(0.05) and mem.severity == "warning"
+    rec = by_id["recompilation"]
+    assert rec.severity == "warning" and "0/1" in rec.evidence.metrics["recompiled_regions"]
+    # Device busy 4 of every 10 ms, from 0.5 ms into the step: idle 6 ms a step.
+    idle = by_id["device_idle"]
+    assert idle.impact_ns == 4 * 6_000_000 and idle.severity == "critical"
+
+
+def test_cheap_syncs_and_allocations_stay_silent(tmp_path):
+    with _store(tmp_path, _gpu_steps(sync_us=50, malloc_us=20)) as store:
+        ids = {f.id for f in advise(store).findings}
+    assert not ids & {"synchronization", "memory_churn", "recompilation"}
+
+
+def _cpu_steps(durations_us):
+    events, t = [], 0
+    for i, dur in enumerate(durations_us):
+        events.append(X(f"ProfilerStep#{i + 1}", t, dur, cat="user_annotation"))
+        events.append(X("aten::addmm", t + 10, dur - 20))
+        t += dur
+    return events
+
+
+def test_recurring_slow_steps_warn_and_one_alone_is_info(tmp_path):
+    recurring = [1_000, 1_000, 3_000, 1_000, 1_000, 3_000]
+    with _store(tmp_path, _cpu_steps(recurring), "a") as store:
+        (f,) = [f for f in advise(store).findings if f.id == "step_outliers"]
+    assert f.evidence.metrics["median_step_ns"] == 1_000_000 and f.evidence.metrics["outliers"] == 2
+    assert f.impact_ns == 2 * 2_000_000 and f.share == pytest.approx(4 / 10)
+    assert f.severity == "critical" and [s["step"] for s in f.evidence.steps] == [3, 6]
+    with _store(tmp_path, _cpu_steps([1_000] * 5 + [3_000]), "b") as store:
+        (g,) = [f for f in advise(store).findings if f.id == "step_outliers"]
+    assert g.severity == "info"
+
+
+def test_compare_of_golden_traces_is_exact(tmp_path):
+    with _store(tmp_path, _cpu_steps([1_000] * 4), "base") as b, \
+            _store(tmp_path, _cpu_steps([1_500] * 4), "new") as n:
+        c = compare(b, n)
+    assert c.step_time.delta_ns == 500_000 and c.step_time.delta_pct == pytest.approx(50.0)
+    (addmm,) = [d for d in c.op_types if d.name == "aten::addmm"]
+    assert addmm.base_ns == 980_000 and addmm.new_ns == 1_480_000 and addmm.share_of_step_delta == pytest.approx(1.0)
+    assert c.slower_than(49) and not c.slower_than(51)
+
+
+@pytest.mark.parametrize("env,system,expected", [
+    ({"LOCAL_WORLD_SIZE": "4", "OMP_NUM_THREADS": "8"}, {"cpu_count": 16, "torch_num_threads": 8}, 32),
+    ({"OMP_NUM_THREADS": "2"}, {"cpu_count": 2, "cpu_affinity_count": 2, "torch_num_threads": 2}, None),
+    ({}, {"cpu_count": 8, "cpu_affinity_count": 4, "torch_num_threads": 8}, 8),
+])
+def test_cpu_oversubscription_from_environment_facts(tmp_path, env, system, expected):
+    with _store(tmp_path, _cpu_steps([1_000] * 3)) as store:
+        ctx = AdvisorContext(store)
+        # The collector stores these under profiler_metadata.*; a bare trace has none, so set them.
+        ctx.__dict__["metadata"] = {"profiler_metadata.environment": env, "profiler_metadata.system": system}
+        found = cpu_oversubscription(ctx, Thresholds())
+    if expected is None:
+        assert found == []
+    else:
+        (f,) = found
+        assert f.severity == "warning" and f"{expected} compute threads" in f.title
+
+
+def test_thresholds_are_validated():
+    from mlprof.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="gc_warn_share"):
+        Thresholds(gc_warn_share=-1)
+    with pytest.raises(ConfigError, match="NAME=VALUE"):
+        Thresholds.from_overrides(["nonsense"])
+    assert Thresholds.from_overrides(["gc-warn-share=0.5", "allocations_per_step=10"]).allocations_per_step == 10
