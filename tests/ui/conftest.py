@@ -33,6 +33,8 @@ def make_trace(op_dur_us: dict[str, int] | None = None, rank: int | None = None,
         {"ph": "M", "name": "thread_name", "pid": PID, "tid": TID, "args": {"name": "main thread"}},
     ]
     ts = BASE_US
+    events.append({"ph": "i", "s": "g", "name": "Iteration Start: PyTorch Profiler", "pid": PID, "tid": TID,
+                   "ts": BASE_US})
     corr = 0
     for step in range(STEPS):
         step_start = ts

@@ -35,6 +35,10 @@ SOURCES = ("host_ops", "runtime_calls", "device_ops", "steps", "markers", "gc_pa
 MAX_FLOWS = 500
 MAX_PX = 8_000
 _LONG_QUANTILE = 0.995
+# Markers and GC pauses have no id column: a slice names its row by its rank in
+# this order, the same order in the index and in event_details.
+_ROW_ORDER = {"markers": "start_ns, end_ns NULLS FIRST, name, kind, pid, tid, range_id",
+              "gc_pauses": "start_ns, dur_ns, tid, generation"}
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ def build_index(store: TableStore) -> TimelineIndex:
     con.execute("DROP TABLE IF EXISTS _tl")
     # src codes follow SOURCES; id is the row's id in that table. Sorted by
     # start so that DuckDB's zone maps skip row groups outside a window.
-    con.execute("""
+    con.execute(f"""
         CREATE TEMP TABLE _tl AS
         SELECT t.track, coalesce(h.depth, 0) AS depth, h.start_ns, h.start_ns + greatest(h.dur_ns, 0) AS end_ns,
                h.name, 0::TINYINT AS src, h.op_id AS id
@@ -152,10 +156,13 @@ def build_index(store: TableStore) -> TimelineIndex:
                'Step ' || step, 3::TINYINT, step FROM steps
         UNION ALL
         SELECT (SELECT track FROM _tl_tracks WHERE kind = 'markers'), 0, start_ns, coalesce(end_ns, start_ns),
-               name, 4::TINYINT, row_number() OVER () - 1 FROM markers WHERE kind <> 'device_annotation'
+               name, 4::TINYINT, row_number() OVER (ORDER BY {_ROW_ORDER['markers']}) - 1
+        FROM markers WHERE kind <> 'device_annotation'
         UNION ALL
         SELECT (SELECT track FROM _tl_tracks WHERE kind = 'gc'), 0, start_ns, start_ns + dur_ns,
-               'GC gen ' || coalesce(generation, -1), 5::TINYINT, row_number() OVER () - 1 FROM gc_pauses
+               'GC gen ' || coalesce(generation, -1), 5::TINYINT,
+               row_number() OVER (ORDER BY {_ROW_ORDER['gc_pauses']}) - 1
+        FROM gc_pauses
         ORDER BY start_ns
     """)
     if py_threads:
@@ -277,8 +284,9 @@ def query_window(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int
         track_cond = f" AND track IN ({', '.join(str(int(t)) for t in tracks) or '-1'})"
     # Short slices start at most long_threshold before t0 if they reach into the window.
     short = (f"SELECT * FROM _tl WHERE start_ns < {t1_ns} AND start_ns >= {t0_ns - index.long_threshold_ns} "
-             f"AND end_ns > {t0_ns} AND end_ns - start_ns <= {index.long_threshold_ns}{track_cond}")
-    long = f"SELECT * FROM _tl_long WHERE start_ns < {t1_ns} AND end_ns > {t0_ns}{track_cond}"
+             f"AND end_ns >= {t0_ns} AND end_ns - start_ns <= {index.long_threshold_ns}{track_cond}")
+    # end >= t0 (not >): an instant (marker, zero-length slice) at t0 is in the window.
+    long = f"SELECT * FROM _tl_long WHERE start_ns < {t1_ns} AND end_ns >= {t0_ns}{track_cond}"
     rows = con.execute(f"""
         WITH v AS ({short} UNION ALL {long}),
         big AS (SELECT track, depth, start_ns, end_ns, name, 1::BIGINT AS n, end_ns - start_ns AS busy_ns, src, id
@@ -361,7 +369,8 @@ def event_details(store: TableStore, src: int, row_id: int) -> dict | None:
         return None
     table = SOURCES[src]
     if table in ("markers", "gc_pauses"):
-        rows = store.dicts(f"SELECT * FROM (SELECT *, row_number() OVER () - 1 AS _row FROM {table} "
+        rows = store.dicts(f"SELECT * FROM (SELECT *, row_number() OVER (ORDER BY {_ROW_ORDER[table]}) - 1 AS _row "
+                           f"FROM {table} "
                            f"{'WHERE kind <> ' + repr('device_annotation') if table == 'markers' else ''}) "
                            "WHERE _row = ?", [row_id])
     else:
