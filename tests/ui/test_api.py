@@ -235,6 +235,17 @@ def test_timeline_window_accounts_for_every_slice_at_any_level_of_detail(client,
         assert (count > 1) == (src is None) == (ident is None)
 
 
+def test_timeline_view_downloads_as_csv(client, run_id):
+    meta = get(client, "/api/timeline/meta", run=run_id)
+    w = _window(client, run_id, 0, meta["span_ns"], 50)
+    r = client.get("/api/timeline/window", params={"run": run_id, "t0": 0, "t1": meta["span_ns"], "px": 50,
+                                                   "format": "csv"})
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert len(rows) == len(w["slices"]["track"])
+    assert sum(int(x["count"]) for x in rows) == meta["slice_count"]
+    assert min(int(x["start_ns"]) for x in rows) == int(meta["origin_ns"])
+
+
 def test_timeline_window_returns_only_what_overlaps_it(client, run_id):
     meta = get(client, "/api/timeline/meta", run=run_id)
     step1 = meta["steps"][1]

@@ -11,10 +11,6 @@ import csv
 import io
 from pathlib import Path
 
-from mlprof.analysis.advisor import advise
-from mlprof.analysis.cluster import combine
-from mlprof.analysis.cluster_data import rank_data
-from mlprof.analysis.compare import compare
 from mlprof.analysis.job import job_info
 from mlprof.analysis.ops import op_statistic
 from mlprof.errors import ConfigError
@@ -24,7 +20,7 @@ from mlprof.ui.discovery import discover
 from mlprof.ui.stores import OpenRun
 
 __all__ = ["runs_answer", "overview_answer", "dataset_rows", "rows_to_csv", "timeline_meta",
-           "timeline_window", "timeline_search", "timeline_event", "advisor_answer", "compare_answer",
+           "timeline_window", "timeline_window_rows", "timeline_search", "timeline_event", "advisor_answer", "compare_answer",
            "compare_rows", "COMPARE_SECTIONS", "cluster_members", "cluster_answer", "cluster_rows",
            "CLUSTER_SECTIONS", "FEATURES"]
 
@@ -73,16 +69,28 @@ def overview_answer(run: OpenRun) -> dict:
         "data_loading": {"steps_ns": total, "data_loading_ns": loading,
                          "data_loading_pct": 100.0 * loading / total if total else None},
         "environment": dataset_rows(run, "environment", Params()),
-        "advisor": advisor_answer(run),
+        "advisor": _advisor_or_reason(run),
     }
 
 
+def _advisor_or_reason(run: OpenRun) -> dict:
+    try:
+        return advisor_answer(run)
+    except ImportError as exc:  # the overview still shows everything else
+        return {"available": False, "reason": f"the advisor cannot load: {exc}", "findings": []}
+
+
 def advisor_answer(run: OpenRun) -> dict:
+    # Imported here: a page whose analysis cannot load says so; the others still work.
+    from mlprof.analysis.advisor import advise
+
     report = advise(run.store)
     return {"available": True, **report.to_dict()}
 
 
 def compare_answer(base: OpenRun, new: OpenRun) -> dict:
+    from mlprof.analysis.compare import compare
+
     return compare(base.store, new.store).to_dict()
 
 
@@ -152,6 +160,22 @@ def timeline_window(run: OpenRun, t0_rel: int, t1_rel: int, width_px: int, track
     return answer
 
 
+def timeline_window_rows(run: OpenRun, answer: dict) -> list[dict]:
+    """A window answer as rows (its CSV download): one per slice or merged block, absolute ns."""
+    index = _index(run)
+    origin = index.start_ns or 0
+    tracks = {t.id: t for t in index.tracks}
+    s = answer["slices"]
+    rows = []
+    for i in range(len(s["track"])):
+        track = tracks.get(s["track"][i])
+        rows.append({"group": track.group if track else None, "track": track.name if track else s["track"][i],
+                     "depth": s["depth"][i], "start_ns": origin + answer["t0"] + s["start"][i], "dur_ns": s["dur"][i],
+                     "name": answer["names"][s["name"][i]], "count": s["count"][i], "busy_ns": s["busy"][i],
+                     "table": timeline.SOURCES[s["src"][i]] if s["src"][i] is not None else None, "id": s["id"][i]})
+    return rows
+
+
 def timeline_search(run: OpenRun, text: str) -> dict:
     index = _index(run)
     origin = index.start_ns or 0
@@ -182,6 +206,9 @@ def cluster_members(logdir: Path, run_id: str) -> list[str]:
 
 def cluster_answer(logdir: Path, run_dirs: dict[str, Path]) -> dict:
     """Cluster report over the ranks among ``run_dirs`` (run id -> output dir); runs without a rank are left out."""
+    from mlprof.analysis.cluster import combine
+    from mlprof.analysis.cluster_data import rank_data
+
     ranks = [rank_data(path, source=run_id) for run_id, path in run_dirs.items()]
     with_rank = [r for r in ranks if r["rank"] is not None]
     if len(with_rank) < 2:

@@ -204,8 +204,11 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
                 tracks = [int(t) for t in tracks_arg.split(",")[:10_000]]
             except ValueError:
                 raise ConfigError("tracks: comma-separated integers") from None
-        return _json(api.timeline_window(run, _int_arg(request, "t0", 0), _int_arg(request, "t1", 1),
-                                         _int_arg(request, "px", 1000), tracks))
+        answer = api.timeline_window(run, _int_arg(request, "t0", 0), _int_arg(request, "t1", 1),
+                                     _int_arg(request, "px", 1000), tracks)
+        if request.query_params.get("format"):
+            return _table(request, "timeline_window", api.timeline_window_rows(run, answer))
+        return _json(answer)
 
     def tl_search(request: Request, run) -> Response:
         text = request.query_params.get("q", "")

@@ -44,6 +44,7 @@ const Pages = (() => {
   }
 
   function advisorList(report) {
+    if (report.available === false) return h("p", { class: "na-box", id: "advisor-na" }, report.reason);
     if (!report.findings.length)
       return h("p", { class: "muted", id: "advisor-none" }, `No findings: ${report.rules_run.length} rules found nothing worth reporting in ${report.step_count} step(s).`);
     return h("ul", { class: "findings", id: "advisor-findings" }, report.findings.map(f => h("li", { class: `sev-${f.severity}` },

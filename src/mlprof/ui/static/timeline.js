@@ -21,8 +21,9 @@ const Timeline = (() => {
     const flowsBox = h("input", { type: "checkbox", id: "tl-flows", checked: true });
     const stepBox = h("select", { id: "tl-step", "aria-label": "show one step" }, h("option", { value: "" }, "whole run"));
     // The answer behind the current picture, as JSON (what the canvas shows, merged blocks included).
-    const download = h("a", { id: "tl-download", download: "timeline_window.json", "data-format": "json" }, "download view (JSON)");
-    st = { run, canvas, axis, wrap, details, searchInfo, viewInfo, flowsBox, stepBox, download, meta: null, layout: [], byTrack: new Map(),
+    const download = h("a", { id: "tl-download", download: "timeline_window.json", "data-format": "json" }, "JSON");
+    const downloadCsv = h("a", { id: "tl-download-csv", download: "timeline_window.csv", "data-format": "csv" }, "CSV");
+    st = { run, canvas, axis, wrap, details, searchInfo, viewInfo, flowsBox, stepBox, download, downloadCsv, meta: null, layout: [], byTrack: new Map(),
       view: { t0: 0, t1: 1 }, answer: null, ctrl: null, requests: 0, answers: 0, selected: null, hits: null, hit: -1,
       mouseX: null, drag: null, timer: null, listeners: [] };
     const toolbar = h("div", { id: "tl-toolbar" },
@@ -32,7 +33,7 @@ const Timeline = (() => {
       stepBox, h("label", {}, flowsBox, " flows"), searchBox,
       h("button", { onclick: () => runSearch(searchBox.value), id: "tl-find" }, "find"),
       h("button", { onclick: () => stepHit(-1), title: "previous match" }, "‹"), h("button", { onclick: () => stepHit(1), title: "next match" }, "›"),
-      searchInfo, viewInfo, h("span", { class: "downloads" }, download));
+      searchInfo, viewInfo, h("span", { class: "downloads" }, "download view", downloadCsv, download));
     el.replaceChildren(h("h1", {}, "Timeline"), toolbar,
       h("p", { class: "hint" }, "W/S or Ctrl+wheel: zoom · A/D, drag or Shift+wheel: pan · click: details · 0: whole run · F: frame selection"),
       axis, wrap, details);
@@ -129,7 +130,8 @@ const Timeline = (() => {
     const t0 = Math.floor(Math.max(0, v.t0)), t1 = Math.ceil(Math.max(t0 + 1, v.t1));
     try {
       const url = `/api/timeline/window?${query({ run: st.run, t0, t1, px: Math.round(plotW()) })}`;
-      st.download.href = url;
+      st.download.href = url + "&format=json&download=1";
+      st.downloadCsv.href = url + "&format=csv&download=1";
       const a = await getJSON(url, ctrl.signal);
       if (st !== s0 || ctrl.signal.aborted) return;
       st.answer = a; st.answers++;
