@@ -106,3 +106,23 @@ def test_stop_leaves_a_foreign_process_alone(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait(timeout=10)
+
+
+def test_the_dashboard_works_without_torch(logdir, run_id):
+    code = f"""
+import sys
+sys.modules["torch"] = None  # any import of torch now fails
+import warnings
+warnings.simplefilter("ignore")
+from starlette.testclient import TestClient
+from mlprof.ui.server import create_app
+with TestClient(create_app({str(logdir)!r}), base_url="http://127.0.0.1") as c:
+    for path in ("/api/runs", "/api/overview", "/api/timeline/meta", "/api/cluster", "/api/data/op_statistic"):
+        r = c.get(path, params={{"run": {run_id!r}}})
+        assert r.status_code == 200, (path, r.text)
+    assert c.get("/api/compare", params={{"run": {run_id!r}, "base": {run_id!r}}}).status_code == 200
+assert "torch" not in [m for m in sys.modules if sys.modules[m] is not None]
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
