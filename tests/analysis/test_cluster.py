@@ -86,3 +86,20 @@ def test_advise_over_the_ranks_files_the_slow_rank_finding_with_that_rank(ddp_di
     # The sleep is Python time in which no op runs: the single-rank rule sees it too.
     assert "host_outside_ops" in slow_ids
     assert not [f for f in by_rank[0]["findings"] if f["id"] == "slow_rank"]
+
+
+def test_the_waiting_rank_gets_an_exposed_communication_finding(ddp_dir):
+    from mlprof.analysis.advisor import advise
+    from mlprof.analysis.inputs import parsed_outputs_of
+    from mlprof.tables.store import TableStore
+
+    reports = {}
+    for out in parsed_outputs_of(ddp_dir):
+        with TableStore(out.tables_dir) as store:
+            report = advise(store)
+        reports[report.rank] = {f.id: f for f in report.findings}
+    # Rank 0 blocks in gloo all-reduce while rank 1 sleeps: most of its step is exposed communication.
+    waiting = reports[0]["communication_overlap"]
+    assert waiting.severity in ("warning", "critical") and waiting.evidence.metrics["measured_on"] == "host"
+    assert waiting.share > 0.5
+    assert reports[1].get("communication_overlap") is None or reports[1]["communication_overlap"].share < 0.1

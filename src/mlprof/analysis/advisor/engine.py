@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
-from mlprof.analysis.advisor.rules_device import communication_overlap, device_idle, memory_churn, synchronization
+from mlprof.analysis.advisor.rules_comm import communication_overlap
+from mlprof.analysis.advisor.rules_device import device_idle, memory_churn, synchronization
 from mlprof.analysis.advisor.rules_env import cpu_oversubscription, recompilation
 from mlprof.analysis.advisor.rules_host import (
     data_loading,

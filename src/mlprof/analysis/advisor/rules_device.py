@@ -5,7 +5,7 @@ from __future__ import annotations
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 
-__all__ = ["device_idle", "synchronization", "communication_overlap", "memory_churn"]
+__all__ = ["device_idle", "synchronization", "memory_churn"]
 
 _SYNC_API = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
              "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize")
@@ -92,37 +92,6 @@ def synchronization(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         fix=("Keep values on the device inside the step: accumulate losses/metrics as tensors and call "
              ".item()/.cpu() once every N steps; avoid data-dependent shapes (nonzero, masked_select, "
              "unique) in the hot path; remove torch.cuda.synchronize() (use CUDA events for timing)."),
-        rank=ctx.rank)]
-
-
-def communication_overlap(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
-    """Communication the computation does not hide."""
-    if not ctx.has_device:
-        return []
-    exposed_ns = sum(s.communication_not_overlapped_ns or 0 for s in ctx.steps)
-    share = ctx.share(exposed_ns)
-    severity = severity_for(share, th.communication_warn_share, th)
-    if severity is None:
-        return []
-    total_comm = sum(s.communication_ns or 0 for s in ctx.steps)
-    kinds = ctx.store.dicts("""
-        SELECT coalesce(collective_name, name) AS name, count(*) AS count, sum(dur_ns) AS total_ns,
-               sum(size_bytes) AS size_bytes, sum(size_bytes) / nullif(sum(dur_ns), 0) AS bandwidth_gb_per_s
-        FROM collectives WHERE step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC""")
-    if not kinds:
-        kinds = ctx.store.dicts("""SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM device_ops
-            WHERE is_communication AND step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC LIMIT 10""")
-    return [Finding(
-        id="communication_overlap", severity=severity, share=round(share, 4), impact_ns=int(exposed_ns),
-        title=f"Un-overlapped communication: {share:.0%} of step time "
-              f"({exposed_ns / total_comm:.0%} of communication is exposed)" if total_comm else "",
-        evidence=Evidence(metrics={"exposed_ns": exposed_ns, "communication_ns": total_comm,
-                                   "total_step_ns": ctx.total_step_ns},
-                          steps=ctx.step_rows(lambda s: s.communication_not_overlapped_ns)[:5], ops=kinds),
-        fix=("Overlap gradients' all-reduce with backward: DDP bucket sizes (bucket_cap_mb), "
-             "gradient_as_bucket_view=True, no_sync() for accumulation steps; for FSDP, forward/backward "
-             "prefetch. If a slow rank makes others wait, fix that rank first (see `mlprof cluster`); "
-             "check the interconnect's bandwidth against the collectives' figures."),
         rank=ctx.rank)]
 
 

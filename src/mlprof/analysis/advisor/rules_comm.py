@@ -1,0 +1,94 @@
+"""Rule: communication that computation does not hide, on device traces and on CPU (gloo) ranks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.analysis.cluster_data import HOST_COMM_PATTERN
+from mlprof.analysis.intervals import union_length
+
+__all__ = ["communication_overlap", "host_exposed_communication"]
+
+_FIX = ("Overlap gradients' all-reduce with backward: DDP bucket sizes (bucket_cap_mb), "
+        "gradient_as_bucket_view=True, no_sync() for accumulation steps; for FSDP, forward/backward "
+        "prefetch. Exposed communication that is mostly waiting means another rank is late: find it with "
+        "`mlprof cluster` and fix that rank first; else check the interconnect against the collectives' bandwidth.")
+
+
+def _clipped(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    s, e = np.maximum(start, lo), np.minimum(end, hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def host_exposed_communication(ctx: AdvisorContext) -> dict[tuple[int, int], tuple[int, int]]:
+    """CPU ranks: per (window, step), (communication ns, exposed ns).
+
+    Communication = union of host communication annotations (gloo:*, ...) on
+    any thread; exposed = the part of it during which the step's own thread
+    runs no other op (the training thread is blocked on the result).
+    """
+    q = ctx.store.sql(f"""
+        SELECT h.window_index AS win, h.step, h.start_ns, h.start_ns + h.dur_ns AS end_ns,
+               regexp_matches(h.name, '{HOST_COMM_PATTERN}') AS is_comm,
+               h.tid = st.tid AS on_step_thread
+        FROM host_ops h JOIN (SELECT window_index, tid, name FROM host_ops WHERE name LIKE 'ProfilerStep#%') st
+             ON st.window_index = h.window_index AND st.name = 'ProfilerStep#' || h.step
+        WHERE h.step IS NOT NULL AND h.category <> 'python_function' AND h.name NOT LIKE 'ProfilerStep#%'
+          AND (regexp_matches(h.name, '{HOST_COMM_PATTERN}') OR coalesce(h.depth, 0) <= 1)""").fetchnumpy()
+    out = {}
+    if not len(q["step"]):
+        return out
+    arr = {k: np.asarray(v) for k, v in q.items()}
+    for s in ctx.steps:
+        sel = (arr["win"] == s.window) & (arr["step"] == s.step)
+        comm = sel & arr["is_comm"].astype(bool)
+        if not comm.any():
+            continue
+        busy = sel & ~arr["is_comm"].astype(bool) & arr["on_step_thread"].astype(bool)
+        cs, ce = _clipped(arr["start_ns"][comm], arr["end_ns"][comm], s.start_ns, s.end_ns)
+        bs, be = _clipped(arr["start_ns"][busy], arr["end_ns"][busy], s.start_ns, s.end_ns)
+        comm_ns = union_length(cs, ce)
+        exposed = union_length(np.concatenate([cs, bs]), np.concatenate([ce, be])) - union_length(bs, be)
+        out[(s.window, s.step)] = (comm_ns, exposed)
+    return out
+
+
+def communication_overlap(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
+    """Communication the computation does not hide."""
+    if ctx.has_device:
+        exposed_ns = sum(s.communication_not_overlapped_ns or 0 for s in ctx.steps)
+        total_comm = sum(s.communication_ns or 0 for s in ctx.steps)
+        steps = ctx.step_rows(lambda s: s.communication_not_overlapped_ns)[:5]
+        kinds = ctx.store.dicts("""
+            SELECT coalesce(collective_name, name) AS name, count(*) AS count, sum(dur_ns) AS total_ns,
+                   sum(size_bytes) AS size_bytes, sum(size_bytes) / nullif(sum(dur_ns), 0) AS bandwidth_gb_per_s
+            FROM collectives WHERE step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC""")
+        if not kinds:
+            kinds = ctx.store.dicts("""SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM device_ops
+                WHERE is_communication AND step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC LIMIT 10""")
+    else:
+        per_step = host_exposed_communication(ctx)
+        if not per_step:
+            return []
+        exposed_ns = sum(e for _, e in per_step.values())
+        total_comm = sum(c for c, _ in per_step.values())
+        steps = sorted(({"step": st, "window": w, "communication_ns": c, "value_ns": e}
+                        for (w, st), (c, e) in per_step.items()), key=lambda r: -r["value_ns"])[:5]
+        kinds = ctx.store.dicts(f"""SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM host_ops
+            WHERE step IS NOT NULL AND regexp_matches(name, '{HOST_COMM_PATTERN}') GROUP BY 1 ORDER BY total_ns DESC""")
+    share = ctx.share(exposed_ns)
+    severity = severity_for(share, th.communication_warn_share, th)
+    if severity is None or not total_comm:
+        return []
+    return [Finding(
+        id="communication_overlap", severity=severity, share=round(share, 4), impact_ns=int(exposed_ns),
+        title=f"Un-overlapped communication: {share:.0%} of step time "
+              f"({exposed_ns / total_comm:.0%} of communication is exposed)",
+        evidence=Evidence(metrics={"exposed_ns": exposed_ns, "communication_ns": total_comm,
+                                   "total_step_ns": ctx.total_step_ns,
+                                   "measured_on": "device" if ctx.has_device else "host"},
+                          steps=steps, ops=kinds),
+        fix=_FIX, rank=ctx.rank)]
