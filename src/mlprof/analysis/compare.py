@@ -12,13 +12,15 @@ and input shapes), kernels (device ops by name) and memory peaks.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
+from mlprof.analysis.inputs import single_output
 from mlprof.analysis.ops import HOST_OP_FILTER
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
 from mlprof.errors import MlprofError
 from mlprof.tables.store import TableStore
 
-__all__ = ["Delta", "StepPair", "Comparison", "compare", "align_steps", "BREAKDOWN_FIELDS"]
+__all__ = ["Delta", "StepPair", "Comparison", "compare", "compare_paths", "align_steps", "BREAKDOWN_FIELDS"]
 
 BREAKDOWN_FIELDS = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "other_host_ns",
                     "computing_ns", "communication_not_overlapped_ns", "preparing_ns", "free_ns")
@@ -211,3 +213,10 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
 
 def _op_label(key: tuple) -> str:
     return f"{key[0]} {key[1]}" if len(key) > 1 and key[1] else key[0]
+
+
+def compare_paths(base: str | Path, new: str | Path, top: int = 50) -> Comparison:
+    """:func:`compare` for two captures, traces or parsed outputs (parsed first when needed)."""
+    b, n = single_output(Path(base)), single_output(Path(new))
+    with TableStore(b.tables_dir) as bs, TableStore(n.tables_dir) as ns:
+        return compare(bs, ns, top)

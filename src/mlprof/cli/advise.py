@@ -6,12 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise, slow_rank_findings, sort_findings
-from mlprof.analysis.cluster import combine
-from mlprof.analysis.cluster_data import rank_data
+from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise_outputs
 from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
 from mlprof.tables.files import atomic_write
-from mlprof.tables.store import TableStore
 
 __all__ = ["register", "run", "ADVISOR_FILE"]
 
@@ -40,7 +37,10 @@ def format_report(source: str, report: AdvisorReport) -> list[str]:
     rank = "" if report.rank is None else f" (rank {report.rank})"
     lines = [f"{source}{rank}: {report.step_count} steps, {_ms(report.total_step_ns)} of step time, "
              f"{len(report.findings)} finding(s), {len(report.warnings)} warning(s)"]
-    if not report.findings:
+    if not report.step_count:
+        lines.append("  no profiled steps: rules that judge by step time need ProfilerStep spans "
+                     "(call prof.step() once per training step)")
+    elif not report.findings:
         lines.append("  no findings: nothing above the thresholds")
     for f in report.findings:
         lines.append(f"  [{f.severity.upper()}] {f.id}: {f.title}")
@@ -62,20 +62,10 @@ def format_report(source: str, report: AdvisorReport) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     thresholds = Thresholds.from_overrides(args.threshold)
     outputs = parsed_outputs(args.path, None, progress_for(args))
-    reports = []
-    for source, out in outputs:
-        with TableStore(out / "tables") as store:
-            reports.append(advise(store, thresholds))
-    if len(outputs) > 1:
-        # Several ranks: the cross-rank rule, its finding filed with the slow rank's report.
-        cluster = combine([rank_data(out, source) for source, out in outputs], thresholds)
-        for finding in slow_rank_findings(cluster):
-            for report in reports:
-                if report.rank == finding.rank:
-                    report.findings = sort_findings(report.findings + [finding])
+    reports = advise_outputs(outputs, thresholds)
     results = []
     for (source, out), report in zip(outputs, reports):
-        entry = {"source": source, "output_dir": str(out), **report.to_dict()}
+        entry = {**report.to_dict(), "output_dir": str(out)}
         if not args.no_write:
             atomic_write(out / ADVISOR_FILE, json.dumps(entry, indent=2, default=str))
         results.append((source, report, entry))

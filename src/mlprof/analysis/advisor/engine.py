@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
@@ -20,7 +21,7 @@ from mlprof.analysis.advisor.rules_host import (
 from mlprof.analysis.advisor.rules_modules import dominant_module
 from mlprof.tables.store import TableStore
 
-__all__ = ["Rule", "RULES", "AdvisorReport", "advise", "sort_findings"]
+__all__ = ["Rule", "RULES", "AdvisorReport", "advise", "advise_outputs", "advise_path", "sort_findings"]
 
 Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 
@@ -40,13 +41,14 @@ class AdvisorReport:
     total_step_ns: int
     findings: list[Finding] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
+    source: str | None = None  # the capture or trace, when known
 
     @property
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f.severity in ("critical", "warning")]
 
     def to_dict(self) -> dict:
-        return {"rank": self.rank, "step_count": self.step_count, "total_step_ns": self.total_step_ns,
+        return {"source": self.source, "rank": self.rank, "step_count": self.step_count, "total_step_ns": self.total_step_ns,
                 "rules_run": self.rules_run, "findings": [f.to_dict() for f in self.findings]}
 
 
@@ -68,3 +70,33 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
         findings.extend(rule(ctx, th))
     return AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
                          findings=sort_findings(findings), rules_run=[r.__name__ for r in rules])
+
+
+
+def advise_outputs(outputs: Sequence[tuple[str, Path]], thresholds: Thresholds | None = None) -> list[AdvisorReport]:
+    """:func:`advise` for each (source, parsed output dir); with several ranks, adds the slow-rank
+    finding to the slow rank's report."""
+    from mlprof.analysis.advisor.rules_cluster import slow_rank_findings
+    from mlprof.analysis.cluster import combine
+    from mlprof.analysis.cluster_data import rank_data
+
+    reports = []
+    for source, out in outputs:
+        with TableStore(Path(out) / "tables") as store:
+            report = advise(store, thresholds)
+        report.source = str(source)
+        reports.append(report)
+    if len(outputs) > 1:
+        cluster = combine([rank_data(out, source) for source, out in outputs], thresholds)
+        for finding in slow_rank_findings(cluster):
+            for report in reports:
+                if report.rank == finding.rank:
+                    report.findings = sort_findings(report.findings + [finding])
+    return reports
+
+
+def advise_path(path: str | Path, thresholds: Thresholds | None = None) -> list[AdvisorReport]:
+    """:func:`advise_outputs` for every capture or trace under ``path`` (parsed first when needed)."""
+    from mlprof.analysis.inputs import parsed_outputs_of
+
+    return advise_outputs([(o.source, o.output_dir) for o in parsed_outputs_of(Path(path))], thresholds)
