@@ -42,10 +42,10 @@ class SortDropout(nn.Module):
         return x * mask.view_as(x) / (1 - self.p)
 
 
-def _model(slow_dropout: bool) -> nn.Module:
+def _model(slow_dropout: bool, hidden: int = HIDDEN) -> nn.Module:
     drop = SortDropout(0.5) if slow_dropout else nn.Dropout(0.5)
-    return nn.Sequential(nn.Linear(64, HIDDEN), nn.ReLU(), drop, nn.Linear(HIDDEN, HIDDEN), nn.ReLU(),
-                         nn.Linear(HIDDEN, 10))
+    return nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), drop, nn.Linear(hidden, hidden), nn.ReLU(),
+                         nn.Linear(hidden, 10))
 
 
 class SlowDataset(torch.utils.data.Dataset):
@@ -78,19 +78,19 @@ class BatchDataset(torch.utils.data.Dataset):
         return self.x[i], self.y[i]
 
 
-def _train(prof, steps: int, slow_dropout=False, item_cost_s=0.0, garbage=False) -> None:
+def _train(prof, steps: int, slow_dropout=False, item_cost_s=0.0, garbage=False, hidden=HIDDEN, batch=64) -> None:
     torch.manual_seed(0)
     # One intra-op thread: the test machines have 2 shared cores, and two
     # threads there turn a 100 us matmul into a 2 ms one (oversubscription).
     torch.set_num_threads(1)
-    model = _model(slow_dropout)
+    model = _model(slow_dropout, hidden)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     if item_cost_s:
         # num_workers=0: every item is read and collated in the training process, between steps.
         loader = torch.utils.data.DataLoader(SlowDataset(64 * (steps + 2), item_cost_s), batch_size=64,
                                              num_workers=0)
     else:
-        loader = torch.utils.data.DataLoader(BatchDataset(steps + 2), batch_size=None)
+        loader = torch.utils.data.DataLoader(BatchDataset(steps + 2, batch), batch_size=None)
     keep = [[i] for i in range(150_000)] if garbage else []  # a big live heap makes full GCs slow
     for i, (x, y) in enumerate(loader):
         if i >= steps:
@@ -111,7 +111,8 @@ def _train(prof, steps: int, slow_dropout=False, item_cost_s=0.0, garbage=False)
 
 
 SCENARIOS = {
-    "clean": {},
+    # Steps of several ms: on a shared 2-core host a preemption must not double a step.
+    "clean": {"hidden": 768, "batch": 128},
     "seed002_slow": {"slow_dropout": True},
     "seed002_fixed": {"slow_dropout": False},
     "data_loading": {"item_cost_s": 0.0005},
