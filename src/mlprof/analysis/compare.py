@@ -190,20 +190,22 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
             return 0.0
         return row["device_ns"] if device_view else row["host_self_ns"]
 
-    def section(b: dict, nw: dict, fn, label) -> list[Delta]:
+    def section(b: dict, nw: dict, value, label) -> list[Delta]:
         rows = []
         for key in b.keys() | nw.keys():
-            rb, rn = b.get(key), nw.get(key)
-            rows.append(_delta(label(key), fn(rb), fn(rn), step_delta,
-                               **{"base_count": rb["count"] if rb else 0, "new_count": rn["count"] if rn else 0,
-                                  **({"input_dims": key[1] or None} if len(key) > 1 and label is _op_label else {}),
-                                  **({"host_self_delta_ns": (rn or {}).get("host_self_ns", 0)
-                                      - (rb or {}).get("host_self_ns", 0)} if device_view and fn is cost else {})}))
+            rb, rn = b.get(key) or {}, nw.get(key) or {}
+            detail = {"base_count": rb.get("count", 0), "new_count": rn.get("count", 0)}
+            if len(key) > 1 and label is _op_label:
+                detail["input_dims"] = key[1] or None
+            if device_view and "host_self_ns" in {**rb, **rn}:
+                # The host side of a device op, for host-bound runs where launch cost matters.
+                detail["host_self_delta_ns"] = rn.get("host_self_ns", 0) - rb.get("host_self_ns", 0)
+            rows.append(_delta(label(key), value(rb), value(rn), step_delta, **detail))
         return _rank(rows)[:top]
 
     op_types = section(_op_types(base, n), _op_types(new, n), cost, lambda k: k[0])
     ops = section(_ops(base, n), _ops(new, n), cost, _op_label)
-    kernels = section(_kernels(base, n), _kernels(new, n), lambda r: r["total_ns"] if r else 0.0, lambda k: k[0])
+    kernels = section(_kernels(base, n), _kernels(new, n), lambda r: r.get("total_ns", 0.0), lambda k: k[0])
     mb, mn = _memory_peaks(base), _memory_peaks(new)
     memory = [_delta(k, mb.get(k, 0), mn.get(k, 0), None) for k in sorted(mb.keys() | mn.keys())]
     return Comparison(aligned_by=aligned_by, steps=n, step_time=step_time,
