@@ -1,0 +1,71 @@
+"""Cluster figures on two tiny inline ranks with known times, and the CLI run in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlprof.analysis.cluster import cluster
+from mlprof.cli.main import main
+
+BASE_NS = 1_700_000_000_000_000_000
+
+
+def X(name, ts, dur, cat="cpu_op", tid=11, **args):
+    ev = {"ph": "X", "cat": cat, "name": name, "pid": 10, "tid": tid, "ts": ts, "dur": dur}
+    if args:
+        ev["args"] = args
+    return ev
+
+
+def _rank_trace(path: Path, rank: int, compute_us: int, comm_start_us: int) -> None:
+    """One 6 ms step: compute on the main thread, then a gloo all-reduce (on gloo's thread) ending at 5 ms."""
+    events = [X("ProfilerStep#1", 0, 6_000, cat="user_annotation"),
+              X("aten::addmm", 0, compute_us, **{"Input Dims": [[4], [4, 4], [4, 4]]}),
+              X("gloo:all_reduce", comm_start_us, 5_000 - comm_start_us, cat="user_annotation", tid=99,
+                **{"Input Dims": [[1000]], "Input type": ["float"]})]
+    path.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": BASE_NS,
+                                "distributedInfo": {"rank": rank, "world_size": 2, "backend": "gloo"},
+                                "traceEvents": events}))
+
+
+@pytest.fixture
+def two_ranks(tmp_path) -> Path:
+    # Rank 1 computes 4 ms and arrives late; rank 0 computes 1 ms and waits 3 ms for it.
+    _rank_trace(tmp_path / "rank0.pt.trace.json", 0, 1_000, 1_000)
+    _rank_trace(tmp_path / "rank1.pt.trace.json", 1, 4_000, 4_000)
+    return tmp_path
+
+
+def test_wait_transit_and_slow_rank_are_exact(two_ranks):
+    report = cluster(two_ranks, workers=1)
+    r0, r1 = report.ranks
+    assert (r0.rank, r1.rank) == (0, 1)
+    assert r0.communication_ns == 4_000_000 and r0.wait_ns == 3_000_000 and r0.transit_ns == 1_000_000
+    assert r1.communication_ns == 1_000_000 and r1.wait_ns == 0 and r1.transit_ns == 1_000_000
+    assert (r0.compute_ns, r1.compute_ns) == (2_000_000, 5_000_000)
+    (slow,) = report.slow_ranks
+    assert slow.rank == 1 and slow.cause == "compute" and slow.excess_ns == 3_000_000
+    assert slow.share_of_step == pytest.approx(0.5) and slow.severity == "critical"
+    c0 = {c.rank: c for c in report.collectives}
+    assert c0[0].size_bytes == c0[1].size_bytes == 4_000  # 1000 floats
+    assert c0[1].bandwidth_gb_per_s == pytest.approx(4_000 / 1_000_000)
+
+
+def test_cli_in_process(two_ranks, capsys):
+    assert main(["cluster", str(two_ranks), "--json", "--workers", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["slow_ranks"][0]["rank"] == 1
+    assert main(["advise", str(two_ranks), "--json"]) == 0
+    reports = {r["rank"]: r for r in json.loads(capsys.readouterr().out)}
+    assert "slow_rank" in [f["id"] for f in reports[1]["findings"]]
+    assert "communication_overlap" in [f["id"] for f in reports[0]["findings"]]
+    a, b = sorted(two_ranks.glob("*.pt.trace.json"))
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["step_time"]["delta_ns"] == 0
+    assert main(["op", str(b), "--name", "addmm", "--json"]) == 0
+    (group,) = json.loads(capsys.readouterr().out)["addmm"]
+    assert group["occurrences"] == 1 and group["host_total_ns"] == 4_000_000
+    assert main(["op", str(two_ranks), "--name", "addmm"]) == 0  # two ranks: one table each
+    assert capsys.readouterr().out.count("aten::addmm") == 2
