@@ -40,6 +40,10 @@ def test_seed002_hand_written_dropout_is_named_as_the_bottleneck(runs):
     assert report.total_step_ns == total
     assert op.share == pytest.approx(op.impact_ns / total, abs=1e-4)
     assert op.share > 0.4  # sorting 16 random numbers per element dwarfs a small MLP
+    # The slow path is visible: the sort ran on float64 random numbers, one shape.
+    assert op.evidence.metrics["slow_dtype"] == "double" and "double" in op.title
+    (shape,) = op.evidence.metrics["input_shapes"]
+    assert shape["count"] == report.step_count
 
 
 def test_fixed_version_gets_no_dominant_op_warning(runs):

@@ -50,6 +50,12 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         # Dense math leading the step is what a healthy, compute-bound run looks like.
         severity = "info" if expected else severity_for(share, th.dominant_op_warn_share, th)
         sites = ctx.call_sites(f"name = ? AND {_OP_FILTER}", [top["name"]])
+        shapes = ctx.store.dicts(f"""
+            SELECT input_dims, input_types, count(*) AS count, sum(folded_self_ns) AS self_ns FROM host_ops
+            WHERE name = ? AND {_OP_FILTER} GROUP BY 1, 2 ORDER BY self_ns DESC LIMIT 3""", [top["name"]])
+        # float64 is the classic slow path (seed 002's dropout drew doubles): say so when it is there.
+        slow_dtype = next((t for t in ("double", "c10::complex<double>")
+                           if shapes and t in str(shapes[0]["input_types"] or "").lower()), None)
         where = f" called from {sites[0]['call_site'] or sites[0]['module']}" if sites and (
             sites[0]["call_site"] or sites[0]["module"]) else ""
         fix = (f"{top['name']} is dense math leading the step: the run is compute-bound. Gains come from "
@@ -64,11 +70,14 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             WHERE name = ? AND {_OP_FILTER} GROUP BY 1, 2 ORDER BY self_ns DESC LIMIT 5""", [top["name"]])
         findings.append(Finding(
             id="dominant_op", severity=severity, share=round(share, 4), impact_ns=int(top["cost_ns"]),
-            title=f"{top['name']} takes {share:.0%} of step time{where}",
+            title=f"{top['name']} takes {share:.0%} of step time{where}"
+                  + (f" (on {slow_dtype} inputs)" if slow_dtype and not expected else ""),
             evidence=Evidence(
                 metrics={"op": top["name"], "count": top["count"], "host_self_ns": top["host_self_ns"],
                          "device_ns": top["device_ns"], "total_step_ns": ctx.total_step_ns,
-                         "expected_compute": expected},
+                         "expected_compute": expected, "slow_dtype": slow_dtype,
+                         "input_shapes": [{"input_dims": r["input_dims"], "input_types": r["input_types"],
+                                           "count": r["count"], "self_ns": r["self_ns"]} for r in shapes]},
                 steps=per_step, ops=[{k: r[k] for k in ("name", "count", "host_self_ns", "device_ns", "cost_ns")}
                                      for r in rows[:5]],
                 call_sites=sites),
