@@ -24,6 +24,9 @@ def _parse(path, tmp_path):
     (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": "12", "dur": 1}]}', "$.traceEvents[0].ts"),
     (b'{"traceEvents": [{"ph": "X", "name": 5, "ts": 1, "dur": 1}]}', "$.traceEvents[0].name"),
     (b'{"traceEvents": {"not": "a list"}}', "$.traceEvents"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1e300, "dur": 1}]}', "out of range"),
+    (b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": -1e30}]}', "out of range"),
+    (b'{"baseTimeNanoseconds": 99999999999999999999, "traceEvents": []}', "out of range"),
 ])
 def test_bad_trace_file_raises_trace_format_error_naming_file(tmp_path, content, problem):
     path = tmp_path / "bad.pt.trace.json"
@@ -79,3 +82,10 @@ def test_a_bad_window_is_skipped_and_reported_the_others_parsed(tmp_path):
     assert len(result.skipped) == 2
     assert any("window_0001/steps.json" in s for s in result.skipped)
     assert any("window_0002/kineto.pt.trace.json" in s and "truncated" in s for s in result.skipped)
+
+
+def test_huge_numbers_in_capture_files_are_a_clear_error(tmp_path):
+    root = make_capture(tmp_path / "h_mlprof", {0: {"events": None,
+                                                    "steps": [{"step": 1, "start_ns": 0, "end_ns": 10**30}]}})
+    with pytest.raises(CaptureError, match=r"steps.json.*\$\[0\]\.end_ns"):
+        parse_path(root)

@@ -6,7 +6,7 @@ The format is docs/capture_format.md; times there are already wall-clock ns.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Union
+from typing import Annotated, Union
 
 import msgspec
 
@@ -16,28 +16,32 @@ __all__ = ["StepRecord", "MarkRecord", "RangeRecord", "MarkersFile", "GcRecord",
            "read_steps", "read_markers", "read_gc"]
 
 
+# Every integer must fit the tables' int64 columns (hostile or corrupt files).
+Int = Annotated[int, msgspec.Meta(ge=-(2**62), le=2**62)]
+
+
 class StepRecord(msgspec.Struct):
-    step: int
-    start_ns: int
-    end_ns: int
+    step: Int
+    start_ns: Int
+    end_ns: Int
 
 
 class MarkRecord(msgspec.Struct):
     name: str
-    ts_ns: int
-    tid: Union[int, None] = None
+    ts_ns: Int
+    tid: Union[Int, None] = None
 
 
 class RangeRecord(msgspec.Struct):
     name: str
-    start_ns: int
-    id: Union[int, None] = None
-    end_ns: Union[int, None] = None
-    tid: Union[int, None] = None
-    end_tid: Union[int, None] = None
-    stream: Union[int, str, None] = None
-    device_start_ns: Union[int, None] = None
-    device_end_ns: Union[int, None] = None
+    start_ns: Int
+    id: Union[Int, None] = None
+    end_ns: Union[Int, None] = None
+    tid: Union[Int, None] = None
+    end_tid: Union[Int, None] = None
+    stream: Union[Int, str, None] = None
+    device_start_ns: Union[Int, None] = None
+    device_end_ns: Union[Int, None] = None
 
 
 class MarkersFile(msgspec.Struct):
@@ -46,12 +50,12 @@ class MarkersFile(msgspec.Struct):
 
 
 class GcRecord(msgspec.Struct):
-    start_ns: int
-    dur_ns: int
-    generation: Union[int, None] = None
-    collected: Union[int, None] = None
-    uncollectable: Union[int, None] = None
-    tid: Union[int, None] = None
+    start_ns: Int
+    dur_ns: Int
+    generation: Union[Int, None] = None
+    collected: Union[Int, None] = None
+    uncollectable: Union[Int, None] = None
+    tid: Union[Int, None] = None
 
 
 def _decode(path: Path | None, kind, default):

@@ -29,7 +29,7 @@ import numpy as np
 from mlprof.errors import TraceFormatError
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
-    StringPool, TopLevel, split_chunk)
+    StringPool, TimeRangeError, TopLevel, split_chunk)
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["KinetoColumns", "StringPool", "read_kineto", "MISSING", "FLOW_START", "FLOW_END"]
@@ -148,6 +148,8 @@ def _decode_text(path: Path, text: _FileText, pool: StringPool, progress) -> Kin
         raise _decode_error(path, exc) from None
     text.release()
     base_ns = top.baseTimeNanoseconds or 0
+    if not 0 <= base_ns < 2**62:
+        raise TraceFormatError(f"{path}: not a valid Kineto trace: baseTimeNanoseconds {base_ns} is out of range")
     cols = KinetoColumns(base_time_ns=base_ns)
     for key in TopLevel.__struct_fields__[2:]:
         raw = getattr(top, key)
@@ -214,6 +216,9 @@ def _decode_range(path, raws, first, last, base_ns, pool, cols, accs, progress, 
             split_chunk(events, chunk_raws, base_ns, pool, cols, accs)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise TraceFormatError(f"{path}: not a valid Kineto trace: counter args: {exc}") from None
+        except TimeRangeError as exc:
+            raise TraceFormatError(f"{path}: not a valid Kineto trace: {exc} "
+                                   f"(in $.traceEvents[{start}:{end}])") from None
         del chunk_raws, events
         if progress is not None:
             progress(end)

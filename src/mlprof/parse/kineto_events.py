@@ -17,7 +17,8 @@ import msgspec
 import numpy as np
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
-           "EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk"]
+           "EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk", "TimeRangeError",
+           "MAX_US"]
 
 # Sentinel of absent integer fields inside the numpy columns (turned to NULL
 # when the tables are written). No real id, size or time takes this value.
@@ -207,17 +208,34 @@ def _to_int(value) -> int:
     return int(value)
 
 
+# Largest |µs| a time or duration may have: 2**62 ns, about 146 years, so
+# that base + ts stays inside int64 (more is a corrupt or hostile trace).
+MAX_US = float(2**62 // 1000)
+
+
+class TimeRangeError(ValueError):
+    """A ts/dur too large (or not finite) to be a time in ns as int64."""
+
+
+def _checked_us(values: list) -> np.ndarray:
+    us = np.asarray(values, dtype=np.float64)
+    bad = ~(np.abs(us) < MAX_US)  # also catches NaN and infinities
+    if bad.any():
+        raise TimeRangeError(f"time {us[np.argmax(bad)]!r} µs is out of range")
+    return us
+
+
 def _ns(values: list, base_ns: int) -> np.ndarray:
     # Kineto times are float microseconds; round(x * 1000) keeps ns resolution.
     # Whole and fractional µs are scaled apart: absolute µs (no
     # baseTimeNanoseconds) times 1000 would not fit a double's 53 bits.
-    us = np.asarray(values, dtype=np.float64)
+    us = _checked_us(values)
     whole = np.floor(us)
     return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64) + base_ns
 
 
 def _durs(values: list) -> np.ndarray:
-    return np.rint(np.asarray(values, dtype=np.float64) * 1000.0).astype(np.int64)
+    return np.rint(_checked_us(values) * 1000.0).astype(np.int64)
 
 
 def _pidtid(values: list) -> np.ndarray:
