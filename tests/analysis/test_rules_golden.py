@@ -93,6 +93,8 @@ def test_recurring_slow_steps_warn_and_one_alone_is_info(tmp_path):
     assert f.evidence.metrics["median_step_ns"] == 1_000_000 and f.evidence.metrics["outliers"] == 2
     assert f.impact_ns == 2 * 2_000_000 and f.share == pytest.approx(4 / 10)
     assert f.severity == "critical" and [s["step"] for s in f.evidence.steps] == [3, 6]
+    # The addmm inside grew by 2 ms in each: forward time is what made them slow.
+    assert {(s["grew_most"], s["grew_most_by_ns"]) for s in f.evidence.steps} == {("forward", 2_000_000)}
     with _store(tmp_path, _cpu_steps([1_000] * 5 + [3_000]), "b") as store:
         (g,) = [f for f in advise(store).findings if f.id == "step_outliers"]
     assert g.severity == "info"
@@ -134,3 +136,11 @@ def test_thresholds_are_validated():
     with pytest.raises(ConfigError, match="NAME=VALUE"):
         Thresholds.from_overrides(["nonsense"])
     assert Thresholds.from_overrides(["gc-warn-share=0.5", "allocations_per_step=10"]).allocations_per_step == 10
+
+
+def test_empty_cache_inside_steps_is_a_memory_warning(tmp_path):
+    events = _gpu_steps(malloc_us=20)
+    events.append(X("torch/cuda/memory.py(192): empty_cache", 7_000, 100, cat="python_function"))
+    with _store(tmp_path, events) as store:
+        (f,) = [f for f in advise(store).findings if f.id == "memory_churn"]
+    assert f.severity == "warning" and f.evidence.metrics["empty_cache_calls"] == 1

@@ -106,9 +106,16 @@ def memory_churn(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         SELECT count(*) FILTER (WHERE size_bytes > 0) AS allocations, sum(size_bytes) FILTER (WHERE size_bytes > 0)
                AS allocated_bytes, count(DISTINCT step) AS steps FROM memory_events WHERE step IS NOT NULL""")[0]
     per_step = (allocs["allocations"] or 0) / max(allocs["steps"] or 0, 1)
+    # torch.cuda.empty_cache() inside the loop is visible as a Python frame (with_stack=True).
+    empty_cache = ctx.store.rows("""
+        SELECT count(*), coalesce(sum(dur_ns), 0) FROM host_ops
+        WHERE step IS NOT NULL AND category = 'python_function' AND name LIKE '%: empty_cache'""")[0]
     severity = severity_for(share, th.memory_api_warn_share, th)
     if severity is None and per_step >= th.allocations_per_step:
         severity = "info"  # many allocations cost time we cannot measure from these events alone
+    if empty_cache[0] and severity in (None, "info"):
+        # Returning cached blocks forces fresh cudaMalloc calls later, on every such step.
+        severity = "warning"
     if severity is None:
         return []
     top_ops = ctx.store.dicts("""
@@ -117,9 +124,12 @@ def memory_churn(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         WHERE m.step IS NOT NULL AND m.size_bytes > 0 GROUP BY h.name ORDER BY allocations DESC LIMIT 5""")
     title = (f"Device allocator calls take {share:.0%} of step time" if api_ns
              else f"{per_step:.0f} allocations per step")
+    if empty_cache[0]:
+        title += f"; empty_cache() called {empty_cache[0]} time(s) inside steps"
     return [Finding(
         id="memory_churn", severity=severity, share=round(share, 4), impact_ns=int(api_ns), title=title,
         evidence=Evidence(metrics={"allocator_api_ns": api_ns, "allocations_per_step": round(per_step, 1),
+                                   "empty_cache_calls": empty_cache[0], "empty_cache_ns": empty_cache[1],
                                    "allocated_bytes": allocs["allocated_bytes"], "total_step_ns": ctx.total_step_ns},
                           ops=api + top_ops),
         fix=("Stop returning memory to the driver inside the loop: remove torch.cuda.empty_cache() calls, "

@@ -158,10 +158,16 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []
     if len(slow) < th.step_outlier_min_count:
         severity = "info"
-    steps = [{"step": s.step, "window": s.window, "dur_ns": s.dur_ns, "ratio_to_median": round(s.dur_ns / median, 2),
-              "data_loading_ns": s.data_loading_ns, "forward_ns": s.forward_ns, "backward_ns": s.backward_ns,
-              "optimizer_ns": s.optimizer_ns, "other_host_ns": s.other_host_ns, "free_ns": s.free_ns}
-             for s in sorted(slow, key=lambda s: -s.dur_ns)]
+    # Which part of the step grew: each outlier's columns against the median of all steps.
+    parts = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "other_host_ns")
+    typical = {p: statistics.median(getattr(s, p) for s in ctx.steps) for p in parts}
+    steps = []
+    for s in sorted(slow, key=lambda s: -s.dur_ns):
+        grown = max(parts, key=lambda p: getattr(s, p) - typical[p])
+        steps.append({"step": s.step, "window": s.window, "dur_ns": s.dur_ns,
+                      "ratio_to_median": round(s.dur_ns / median, 2), **{p: getattr(s, p) for p in parts},
+                      "free_ns": s.free_ns, "grew_most": grown.removesuffix("_ns"),
+                      "grew_most_by_ns": int(getattr(s, grown) - typical[grown])})
     return [Finding(
         id="step_outliers", severity=severity, share=round(share, 4), impact_ns=int(excess_ns),
         title=f"{len(slow)} of {len(ctx.steps)} steps take over {th.step_outlier_ratio:g}x the median "
