@@ -56,6 +56,13 @@ def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
     samples = json.loads((capture / "host_samples.json").read_text())
     assert samples and all("job_cpu_percent" in s and "net_recv_bytes_per_s" in s for s in samples)
     assert max(s["job_rss_bytes"] for s in samples) > 50 * 2**20, "the job's memory was not sampled"
+    with open(capture / "mlprof_output" / "host_resources.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(samples)
+    assert int(rows[0]["Job RSS(bytes)"]) == samples[0]["job_rss_bytes"]
+    trace = json.loads((capture / "mlprof_output" / "trace_view.json").read_text())
+    counters = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "C"}
+    assert {"host_cpu", "host_memory", "host_disk", "host_network"} <= counters
     assert "1 capture(s)" in result.stderr
 
 

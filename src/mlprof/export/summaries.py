@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, operator_details, step_breakdown
+from mlprof.analysis.host import host_resources
 from mlprof.analysis.memory import memory_record, operator_memory
 from mlprof.tables.store import TableStore
 
@@ -159,4 +160,17 @@ SUMMARIES: tuple[Summary, ...] = (
         _c("Start Time(us)", "start_ns", "us", "wall clock"),
         _c("Duration(us)", "dur_ns", "us", "duration"),
     ), _data_preprocess),
+    Summary("host_resources", "Host samples taken while the capture was open (mlprof run, or host_sys).", (
+        _c("Time(us)", "ts_ns", "us", "wall clock of the sample"),
+        _c("Step", "step", "", "step the sample fell in (empty between steps)"),
+        _c("CPU(%)", "cpu_percent", "%", "system CPU utilisation, mean of all cores"),
+        _c("Job CPU(%)", "job_cpu_percent", "%", "CPU of the job's process tree; 100 = one core busy"),
+        _c("Memory Used(bytes)", "mem_used_bytes", "bytes", "system memory in use (total - available)"),
+        _c("Memory Available(bytes)", "mem_available_bytes", "bytes", "system memory available"),
+        _c("Job RSS(bytes)", "job_rss_bytes", "bytes", "resident memory of the job's process tree"),
+        _c("Disk Read(bytes/s)", "disk_read_bytes_per_s", "", "system disk reads since the previous sample"),
+        _c("Disk Write(bytes/s)", "disk_write_bytes_per_s", "", "system disk writes since the previous sample"),
+        _c("Network Recv(bytes/s)", "net_recv_bytes_per_s", "", "system network received since the previous sample"),
+        _c("Network Sent(bytes/s)", "net_sent_bytes_per_s", "", "system network sent since the previous sample"),
+    ), host_resources),
 )

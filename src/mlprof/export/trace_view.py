@@ -27,7 +27,8 @@ def _base_ns(store: TableStore) -> int:
     lo = store.rows("""SELECT min(t) FROM (
         SELECT min(start_ns) AS t FROM host_ops UNION ALL SELECT min(start_ns) FROM device_ops
         UNION ALL SELECT min(start_ns) FROM steps UNION ALL SELECT min(start_ns) FROM markers
-        UNION ALL SELECT min(start_ns) FROM runtime_calls UNION ALL SELECT min(start_ns) FROM gc_pauses)""")[0][0]
+        UNION ALL SELECT min(start_ns) FROM runtime_calls UNION ALL SELECT min(start_ns) FROM gc_pauses
+        UNION ALL SELECT min(ts_ns) FROM counters)""")[0][0]
     return 0 if lo is None else (lo // 1_000_000_000) * 1_000_000_000
 
 

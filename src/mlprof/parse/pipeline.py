@@ -22,6 +22,7 @@ from mlprof.capture import layout
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.capture_files import read_gc, read_markers, read_steps
+from mlprof.parse.host_samples import read_host_counters
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.tables.files import atomic_write, make_private_dir, output_lock, replace_dir
@@ -269,7 +270,9 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
             if stale.name not in kept:
                 shutil.rmtree(stale, ignore_errors=True)
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
-        counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()])
+        host_counters = read_host_counters(item.root, int(item.manifest.get("pid") or 0))
+        counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
+                                host_counters)
         replace_dir(tmp, out_dir / TABLES_DIR)
         result.table_rows = {name: n for name, n in counts.items() if n}
         result.parse_seconds = round(time.perf_counter() - started, 3)

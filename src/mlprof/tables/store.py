@@ -122,12 +122,14 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
         con.close()
 
 
-def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, str]]) -> dict[str, int]:
+def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, str]],
+                   capture_counters: dict[str, np.ndarray] | None = None) -> dict[str, int]:
     """Stack per-window table directories into one set of tables in ``out_dir``.
 
     Each part numbers its row ids from 0; ids are shifted by the rows of the
     parts before it (``Column.id_space``). ``metadata`` adds capture-level
-    rows (window_index NULL). Rows keep part order, then file order. Returns
+    rows (window_index NULL), ``capture_counters`` capture-level counter rows
+    (host samples). Rows keep part order, then file order. Returns
     the row count of each table.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -153,6 +155,12 @@ def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, s
             if name == "metadata" and metadata:
                 selects.insert(0, "SELECT -1 AS _part, 0 AS _row, CAST(NULL AS INTEGER) AS window_index, "
                                   "key, value_json FROM _capture_meta")
+            extra_counters = 0
+            if name == "counters" and capture_counters is not None and len(capture_counters["ts_ns"]):
+                extra_counters = len(capture_counters["ts_ns"])
+                con.register("_capture_counters", capture_counters)
+                selects.append(f"SELECT {len(parts)} AS _part, 0 AS _row, CAST(NULL AS INTEGER) AS window_index, "
+                               "name, series, pid, ts_ns, value FROM _capture_counters")
             target = _sql_str(out_dir / f"{name}.parquet")
             names = ", ".join(f'"{c}"' for c in schema.column_names)
             if selects:
@@ -162,7 +170,7 @@ def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, s
                 con.execute(schema.create_sql())
                 con.execute(f"COPY \"{name}\" TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
                 con.execute(f'DROP TABLE "{name}"')
-            counts[name] = sum(rows[name]) + (len(metadata) if name == "metadata" else 0)
+            counts[name] = sum(rows[name]) + (len(metadata) if name == "metadata" else 0) + extra_counters
     finally:
         con.close()
     return counts
