@@ -12,6 +12,7 @@ PUBLIC = {
     "__version__", "profile", "_KinetoProfile", "schedule", "ProfilerAction", "ProfilerActivity",
     "ProfilerLevel", "ExportType", "HostSystem", "ExperimentalConfig", "tensorboard_trace_handler",
     "supported_activities", "supported_profiler_level", "supported_export_type", "mstx", "dynamic", "MlprofError",
+    "parse_path", "ParseOptions", "ParseResult", "run_exports", "ExportOptions", "TableStore",
 }
 
 
@@ -21,6 +22,12 @@ def test_public_names_are_exactly_the_documented_ones():
         assert getattr(mlprof, name) is not None
     assert set(mlprof.mstx.__all__) == {"mark", "range_start", "range_end", "range"}
     assert set(mlprof.dynamic.__all__) == {"init", "step", "start", "shutdown"}
+
+
+def test_import_mlprof_stays_light():
+    result = subprocess.run([sys.executable, "-c", "import sys, mlprof; print(sorted(m for m in ('torch', 'duckdb', "
+                             "'numpy', 'msgspec') if m in sys.modules))"], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "[]", result.stderr
 
 
 def test_supported_queries():

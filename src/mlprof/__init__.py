@@ -41,16 +41,32 @@ __all__ = [
     "mstx",
     "dynamic",
     "MlprofError",
+    "parse_path",
+    "ParseOptions",
+    "ParseResult",
+    "run_exports",
+    "ExportOptions",
+    "TableStore",
 ]
 
-_LAZY = {"profile", "_KinetoProfile"}
+# Loaded on first use: `import mlprof` in a training script must stay cheap
+# (no DuckDB, no NumPy), and the profiler module is only needed to profile.
+_LAZY = {
+    "profile": "mlprof.collect.profiler",
+    "_KinetoProfile": "mlprof.collect.profiler",
+    "parse_path": "mlprof.parse",
+    "ParseOptions": "mlprof.parse",
+    "ParseResult": "mlprof.parse",
+    "run_exports": "mlprof.export",
+    "ExportOptions": "mlprof.export",
+    "TableStore": "mlprof.tables",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # The profiler classes live with the torch-facing code; they import torch
-    # only when instantiated, but keep their module off the import path too.
-    if name in _LAZY:
-        from .collect import profiler
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'mlprof' has no attribute {name!r}")
+    import importlib
 
-        return getattr(profiler, name)
-    raise AttributeError(f"module 'mlprof' has no attribute {name!r}")
+    return getattr(importlib.import_module(module_name), name)
