@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mlprof.analysis.advisor import advise_path
 from mlprof.analysis.cluster import cluster
 from mlprof.cli.main import main
 
@@ -20,15 +21,16 @@ def X(name, ts, dur, cat="cpu_op", tid=11, **args):
     return ev
 
 
-def _rank_trace(path: Path, rank: int, compute_us: int, comm_start_us: int) -> None:
+def _rank_trace(path: Path, rank: int | None, compute_us: int, comm_start_us: int) -> None:
     """One 6 ms step: compute on the main thread, then a gloo all-reduce (on gloo's thread) ending at 5 ms."""
     events = [X("ProfilerStep#1", 0, 6_000, cat="user_annotation"),
               X("aten::addmm", 0, compute_us, **{"Input Dims": [[4], [4, 4], [4, 4]]}),
               X("gloo:all_reduce", comm_start_us, 5_000 - comm_start_us, cat="user_annotation", tid=99,
                 **{"Input Dims": [[1000]], "Input type": ["float"]})]
-    path.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": BASE_NS,
-                                "distributedInfo": {"rank": rank, "world_size": 2, "backend": "gloo"},
-                                "traceEvents": events}))
+    doc = {"schemaVersion": 1, "baseTimeNanoseconds": BASE_NS, "traceEvents": events}
+    if rank is not None:
+        doc["distributedInfo"] = {"rank": rank, "world_size": 2, "backend": "gloo"}
+    path.write_text(json.dumps(doc))
 
 
 @pytest.fixture
@@ -69,3 +71,10 @@ def test_cli_in_process(two_ranks, capsys):
     assert group["occurrences"] == 1 and group["host_total_ns"] == 4_000_000
     assert main(["op", str(two_ranks), "--name", "addmm"]) == 0  # two ranks: one table each
     assert capsys.readouterr().out.count("aten::addmm") == 2
+
+
+def test_slow_rank_finding_goes_to_the_right_trace_when_ranks_are_unknown(tmp_path):
+    _rank_trace(tmp_path / "a.pt.trace.json", None, 1_000, 1_000)
+    _rank_trace(tmp_path / "b.pt.trace.json", None, 4_000, 4_000)
+    reports = {Path(r.source).name: [f.id for f in r.findings] for r in advise_path(tmp_path)}
+    assert "slow_rank" in reports["b.pt.trace.json"] and "slow_rank" not in reports["a.pt.trace.json"]

@@ -56,6 +56,7 @@ class RankSummary:
 @dataclass(frozen=True)
 class SlowRank:
     rank: int | None
+    source: str  # the rank's capture or trace
     cause: str  # compute, communication or free
     value_ns: float  # this rank's mean per step
     median_ns: float  # the ranks' median
@@ -177,7 +178,7 @@ def combine(ranks: list[dict], thresholds: Thresholds | None = None) -> ClusterR
             transit_ns=comm_mean - wait_mean,
             free_ns=None if all(v is None for v in free_vals) else _mean(free_vals),
             data_loading_ns=_mean([s["data_loading_ns"] for s in r["steps"]])))
-        step_rows += [{"rank": r["rank"], **s} for s in r["steps"]]
+        step_rows += [{"rank": r["rank"], "source": r["source"], **s} for s in r["steps"]]
         by_coll: dict[tuple, dict] = {}
         for op, wait in zip(r["comm_ops"], op_wait):
             c = by_coll.setdefault(group_key(op), {"count": 0, "total": 0, "wait": 0, "bytes": 0, "known": True})
@@ -232,7 +233,7 @@ def _slow_ranks(ranks: list[RankSummary], th: Thresholds) -> list[SlowRank]:
             share = excess / median_step
             if share >= th.slow_rank_warn_share:
                 severity = "critical" if share >= th.critical_share else "warning"
-                found.append(SlowRank(rank=r.rank, cause=cause, value_ns=v, median_ns=base, excess_ns=excess,
+                found.append(SlowRank(rank=r.rank, source=r.source, cause=cause, value_ns=v, median_ns=base, excess_ns=excess,
                                       share_of_step=round(share, 4), severity=severity))
     return sorted(found, key=lambda s: -s.excess_ns)
 

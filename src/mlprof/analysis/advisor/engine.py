@@ -87,10 +87,11 @@ def advise_outputs(outputs: Sequence[tuple[str, Path]], thresholds: Thresholds |
         report.source = str(source)
         reports.append(report)
     if len(outputs) > 1:
-        cluster = combine([rank_data(out, source) for source, out in outputs], thresholds)
+        cluster = combine([rank_data(out, str(source)) for source, out in outputs], thresholds)
         for finding in slow_rank_findings(cluster):
+            # Matched by source: ranks of bare traces may all be None.
             for report in reports:
-                if report.rank == finding.rank:
+                if report.source == finding.evidence.metrics["source"]:
                     report.findings = sort_findings(report.findings + [finding])
     return reports
 

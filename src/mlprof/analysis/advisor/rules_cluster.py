@@ -23,19 +23,19 @@ _FIX = {
 
 def slow_rank_findings(report) -> list[Finding]:
     """One finding per slow rank of a cluster report (``mlprof.analysis.cluster.ClusterReport``)."""
-    by_rank = {r.rank: r for r in report.ranks}
+    by_source = {r.source: r for r in report.ranks}
     findings = []
     for s in report.slow_ranks:
-        others_wait = {r.rank: r.wait_ns for r in report.ranks if r.rank != s.rank}
-        me = by_rank.get(s.rank)
+        others_wait = {str(r.rank): r.wait_ns for r in report.ranks if r.source != s.source}
+        me = by_source.get(s.source)
         findings.append(Finding(
             id="slow_rank", severity=s.severity, share=s.share_of_step,
             impact_ns=int(s.excess_ns * (me.steps if me else 1)),
             title=f"Rank {s.rank} is slow: {s.cause} {s.value_ns / 1e6:.2f} ms per step vs "
                   f"{s.median_ns / 1e6:.2f} ms on the other ranks (+{s.share_of_step:.0%} of a step)",
-            evidence=Evidence(metrics={"cause": s.cause, "value_ns": s.value_ns, "others_ns": s.median_ns,
+            evidence=Evidence(metrics={"source": s.source, "cause": s.cause, "value_ns": s.value_ns, "others_ns": s.median_ns,
                                        "excess_ns": s.excess_ns, "ranks": len(report.ranks),
                                        "others_wait_ns_per_step": others_wait},
-                              steps=[r for r in report.step_rows if r["rank"] == s.rank][:10]),
+                              steps=[r for r in report.step_rows if r["source"] == s.source][:10]),
             fix=_FIX[s.cause].format(rank=s.rank), rank=s.rank))
     return findings
