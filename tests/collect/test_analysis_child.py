@@ -42,3 +42,19 @@ def test_no_child_without_analyse_flag(tmp_path, trainer):
         trainer.step()
     assert len(analysis_child._children) == before
     assert not (prof.capture_dir / "mlprof_output").exists()
+
+
+def test_windows_closing_faster_than_they_parse_do_not_pile_up_parsers(tmp_path, trainer):
+    with mlprof.profile(
+        activities=[mlprof.ProfilerActivity.CPU],
+        schedule=mlprof.schedule(wait=0, warmup=0, active=1, repeat=0),
+        on_trace_ready=mlprof.tensorboard_trace_handler(tmp_path, analyse_flag=True),
+    ) as prof:
+        for _ in range(12):
+            trainer.step()
+            prof.step()
+            live = [c for c in analysis_child._children if c.poll() is None]
+            assert len(live) <= 1, "a second parser started while one was still running"
+    assert analysis_child.wait_for_analysis(timeout_s=300)
+    with open(prof.capture_dir / "mlprof_output" / "step_trace_time.csv", newline="") as f:
+        assert [int(row["Step"]) for row in csv.DictReader(f)] == list(range(13))

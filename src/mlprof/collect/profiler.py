@@ -21,7 +21,7 @@ from ..config import CollectOptions, ExperimentalConfig, ProfilerLevel, check_ac
 from ..errors import ConfigError, MlprofError, TorchUnavailableError
 from ..schedule import ProfilerAction, always_record
 from . import chrome_events
-from .analysis_child import spawn_analysis
+from .analysis_child import flush_analysis, spawn_analysis
 from .capture_writer import CaptureWriter, default_worker_name, write_json_atomic
 from .handler import TraceHandler
 from .recorder import HostRecorder
@@ -205,6 +205,8 @@ class _KinetoProfile:
         if self._capture is not None:
             self._stop_sampler()
             self._capture.close(layout.STATUS_FINISHED)
+            if isinstance(self.on_trace_ready, TraceHandler) and self.on_trace_ready.analyse_flag:
+                flush_analysis(self._capture.path)
 
     def _start_sampler(self) -> None:
         host_sys = self.options.experimental_config.host_sys
