@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from mlprof.analysis.communication import rank_of
@@ -25,7 +25,6 @@ class AdvisorContext:
     """One parsed output (one rank) seen by the rules."""
 
     store: TableStore
-    _cache: dict = field(default_factory=dict)
 
     @cached_property
     def steps(self) -> list[StepBreakdown]:
