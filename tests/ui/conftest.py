@@ -71,6 +71,9 @@ def make_trace(op_dur_us: dict[str, int] | None = None, rank: int | None = None,
         events.append({"ph": "X", "cat": "python_function", "name": "torch/nn/modules/module.py(1): _call_impl",
                        "pid": PID, "tid": TID, "ts": step_start + 60, "dur": 40, "args": {}})
         events.append({"ph": "C", "name": "cpu_util", "pid": PID, "ts": step_start, "args": {"user": 10.0 + step}})
+        # What mlprof's host sampler leaves (host_* counters).
+        events.append({"ph": "C", "name": "host_cpu", "pid": PID, "ts": step_start + 5,
+                       "args": {"system_percent": 50.0 + step, "job_percent": 40.0 + step}})
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": PID, "tid": TID,
                        "ts": step_start, "dur": ts - step_start + 30, "args": {}})
         ts += 60

@@ -90,7 +90,7 @@ def test_overview_has_steps_op_pie_data_loading_and_the_advisors_findings(client
     with TableStore(logdir / run_id / "tables") as store:
         report = json.loads(json.dumps(advise(store).to_dict()))
     assert o["advisor"] == {"available": True, **report}
-    assert get(client, "/api/features")["features"]["host_resources"] is False  # no host sampling yet
+    assert all(get(client, "/api/features")["features"].values())
 
 
 def test_advisor_findings_download(client, run_id, logdir):
@@ -171,8 +171,11 @@ def test_kernels_and_memory(client, run_id, logdir):
 
 
 def test_counters_feed_the_host_page_and_the_timeline(client, run_id):
-    rows = get(client, "/api/data/counters", run=run_id)
+    rows = [r for r in get(client, "/api/data/counters", run=run_id) if r["name"] == "cpu_util"]
     assert [(r["name"], r["series"], r["value"]) for r in rows] == [("cpu_util", "user", 10.0 + s) for s in range(STEPS)]
+    host = get(client, "/api/data/host_resources", run=run_id)
+    assert [(h["step"], h["cpu_percent"], h["job_cpu_percent"]) for h in host] == \
+        [(s, 50.0 + s, 40.0 + s) for s in range(STEPS)]
     meta = get(client, "/api/timeline/meta", run=run_id)
     track = next(t for t in meta["tracks"] if t["name"] == "cpu_util user")
     w = get(client, "/api/timeline/window", run=run_id, t0=0, t1=meta["span_ns"], px=1000)

@@ -247,7 +247,9 @@ def test_memory_step_trace_host_counters_and_cluster_of_one_rank(page, base_url,
     assert len(page.query_selector_all("#page-step_trace section:last-of-type tbody tr")) == STEPS
     page.goto(run_url(base_url, run_id, "host"))
     page.wait_for_selector("#page-host svg.lines polyline")
-    assert "cpu_util" in page.inner_text("#page-host h2")
+    titles = [t.inner_text() for t in page.query_selector_all("#page-host h2")]
+    assert titles[:4] == ["CPU", "Memory", "Disk", "Network"] and "cpu_util" in titles
+    assert len(page.query_selector_all("#page-host section:has(h2:text-is('Samples')) tbody tr")) == STEPS
     page.goto(run_url(base_url, run_id, "cluster"))
     page.wait_for_selector("#cluster-none")
     assert "Not a multi-rank job" in page.inner_text("#cluster-none")

@@ -28,7 +28,7 @@ __all__ = ["runs_answer", "overview_answer", "dataset_rows", "rows_to_csv", "tim
 FEATURES = {
     "overview": True, "operators": True, "kernels": True, "step_trace": True, "data_loading": True,
     "memory": True, "timeline": True,
-    "advisor": True, "compare": True, "cluster": True, "host_resources": False,
+    "advisor": True, "compare": True, "cluster": True, "host_resources": True,
 }
 CLUSTER_SECTIONS = ("ranks", "step_rows", "slow_ranks", "collectives", "matrix")
 COMPARE_SECTIONS = ("summary", "step_pairs", "breakdown", "op_types", "ops", "kernels", "memory")

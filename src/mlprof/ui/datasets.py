@@ -136,6 +136,12 @@ def _counters(store: TableStore, p: Params) -> list[dict]:
         GROUP BY name, series, pid, (ts_ns - {lo}) // {bucket} ORDER BY name, series, pid, ts_ns""")
 
 
+def _host_resources(store: TableStore, p: Params) -> list[dict]:
+    from mlprof.analysis.host import host_resources  # the sampler's series, one row per sample time
+
+    return host_resources(store, p.step)
+
+
 def _environment(store: TableStore, p: Params) -> list[dict]:
     out = []
     for key, value in store.rows("SELECT key, value_json FROM metadata ORDER BY key"):
@@ -166,6 +172,7 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("memory_peak", "Memory peak per device", _memory_peak),
     Dataset("memory_by_op", "Allocations per operator", _memory_by_op),
     Dataset("operator_memory", "Allocations with their lifetimes", lambda s, p: operator_memory(s, p.step)),
+    Dataset("host_resources", "Host CPU, memory, disk and network samples", _host_resources),
     Dataset("counters", "Counter samples over time (max per time bucket)", _counters),
     Dataset("environment", "Environment and trace metadata", _environment),
 )}

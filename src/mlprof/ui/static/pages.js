@@ -1,7 +1,7 @@
 "use strict";
 // One function per page; each gets {run, el, step} and fills el from the API.
 const Pages = (() => {
-  const { h, getJSON, dataUrl, fmtNs, fmtMs, fmtPct, fmtNum, fmtBytes, card, notAvailable } = U;
+  const { h, getJSON, dataUrl, fmtNs, fmtMs, fmtPct, fmtNum, fmtBytes, card } = U;
   const ms = v => fmtMs(v), pct = v => fmtPct(v), num = v => fmtNum(v);
   const DEVICE_SERIES = [["computing_ns", "computing"], ["communication_not_overlapped_ns", "communication (not overlapped)"],
     ["preparing_ns", "preparing"], ["free_ns", "free"]];
@@ -191,21 +191,41 @@ const Pages = (() => {
   }
 
   async function host({ run, el }) {
-    const rows = await load("counters", run, {});
-    if (!rows.length) {
-      el.replaceChildren(h("h1", {}, "Host resources"), notAvailable("Host CPU, memory, disk and network counters"),
-        h("p", { class: "muted" }, "mlprof does not sample the host yet, and this run's trace holds no counter events."));
+    const [samples, counters] = await Promise.all([load("host_resources", run, {}), load("counters", run, {})]);
+    const other = counters.filter(r => !String(r.name).startsWith("host_"));
+    if (!samples.length && !other.length) {
+      el.replaceChildren(h("h1", {}, "Host resources"), h("p", { class: "na-box", id: "no-host" },
+        "No host samples in this run: collect with experimental_config host_sys=[\"cpu\", \"mem\", \"disk\", \"network\"] " +
+        "(or `mlprof run --host-sys ...`), and the trace holds no other counters."));
       return;
     }
+    const params = { run };
+    const xs = samples.map(r => r.ts_ns);
+    const series = (keys) => keys.filter(([k]) => samples.some(r => r[k] !== null && r[k] !== undefined))
+      .map(([k, name]) => ({ name, xs, ys: samples.map(r => r[k]) }));
+    const pct = v => `${Number(v).toFixed(0)} %`, rate = v => `${U.fmtBytes(v)}/s`;
     const byName = new Map();
-    for (const r of rows) {
+    for (const r of other) {
       if (!byName.has(r.name)) byName.set(r.name, new Map());
       const key = `${r.series ?? r.name} (pid ${r.pid ?? "-"})`, m = byName.get(r.name);
       if (!m.has(key)) m.set(key, { name: key, xs: [], ys: [] });
       m.get(key).xs.push(r.ts_ns); m.get(key).ys.push(r.value);
     }
-    el.replaceChildren(h("h1", {}, "Host resources"), h("p", { class: "muted" }, "Counter samples recorded in the trace."),
-      ...[...byName].map(([name, series]) => card(name, "counters", { run }, Charts.lines([...series.values()], { format: v => Number(v).toPrecision(4) }))));
+    el.replaceChildren(h("h1", {}, "Host resources"),
+      ...(samples.length ? [
+        h("p", { class: "muted" }, `${samples.length} samples of the host taken while the job ran.`),
+        h("div", { class: "row" },
+          card("CPU", "host_resources", params, Charts.lines(series([["cpu_percent", "system %"], ["job_cpu_percent", "job %"]]), { format: pct })),
+          card("Memory", "host_resources", params, Charts.lines(series([["mem_used_bytes", "used"], ["mem_available_bytes", "available"], ["job_rss_bytes", "job RSS"]])))),
+        h("div", { class: "row" },
+          card("Disk", "host_resources", params, Charts.lines(series([["disk_read_bytes_per_s", "read"], ["disk_write_bytes_per_s", "write"]]), { format: rate })),
+          card("Network", "host_resources", params, Charts.lines(series([["net_recv_bytes_per_s", "received"], ["net_sent_bytes_per_s", "sent"]]), { format: rate }))),
+        card("Samples", "host_resources", params, DataTable(samples, [{ key: "step", label: "step", num: true },
+          { key: "cpu_percent", label: "CPU %", num: true }, { key: "job_cpu_percent", label: "job CPU %", num: true },
+          { key: "mem_used_bytes", label: "memory used", num: true, fmt: fmtBytes }, { key: "job_rss_bytes", label: "job RSS", num: true, fmt: fmtBytes },
+          { key: "disk_read_bytes_per_s", label: "disk read/s", num: true, fmt: fmtBytes }, { key: "disk_write_bytes_per_s", label: "disk write/s", num: true, fmt: fmtBytes },
+          { key: "net_recv_bytes_per_s", label: "net recv/s", num: true, fmt: fmtBytes }, { key: "net_sent_bytes_per_s", label: "net sent/s", num: true, fmt: fmtBytes }]))] : []),
+      ...[...byName].map(([name, sr]) => card(name, "counters", params, Charts.lines([...sr.values()], { format: v => Number(v).toPrecision(4) }))));
   }
 
   async function comparePage(ctx) {
