@@ -70,12 +70,12 @@ const Charts = (() => {
   }
   // items: [{name, value}] drawn as horizontal bars, largest first.
   function hbars(items, opts = {}) {
-    const fmt = opts.format || U.fmtNs, W = opts.width || 640, rowH = 18, L = 260;
+    const fmt = opts.format || U.fmtNs, W = opts.width || 960, rowH = 18, L = 330;
     const max = Math.max(1e-9, ...items.map(it => it.value || 0));
     const svg = s("svg", { viewBox: `0 0 ${W} ${items.length * rowH + 4}`, width: "100%", class: "chart hbars", role: "img" });
     items.forEach((it, i) => {
       const w = (W - L - 80) * (it.value || 0) / max, y = i * rowH + 2;
-      const label = it.name.length > 42 ? it.name.slice(0, 40) + "…" : it.name;
+      const label = it.name.length > 52 ? it.name.slice(0, 50) + "…" : it.name;
       svg.append(s("text", { x: L - 6, y: y + 12, "text-anchor": "end" }, label, title(it.name)));
       svg.append(s("rect", { x: L, y: y + 2, width: Math.max(1, w), height: rowH - 5, fill: U.colorOf(it.name) },
         title(`${it.name}: ${fmt(it.value)}`)));
