@@ -66,6 +66,9 @@ def device_idle(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
 
 def synchronization(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Host blocked on the device inside steps: .item(), nonzero, cuda*Synchronize."""
+    if not ctx.has_device:
+        # On a CPU-only run nothing waits for a device: .item() is a plain read.
+        return []
     api = ctx.store.dicts(f"""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns FROM runtime_calls
         WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_API)}) GROUP BY name ORDER BY total_ns DESC""")
@@ -73,9 +76,6 @@ def synchronization(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns FROM host_ops
         WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_OPS)}) AND NOT coalesce(folded, false)
         GROUP BY name ORDER BY total_ns DESC""")
-    if not ctx.has_device:
-        # On a CPU-only run nothing waits for a device: .item() is a plain read.
-        return []
     # An op such as aten::item contains the runtime sync it makes; count the larger of the two views.
     blocked_ns = max(sum(r["total_ns"] for r in api),
                      sum(r["total_ns"] for r in ops if r["name"] in ("aten::_local_scalar_dense", "aten::nonzero")))
