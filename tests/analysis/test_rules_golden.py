@@ -144,3 +144,22 @@ def test_empty_cache_inside_steps_is_a_memory_warning(tmp_path):
     with _store(tmp_path, events) as store:
         (f,) = [f for f in advise(store).findings if f.id == "memory_churn"]
     assert f.severity == "warning" and f.evidence.metrics["empty_cache_calls"] == 1
+
+
+def _shaped_steps(lengths):
+    events, t = [], 0
+    for i, n in enumerate(lengths):
+        events.append(X(f"ProfilerStep#{i + 1}", t, 1_000, cat="user_annotation"))
+        events.append(X("aten::mm", t + 10, 500, **{"Input Dims": [[n, 64], [64, 64]], "Input type": ["float"] * 2}))
+        events.append(X("aten::relu", t + 600, 100, **{"Input Dims": [[8, 64]], "Input type": ["float"]}))
+        t += 1_000
+    return events
+
+
+def test_shapes_varying_between_steps_are_reported(tmp_path):
+    with _store(tmp_path, _shaped_steps([17, 33, 25, 40]), "dyn") as store:
+        (f,) = [f for f in advise(store).findings if f.id == "dynamic_shapes"]
+    assert f.severity == "info" and [o["name"] for o in f.evidence.ops] == ["aten::mm"]
+    assert f.evidence.ops[0]["distinct_shapes"] == 4 and f.impact_ns == 4 * 500_000
+    with _store(tmp_path, _shaped_steps([32, 32, 32, 32]), "static") as store:
+        assert not [f for f in advise(store).findings if f.id == "dynamic_shapes"]

@@ -10,7 +10,7 @@ from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
 from mlprof.analysis.advisor.rules_comm import communication_overlap
 from mlprof.analysis.advisor.rules_device import device_idle, memory_churn, synchronization
-from mlprof.analysis.advisor.rules_env import cpu_oversubscription, recompilation
+from mlprof.analysis.advisor.rules_env import cpu_oversubscription, dynamic_shapes, recompilation
 from mlprof.analysis.advisor.rules_host import (
     data_loading,
     dominant_op,
@@ -28,7 +28,7 @@ Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 # Every rule, in reporting order for equal severity and share.
 RULES: tuple[Rule, ...] = (
     dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, device_idle, synchronization,
-    communication_overlap, memory_churn, recompilation, step_outliers, cpu_oversubscription,
+    communication_overlap, memory_churn, recompilation, dynamic_shapes, step_outliers, cpu_oversubscription,
 )
 
 
