@@ -24,6 +24,7 @@ __all__ = ["Delta", "StepPair", "Comparison", "compare", "compare_paths", "align
 
 BREAKDOWN_FIELDS = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "other_host_ns",
                     "computing_ns", "communication_not_overlapped_ns", "preparing_ns", "free_ns")
+_DEVICE_FIELDS = ("computing_ns", "communication_not_overlapped_ns", "preparing_ns", "free_ns")
 
 
 @dataclass(frozen=True)
@@ -178,8 +179,10 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
         vn = [getattr(s, f) for s in n_steps]
         if all(v is None for v in vb) and all(v is None for v in vn):
             continue  # a device column on CPU-only runs
+        # Host columns partition the step, and so do device columns: say which view a row is.
+        view = "device" if f in _DEVICE_FIELDS else "host"
         breakdown.append(_delta(f.removesuffix("_ns"), sum(v or 0 for v in vb) / n, sum(v or 0 for v in vn) / n,
-                                step_delta))
+                                step_delta, view=view))
     _mark_steps(base, b_steps)
     _mark_steps(new, n_steps)
     device_view = any(s.computing_ns is not None for s in b_steps + n_steps)

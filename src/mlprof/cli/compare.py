@@ -53,7 +53,8 @@ def _table(title: str, rows: list[Delta], top: int, unit: str = "ms") -> list[st
     conv = _ms if unit == "ms" else (lambda b: f"{b / 2**20:,.1f}")
     lines = [f"{title} (per step, {unit})", f"  {'base':>12} {'new':>12} {'delta':>12} {'change':>8}  name"]
     for d in rows[:top]:
-        lines.append(f"  {conv(d.base_ns):>12} {conv(d.new_ns):>12} {conv(d.delta_ns):>12} {_pct(d):>8}  {d.name}")
+        name = f"{d.name} ({d.detail['view']})" if d.detail.get("view") else d.name
+        lines.append(f"  {conv(d.base_ns):>12} {conv(d.new_ns):>12} {conv(d.delta_ns):>12} {_pct(d):>8}  {name}")
     return lines + [""]
 
 
