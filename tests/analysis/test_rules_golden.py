@@ -163,3 +163,16 @@ def test_shapes_varying_between_steps_are_reported(tmp_path):
     assert f.evidence.ops[0]["distinct_shapes"] == 4 and f.impact_ns == 4 * 500_000
     with _store(tmp_path, _shaped_steps([32, 32, 32, 32]), "static") as store:
         assert not [f for f in advise(store).findings if f.id == "dynamic_shapes"]
+
+
+def test_a_trace_without_steps_is_judged_as_one_step(tmp_path):
+    events = [e for e in _gpu_steps() if not e["name"].startswith("ProfilerStep#")]
+    with _store(tmp_path, events, "nosteps") as store:
+        report = advise(store)
+        # The caller's store is not changed by the whole-trace view.
+        assert store.count("steps") == 0 and store.rows("SELECT count(step) FROM host_ops")[0][0] == 0
+    assert report.whole_trace and report.step_count == 1
+    # From the first op (0.1 ms) to the last event's end: the cudaMalloc of the 4th 10 ms period.
+    assert report.total_step_ns == (3 * STEP_US + 5_000 + 500 - 100) * 1000
+    by_id = {f.id: f for f in report.findings}
+    assert by_id["synchronization"].impact_ns == 4 * 2_930_000

@@ -37,6 +37,8 @@ def format_report(source: str, report: AdvisorReport) -> list[str]:
     rank = "" if report.rank is None else f" (rank {report.rank})"
     lines = [f"{source}{rank}: {report.step_count} steps, {_ms(report.total_step_ns)} of step time, "
              f"{len(report.findings)} finding(s), {len(report.warnings)} warning(s)"]
+    if report.whole_trace:
+        lines.append("  no ProfilerStep spans: each capture window is judged as one step")
     if not report.step_count:
         lines.append("  no profiled steps: rules that judge by step time need ProfilerStep spans "
                      "(call prof.step() once per training step)")

@@ -19,6 +19,7 @@ from mlprof.analysis.advisor.rules_host import (
     step_outliers,
 )
 from mlprof.analysis.advisor.rules_modules import dominant_module
+from mlprof.analysis.advisor.whole_trace import whole_trace_store
 from mlprof.tables.store import TableStore
 
 __all__ = ["Rule", "RULES", "AdvisorReport", "advise", "advise_outputs", "advise_path", "sort_findings"]
@@ -42,13 +43,16 @@ class AdvisorReport:
     findings: list[Finding] = field(default_factory=list)
     rules_run: list[str] = field(default_factory=list)
     source: str | None = None  # the capture or trace, when known
+    # True when the trace had no steps and each capture window was judged as one step.
+    whole_trace: bool = False
 
     @property
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f.severity in ("critical", "warning")]
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "rank": self.rank, "step_count": self.step_count, "total_step_ns": self.total_step_ns,
+        return {"source": self.source, "rank": self.rank, "whole_trace": self.whole_trace,
+                "step_count": self.step_count, "total_step_ns": self.total_step_ns,
                 "rules_run": self.rules_run, "findings": [f.to_dict() for f in self.findings]}
 
 
@@ -60,11 +64,20 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
            rules: Sequence[Rule] = RULES) -> AdvisorReport:
     """Run ``rules`` over one parsed output and return their findings.
 
-    A trace without steps still gets the rules that need no step time
-    (shares are then 0, so only facts such as oversubscription report).
+    A trace without steps is judged as one step per capture window (see
+    :mod:`mlprof.analysis.advisor.whole_trace`); the report says so.
     """
     th = thresholds or Thresholds()
     ctx = AdvisorContext(store)
+    if not ctx.steps:
+        whole = whole_trace_store(store)
+        if whole is not None:
+            try:
+                report = advise(whole, th, rules)
+            finally:
+                whole.close()
+            report.whole_trace = True
+            return report
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(rule(ctx, th))

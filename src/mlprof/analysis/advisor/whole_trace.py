@@ -1,0 +1,44 @@
+"""A trace without steps, judged as one step spanning each capture window.
+
+Benchmark and inference traces often have no ``ProfilerStep#N`` spans; every
+rule measures against step time and looks at rows inside steps. Rather than
+teach each rule a second mode, a separate connection over the same table files
+shadows the tables with temporary views in which the whole window is step 0.
+The caller's store is left untouched.
+"""
+
+from __future__ import annotations
+
+from mlprof.tables.schema import TABLES
+from mlprof.tables.store import TableStore
+
+__all__ = ["whole_trace_store", "WHOLE_TRACE_STEP"]
+
+WHOLE_TRACE_STEP = 0
+
+
+def whole_trace_store(store: TableStore) -> TableStore | None:
+    """A new store over ``store``'s files where each window is one step; None when there is no event."""
+    whole = TableStore(store.tables_dir)
+    db = whole.rows("SELECT current_database()")[0][0].replace('"', '""')
+    spans = whole.rows("""
+        SELECT window_index, min(s), max(e) FROM (
+            SELECT window_index, start_ns AS s, start_ns + dur_ns AS e FROM host_ops
+            UNION ALL SELECT window_index, start_ns, start_ns + dur_ns FROM runtime_calls
+            UNION ALL SELECT window_index, start_ns, start_ns + dur_ns FROM device_ops)
+        GROUP BY window_index HAVING max(e) > min(s)""")
+    if not spans:
+        whole.close()
+        return None
+    # Temporary views shadow the file-backed views of the same name (the temp schema is searched first).
+    for name, schema in TABLES.items():
+        if name == "steps" or "step" not in schema.column_names:
+            continue
+        whole.con.execute(f'CREATE TEMP VIEW "{name}" AS SELECT * REPLACE (coalesce(step, {WHOLE_TRACE_STEP}) '
+                          f'AS step) FROM "{db}".main."{name}"')
+    whole.con.execute("CREATE TEMP TABLE _whole_steps (window_index INTEGER, step BIGINT, start_ns BIGINT, "
+                      "end_ns BIGINT, dur_ns BIGINT, source VARCHAR)")
+    whole.con.executemany("INSERT INTO _whole_steps VALUES (?, ?, ?, ?, ?, 'whole_trace')",
+                          [(w, WHOLE_TRACE_STEP, lo, hi, hi - lo) for w, lo, hi in spans])
+    whole.con.execute("CREATE TEMP VIEW steps AS SELECT * FROM _whole_steps")
+    return whole
