@@ -78,3 +78,16 @@ def test_slow_rank_finding_goes_to_the_right_trace_when_ranks_are_unknown(tmp_pa
     _rank_trace(tmp_path / "b.pt.trace.json", None, 4_000, 4_000)
     reports = {Path(r.source).name: [f.id for f in r.findings] for r in advise_path(tmp_path)}
     assert "slow_rank" in reports["b.pt.trace.json"] and "slow_rank" not in reports["a.pt.trace.json"]
+
+
+def test_advise_cannot_write_is_a_one_line_error(two_ranks, capsys, monkeypatch):
+    import mlprof.cli.advise as advise_cli
+
+    def refuse(path, data):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(advise_cli, "atomic_write", refuse)
+    assert main(["advise", str(two_ranks)]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "advisor.json" in err and "--no-write" in err
+    assert main(["advise", str(two_ranks), "--no-write"]) == 0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise_outputs
 from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.errors import MlprofError
 from mlprof.tables.files import atomic_write
 
 __all__ = ["register", "run", "ADVISOR_FILE"]
@@ -69,7 +70,11 @@ def run(args: argparse.Namespace) -> int:
     for (source, out), report in zip(outputs, reports):
         entry = {**report.to_dict(), "output_dir": str(out)}
         if not args.no_write:
-            atomic_write(out / ADVISOR_FILE, json.dumps(entry, indent=2, default=str))
+            try:
+                atomic_write(out / ADVISOR_FILE, json.dumps(entry, indent=2, default=str))
+            except OSError as exc:
+                raise MlprofError(f"{out / ADVISOR_FILE}: cannot write ({exc.strerror or exc}); "
+                                  "use --no-write to only print") from None
         results.append((source, report, entry))
     if args.json:
         print_json([entry for _, _, entry in results])
