@@ -13,6 +13,8 @@ PUBLIC = {
     "ProfilerLevel", "ExportType", "HostSystem", "ExperimentalConfig", "tensorboard_trace_handler",
     "supported_activities", "supported_profiler_level", "supported_export_type", "mstx", "dynamic", "MlprofError",
     "parse_path", "ParseOptions", "ParseResult", "run_exports", "ExportOptions", "TableStore",
+    "advise", "op_analyse", "compare", "cluster", "Thresholds", "Finding", "AdvisorReport", "Comparison",
+    "ClusterReport",
 }
 
 

@@ -47,6 +47,15 @@ __all__ = [
     "run_exports",
     "ExportOptions",
     "TableStore",
+    "advise",
+    "op_analyse",
+    "compare",
+    "cluster",
+    "Thresholds",
+    "Finding",
+    "AdvisorReport",
+    "Comparison",
+    "ClusterReport",
 ]
 
 # Loaded on first use: `import mlprof` in a training script must stay cheap
@@ -60,6 +69,8 @@ _LAZY = {
     "run_exports": "mlprof.export",
     "ExportOptions": "mlprof.export",
     "TableStore": "mlprof.tables",
+    **{name: "mlprof.analysis.api" for name in ("advise", "op_analyse", "compare", "cluster", "Thresholds",
+                                                 "Finding", "AdvisorReport", "Comparison", "ClusterReport")},
 }
 
 

@@ -36,19 +36,26 @@ def _source_of(out: Path) -> str:
         return str(out)
 
 
-def parsed_outputs_of(path: Path, parse_missing: bool = True) -> list[ParsedOutput]:
-    """Every parsed output under ``path``, parsing inputs that have none yet (unless told not to)."""
+def parsed_outputs_of(path: Path, parse_missing: bool = True, output: Path | None = None,
+                      progress=None) -> list[ParsedOutput]:
+    """Every parsed output under ``path``, parsing inputs that have none yet (unless told not to).
+
+    ``path`` may itself be an output directory (one holding ``tables/``);
+    ``output`` redirects the parse of a single input; ``progress`` is the
+    parser's progress callback.
+    """
     path = Path(path)
-    if (path / TABLES_DIR).is_dir():
+    if (path / TABLES_DIR).is_dir() and not (path / "raw").is_dir():
         return [ParsedOutput(_source_of(path), path)]
     found = []
     for item in find_inputs(path):
-        out = Path(item.output_dir)
+        source = str(getattr(item, "root", None) or item.path)
+        out = Path(output) if output else Path(item.output_dir)
         if not (out / TABLES_DIR).is_dir():
             if not parse_missing:
                 continue
-            out = Path(parse_path(getattr(item, "root", None) or item.path, ParseOptions())[0].output_dir)
-        found.append(ParsedOutput(str(getattr(item, "root", None) or item.path), out))
+            out = Path(parse_path(Path(source), ParseOptions(output_dir=output, progress=progress))[0].output_dir)
+        found.append(ParsedOutput(source, out))
     return found
 
 

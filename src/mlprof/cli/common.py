@@ -7,10 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from mlprof.analysis.inputs import parsed_outputs_of
 from mlprof.cli.progress import ProgressBar
-from mlprof.parse import ParseOptions, ParseResult, parse_path
-from mlprof.parse.capture_reader import find_inputs
-from mlprof.parse.pipeline import PARSE_INFO_FILE, TABLES_DIR
 
 __all__ = ["add_common", "progress_for", "print_json", "parsed_outputs", "exit_code_for"]
 
@@ -39,26 +37,5 @@ def print_json(data) -> None:
 
 
 def parsed_outputs(path: Path, output: Path | None, progress) -> list[tuple[str, Path]]:
-    """(source, output dir) of each input under ``path``, parsing those not parsed yet.
-
-    ``path`` may also be an output directory itself (one holding ``tables/``).
-    """
-    path = Path(path)
-    if (path / TABLES_DIR).is_dir() and not (path / "raw").is_dir():
-        info_file = path / PARSE_INFO_FILE
-        source = str(path)
-        if info_file.is_file():
-            try:
-                source = json.loads(info_file.read_text()).get("source", source)
-            except ValueError:
-                pass
-        return [(source, path)]
-    found = []
-    for item in find_inputs(path):
-        out = Path(output) if output else item.output_dir
-        if not (out / TABLES_DIR).is_dir():
-            result: ParseResult = parse_path(getattr(item, "root", None) or item.path,
-                                             ParseOptions(output_dir=out, progress=progress))[0]
-            out = Path(result.output_dir)
-        found.append((str(getattr(item, "root", None) or item.path), out))
-    return found
+    """(source, output dir) of each input under ``path``, parsing those not parsed yet."""
+    return [(o.source, o.output_dir) for o in parsed_outputs_of(path, output=output, progress=progress)]
