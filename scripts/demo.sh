@@ -6,7 +6,7 @@ bash scripts/setup.sh
 OUT=${1:-./result}
 .venv/bin/python examples/cnn_train.py --steps 20 --out "$OUT" --no-analyse
 CAPTURE=$(ls -dt "$OUT"/*_mlprof | head -n 1)
-if .venv/bin/python -c "import mlprof.cli.main" 2>/dev/null; then
-  .venv/bin/mlprof parse "$CAPTURE"
-  .venv/bin/mlprof query "$CAPTURE"
-fi
+.venv/bin/mlprof parse "$CAPTURE"
+.venv/bin/mlprof query "$CAPTURE"
+.venv/bin/mlprof advise "$CAPTURE"
+echo "See it in the dashboard: .venv/bin/mlprof ui --logdir $OUT"
