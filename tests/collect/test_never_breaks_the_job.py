@@ -8,7 +8,8 @@ import logging
 import pytest
 
 import mlprof
-from mlprof.collect import capture_writer, torch_backend
+from mlprof.capture import files
+from mlprof.collect import torch_backend
 
 from .conftest import load_json
 
@@ -36,7 +37,7 @@ def errors_from_mlprof(caplog):
 
 
 def test_disk_full_while_writing_a_window(tmp_path, trainer, monkeypatch, caplog):
-    real_write = capture_writer.write_json_atomic
+    real_write = files.write_json_atomic
     calls = {"n": 0}
 
     def full_disk_after_manifest(path, data):

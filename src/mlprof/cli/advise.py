@@ -9,7 +9,7 @@ from pathlib import Path
 from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise_outputs
 from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
 from mlprof.errors import MlprofError
-from mlprof.tables.files import atomic_write
+from mlprof.capture.files import atomic_write
 
 __all__ = ["register", "run", "ADVISOR_FILE"]
 

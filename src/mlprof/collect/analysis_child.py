@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from ..capture import layout
-from .capture_writer import make_private_dir
+from ..capture.files import make_private_dir
 
 __all__ = ["spawn_analysis", "flush_analysis", "wait_for_analysis", "ANALYSE_CHILD_ENV"]
 

@@ -7,7 +7,6 @@ any point leaves only whole files and finished windows behind.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
@@ -18,24 +17,10 @@ from typing import Any
 
 from .._version import __version__
 from ..capture import layout
+from ..capture.files import make_private_dir, write_json_atomic
 from .environment import performance_environment, rank_info, system_info
 
-__all__ = ["CaptureWriter", "write_json_atomic", "make_private_dir"]
-
-
-def make_private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, layout.DIR_MODE)  # explicit: makedirs modes are masked by the umask
-    return path
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, layout.FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(data, out, separators=(",", ":"))
-    os.chmod(tmp, layout.FILE_MODE)
-    os.replace(tmp, path)
+__all__ = ["CaptureWriter", "default_worker_name"]
 
 
 def default_worker_name() -> str:

@@ -22,7 +22,8 @@ from ..errors import ConfigError, MlprofError, TorchUnavailableError
 from ..schedule import ProfilerAction, always_record
 from . import chrome_events
 from .analysis_child import flush_analysis, spawn_analysis
-from .capture_writer import CaptureWriter, default_worker_name, write_json_atomic
+from ..capture.files import write_json_atomic
+from .capture_writer import CaptureWriter, default_worker_name
 from .handler import TraceHandler
 from .recorder import HostRecorder
 from .sampler import samples_between, spawn_sampler

@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from ..capture import layout
 from ..errors import ConfigError
-from .capture_writer import make_private_dir, write_json_atomic
+from ..capture.files import make_private_dir, write_json_atomic
 from .device_lock import DeviceLock, devices_of
 from .run_options import OPTIONS_ENV, RunOptions
 from .sampler import samples_between, spawn_sampler

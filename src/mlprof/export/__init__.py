@@ -10,7 +10,7 @@ from mlprof.errors import ConfigError
 from mlprof.export.csv_summaries import write_summaries
 from mlprof.export.sqlite import write_sqlite
 from mlprof.export.trace_view import write_trace_view
-from mlprof.tables.files import atomic_write, make_private_dir, output_lock
+from mlprof.capture.files import atomic_write, make_private_dir, output_lock
 from mlprof.tables.store import TableStore
 
 __all__ = ["ExportOptions", "run_exports", "SUMMARY_FORMATS", "EXPORT_TYPES"]

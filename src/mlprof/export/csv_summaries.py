@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from mlprof.export.summaries import SUMMARIES, Summary, SummaryColumn
-from mlprof.tables.files import atomic_write
+from mlprof.capture.files import atomic_write
 from mlprof.tables.store import TableStore
 
 __all__ = ["write_summaries", "format_us"]

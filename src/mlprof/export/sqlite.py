@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
-from mlprof.tables.files import publish_file
+from mlprof.capture.files import publish_file
 from mlprof.tables.schema import TABLES
 from mlprof.tables.store import TableStore
 

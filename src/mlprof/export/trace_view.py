@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from mlprof.tables.files import publish_file
+from mlprof.capture.files import publish_file
 from mlprof.tables.store import TableStore
 
 __all__ = ["write_trace_view", "MLPROF_PID"]

@@ -25,7 +25,7 @@ from mlprof.parse.capture_files import read_gc, read_markers, read_steps
 from mlprof.parse.host_samples import read_host_counters
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
-from mlprof.tables.files import atomic_write, make_private_dir, output_lock, replace_dir
+from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.tables.schema import TABLES
 from mlprof.tables.store import combine_tables, write_tables
 

@@ -1,25 +1,26 @@
-"""Safe writing in the output directory: private modes, temp-and-rename, a lock.
+"""Safe writing, for collection and parsing alike: private modes, temp-and-rename, a lock.
 
+Everything mlprof writes appears complete or not at all (a job can be killed
+at any moment), with the private modes of docs/capture_format.md.
 ``mlprof parse`` is started by the collector after every window, so two runs
-can meet on one capture: the lock serialises them, and every file appears
-complete or not at all.
+can meet on one capture: the output lock serialises them.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from mlprof.capture.layout import DIR_MODE, FILE_MODE
 from mlprof.errors import MlprofError
 
-__all__ = ["DIR_MODE", "FILE_MODE", "make_private_dir", "atomic_write", "output_lock", "replace_dir"]
-
-DIR_MODE = 0o750
-FILE_MODE = 0o640
+__all__ = ["DIR_MODE", "FILE_MODE", "make_private_dir", "atomic_write", "write_json_atomic", "output_lock",
+           "replace_dir", "publish_file"]
 
 
 def make_private_dir(path: Path) -> Path:
@@ -46,6 +47,11 @@ def atomic_write(path: Path, data: bytes | str) -> Path:
         tmp.unlink(missing_ok=True)
         raise MlprofError(f"{path}: cannot write: {exc.strerror or exc}") from None
     return path
+
+
+def write_json_atomic(path: Path, data: object) -> Path:
+    """``data`` as compact JSON, through a temporary name."""
+    return atomic_write(path, json.dumps(data, separators=(",", ":")))
 
 
 def publish_file(tmp: Path, path: Path) -> Path:
