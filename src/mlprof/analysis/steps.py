@@ -14,10 +14,13 @@ so computing + communication_not_overlapped + preparing + free = step time.
 
 Host view (all traces): top-level host ops of the step are classed as data
 loading (DataLoader iteration), optimizer (Optimizer.step/zero_grad), backward
-(autograd engine functions) or forward (any other op); a moment covered by
-several classes counts for the first of that list, and time covered by none is
-``other_host``, so data_loading + forward + backward + optimizer + other_host
-= step time. ``data_loading_ns`` is also the "preparing data" figure on GPU
+(autograd engine functions), communication (collectives run by the host:
+gloo/nccl/c10d annotations, on whichever thread) or forward (any other op); a
+moment covered by several classes counts for the first of that list, and time
+covered by none is ``other_host``, so data_loading + forward + backward +
+optimizer + host_communication + other_host = step time. Host communication
+is thus the part of the collectives not hidden behind backward (the usual DDP
+overlap) or the other classes before it. ``data_loading_ns`` is also the "preparing data" figure on GPU
 traces (a host-side figure, not part of the device sum).
 """
 
@@ -52,6 +55,7 @@ class StepBreakdown:
     forward_ns: int
     backward_ns: int
     optimizer_ns: int
+    host_communication_ns: int
     other_host_ns: int
 
     @classmethod
@@ -59,7 +63,9 @@ class StepBreakdown:
         return [f.name for f in fields(cls)]
 
 
-_CLASSES = ("data_loading", "optimizer", "backward", "forward")
+_CLASSES = ("data_loading", "optimizer", "backward", "communication", "forward")
+_CLASS_FIELD = {"communication": "host_communication_ns"}  # "communication_ns" is the device view's
+_COMMUNICATION_PREFIXES = ("gloo:", "nccl:", "c10d::", "record_param_comms", "mpi:", "ucc:")
 
 
 def classify_host_op(name: str) -> str:
@@ -71,6 +77,8 @@ def classify_host_op(name: str) -> str:
     if name.startswith("autograd::engine::evaluate_function") or name.endswith("Backward0") \
             or "backward" in name.lower():
         return "backward"
+    if name.startswith(_COMMUNICATION_PREFIXES):
+        return "communication"
     return "forward"
 
 
@@ -154,7 +162,7 @@ def step_breakdown(store: TableStore) -> list[StepBreakdown]:
         for i, name in enumerate(_CLASSES):
             sel = hc <= i
             now = union_length(hs[sel], he[sel])
-            host_cols[f"{name}_ns"] = now - covered
+            host_cols[_CLASS_FIELD.get(name, f"{name}_ns")] = now - covered
             covered = now
         out.append(StepBreakdown(window=window, step=step, start_ns=lo, end_ns=hi, dur_ns=dur,
                                  **device_cols, **host_cols, other_host_ns=dur - covered))

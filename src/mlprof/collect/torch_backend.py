@@ -44,7 +44,8 @@ def torch_profile_kwargs(options: CollectOptions, trace_only: bool) -> dict[str,
         "with_flops": options.with_flops or rank >= 3,
         "with_modules": options.with_modules,
         "experimental_config": _ExperimentalConfig(
-            trace_only=trace_only,
+            # torch refuses trace_only with stacks (they need its event post-processing).
+            trace_only=trace_only and not with_stack,
             # Without verbose, torch 2.13 keeps no Python stacks on CPU ops.
             verbose=with_stack,
             enable_cuda_sync_events=uses_cuda and rank >= 3,

@@ -88,6 +88,8 @@ SUMMARIES: tuple[Summary, ...] = (
         _c("Forward(us)", "forward_ns", "us", "host: forward ops"),
         _c("Backward(us)", "backward_ns", "us", "host: autograd backward"),
         _c("Optimizer(us)", "optimizer_ns", "us", "host: Optimizer.step / zero_grad"),
+        _c("Host Communication(us)", "host_communication_ns", "us",
+           "host: collectives (gloo/nccl/c10d) not hidden behind the classes before it"),
         _c("Other Host(us)", "other_host_ns", "us", "host: time in no profiled op (Python, framework overhead)"),
     ), _steps),
     Summary("op_statistic", "Framework ops grouped by name (host self time, as torch's key_averages()).", (

@@ -166,7 +166,8 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if len(slow) < th.step_outlier_min_count:
         severity = "info"
     # Which part of the step grew: each outlier's columns against the median of all steps.
-    parts = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "other_host_ns")
+    parts = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "host_communication_ns",
+             "other_host_ns")
     typical = {p: statistics.median(getattr(s, p) for s in ctx.steps) for p in parts}
     steps = []
     for s in sorted(slow, key=lambda s: -s.dur_ns):

@@ -6,7 +6,8 @@ const Pages = (() => {
   const DEVICE_SERIES = [["computing_ns", "computing"], ["communication_not_overlapped_ns", "communication (not overlapped)"],
     ["preparing_ns", "preparing"], ["free_ns", "free"]];
   const HOST_SERIES = [["data_loading_ns", "data loading"], ["forward_ns", "forward"], ["backward_ns", "backward"],
-    ["optimizer_ns", "optimizer"], ["other_host_ns", "other host"]];
+    ["optimizer_ns", "optimizer"], ["host_communication_ns", "host communication"],
+    ["other_host_ns", "other host"]];
   const load = (name, run, extra) => getJSON(dataUrl(name, { run, ...extra }));
 
   function stepChart(steps, series) {
