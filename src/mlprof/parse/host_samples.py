@@ -15,21 +15,10 @@ import numpy as np
 
 from mlprof.capture import layout
 from mlprof.errors import CaptureError
+from mlprof.tables.schema import HOST_COUNTERS
 
-__all__ = ["read_host_counters", "SERIES"]
+__all__ = ["read_host_counters"]
 
-# sample key -> (counter name, series)
-SERIES = {
-    "cpu_percent": ("host_cpu", "system_percent"),
-    "job_cpu_percent": ("host_cpu", "job_percent"),
-    "mem_used_bytes": ("host_memory", "used_bytes"),
-    "mem_available_bytes": ("host_memory", "available_bytes"),
-    "job_rss_bytes": ("host_memory", "job_rss_bytes"),
-    "disk_read_bytes_per_s": ("host_disk", "read_bytes_per_s"),
-    "disk_write_bytes_per_s": ("host_disk", "write_bytes_per_s"),
-    "net_recv_bytes_per_s": ("host_network", "recv_bytes_per_s"),
-    "net_sent_bytes_per_s": ("host_network", "sent_bytes_per_s"),
-}
 _GPU_SERIES = ("util_percent", "mem_util_percent", "mem_used_bytes", "power_w", "sm_clock_mhz")
 
 
@@ -69,7 +58,7 @@ def read_host_counters(root: Path, pid: int) -> dict[str, np.ndarray]:
         if not isinstance(sample, dict) or not isinstance(sample.get("ts_ns"), int):
             continue
         ts_ns = sample["ts_ns"]
-        for key, (name, serie) in SERIES.items():
+        for key, (name, serie) in HOST_COUNTERS.items():
             if key in sample:
                 add(name, serie, ts_ns, sample[key])
         for core, value in enumerate(sample.get("cpu_percent_per_core") or []):

@@ -243,3 +243,18 @@ TABLES: dict[str, TableSchema] = {
 
 def table(name: str) -> TableSchema:
     return TABLES[name]
+
+
+# Host samples in the ``counters`` table (docs/capture_format.md's host_samples.json):
+# sample key -> (counter name, series). Written by the parser, read by analyses.
+HOST_COUNTERS = {
+    "cpu_percent": ("host_cpu", "system_percent"),
+    "job_cpu_percent": ("host_cpu", "job_percent"),
+    "mem_used_bytes": ("host_memory", "used_bytes"),
+    "mem_available_bytes": ("host_memory", "available_bytes"),
+    "job_rss_bytes": ("host_memory", "job_rss_bytes"),
+    "disk_read_bytes_per_s": ("host_disk", "read_bytes_per_s"),
+    "disk_write_bytes_per_s": ("host_disk", "write_bytes_per_s"),
+    "net_recv_bytes_per_s": ("host_network", "recv_bytes_per_s"),
+    "net_sent_bytes_per_s": ("host_network", "sent_bytes_per_s"),
+}
