@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_TRACES = REPO_ROOT.parent / "shared" / "data" / "traces"
+from shared_data import SHARED_TRACES
+
+
+@pytest.fixture
+def shared_traces() -> Path:
+    """The real Kineto traces of ../shared/data/traces (read-only); skips when absent."""
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"shared traces not found at {SHARED_TRACES}")
+    return SHARED_TRACES
 
 
 @pytest.fixture(autouse=True)

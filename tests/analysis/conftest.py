@@ -12,8 +12,9 @@ import pytest
 
 from mlprof.parse import ParseOptions, parse_path
 
+from shared_data import SHARED_TRACES
+
 HERE = Path(__file__).parent
-SHARED_TRACES = HERE.parents[2] / "shared" / "data" / "traces"
 
 
 @pytest.fixture(scope="session")

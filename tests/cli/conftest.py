@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_TRACES = REPO_ROOT.parent / "shared" / "data" / "traces"
 BLOCK_TORCH = "import sys; sys.modules['torch'] = None\n"
 
 
@@ -27,9 +25,3 @@ def run_cli(*args: str, module: bool = True, block_torch: bool = False, timeout:
         cmd = [script, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
-
-@pytest.fixture
-def shared_traces() -> Path:
-    if not SHARED_TRACES.is_dir():
-        pytest.skip(f"shared traces not found at {SHARED_TRACES}")
-    return SHARED_TRACES

@@ -19,7 +19,7 @@ from mlprof.export.summaries import SUMMARIES
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.schema import TABLES
 
-from .conftest import GPU_TRACES, REPO_ROOT
+from shared_data import GPU_TRACES, REPO_ROOT
 
 NCCL = "nccl_parser_config/nccl_data.json.gz"
 

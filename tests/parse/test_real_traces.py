@@ -12,7 +12,9 @@ from mlprof.analysis import kernel_statistic, step_breakdown
 
 from mlprof.tables.schema import TABLES
 
-from .conftest import GPU_TRACES, parse_one
+from shared_data import GPU_TRACES
+
+from .conftest import parse_one
 
 NCCL_TRACE = "nccl_parser_config/nccl_data.json.gz"
 NS_TRACE = "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"

@@ -1,13 +1,14 @@
-"""Helpers for export tests: where the shared real traces are."""
+"""Where the tests find the project's real traces: defined once for every test package.
 
-from __future__ import annotations
+Importable as ``shared_data`` because pytest puts tests/ (the first directory
+without an __init__.py) on sys.path.
+"""
 
 from pathlib import Path
 
-import pytest
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = REPO_ROOT.parent / "shared" / "data" / "traces"
+# The GPU traces (NVIDIA and AMD) among them, relative to SHARED_TRACES.
 GPU_TRACES = [
     "nccl_parser_config/nccl_data.json.gz",
     "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
@@ -16,10 +17,3 @@ GPU_TRACES = [
     "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
 ]
-
-
-@pytest.fixture
-def shared_traces() -> Path:
-    if not SHARED_TRACES.is_dir():
-        pytest.skip(f"shared traces not found at {SHARED_TRACES}")
-    return SHARED_TRACES
