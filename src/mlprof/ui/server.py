@@ -10,6 +10,7 @@ rebinding.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -97,6 +98,25 @@ def _table(request: Request, name: str, rows: list[dict]) -> Response:
     return Response(msgspec.json.encode(rows), media_type="application/json", headers=headers)
 
 
+async def _answer(prepare: Callable[[], Callable[[], Response]], analysis_error_status: int) -> Response:
+    """Run ``prepare()`` (path checks) here and its work in a thread; every failure is one JSON line.
+
+    403 for a refused path, 404/400 for a missing run or bad parameter,
+    ``analysis_error_status`` for an mlprof error of the analysis, 500 for a bug
+    (the server goes on).
+    """
+    try:
+        return await run_in_threadpool(prepare())
+    except RunPathRefused as exc:
+        return _json_error(403, str(exc))
+    except ConfigError as exc:
+        return _json_error(404 if "no parsed run" in str(exc) else 400, str(exc))
+    except MlprofError as exc:
+        return _json_error(analysis_error_status, str(exc))
+    except Exception as exc:  # a bug or a broken table file
+        return _json_error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+
+
 def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> ASGIApp:
     """The dashboard app over ``logdir``; ``allowed_hosts=None`` accepts any Host header."""
     logdir = Path(logdir).resolve()
@@ -106,25 +126,18 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
 
     def with_run(handler):
         async def endpoint(request: Request) -> Response:
-            try:
+            def prepare():
                 run_dir = resolve_run_dir(logdir, request.query_params.get("run", ""))
 
                 def work():
                     with stores.use(run_dir) as run:
                         return handler(request, run)
-                return await run_in_threadpool(work)
-            except RunPathRefused as exc:
-                return _json_error(403, str(exc))
-            except ConfigError as exc:
-                return _json_error(404 if "no parsed run" in str(exc) else 400, str(exc))
-            except MlprofError as exc:
-                return _json_error(500, str(exc))
-            except Exception as exc:  # a bug or a broken table file: one line, the server goes on
-                return _json_error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+                return work
+            return await _answer(prepare, analysis_error_status=500)
         return endpoint
 
     async def compare_endpoint(request: Request) -> Response:
-        try:
+        def prepare():
             base_dir = resolve_run_dir(logdir, request.query_params.get("base", ""))
             new_dir = resolve_run_dir(logdir, request.query_params.get("run", ""))
             section = request.path_params.get("section")
@@ -135,18 +148,11 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
                 if section is None:
                     return _json(answer)
                 return _table(request, f"compare_{section}", api.compare_rows(answer, section))
-            return await run_in_threadpool(work)
-        except RunPathRefused as exc:
-            return _json_error(403, str(exc))
-        except ConfigError as exc:
-            return _json_error(404 if "no parsed run" in str(exc) else 400, str(exc))
-        except MlprofError as exc:  # e.g. a run without steps to align
-            return _json_error(422, str(exc))
-        except Exception as exc:
-            return _json_error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            return work
+        return await _answer(prepare, analysis_error_status=422)  # e.g. a run without steps to align
 
     async def cluster_endpoint(request: Request) -> Response:
-        try:
+        def prepare():
             run_id = request.query_params.get("run", "")
             resolve_run_dir(logdir, run_id)
             section = request.path_params.get("section")
@@ -157,15 +163,8 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
                 if section is None:
                     return _json(answer)
                 return _table(request, f"cluster_{section}", api.cluster_rows(answer, section))
-            return await run_in_threadpool(work)
-        except RunPathRefused as exc:
-            return _json_error(403, str(exc))
-        except ConfigError as exc:
-            return _json_error(404 if "no parsed run" in str(exc) else 400, str(exc))
-        except MlprofError as exc:
-            return _json_error(422, str(exc))
-        except Exception as exc:
-            return _json_error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            return work
+        return await _answer(prepare, analysis_error_status=422)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html", headers={"cache-control": "no-cache"})
