@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .run_options import RunOptions
+from .run_options import RUN_SAMPLES_ENV, RunOptions
 from .storage import age_out
 
 __all__ = ["AutoProfiler", "on_dataloader_batch"]
@@ -76,7 +76,7 @@ class AutoProfiler:
                 profiler_level=opts.level, export_type=opts.export_type,
                 gc_detect_threshold=opts.gc_detect_threshold,
                 # Under `mlprof run` one sampler covers the whole job; by hand each process samples itself.
-                host_sys=() if os.environ.get("MLPROF_RUN_SAMPLES") else opts.host_sys),
+                host_sys=() if os.environ.get(RUN_SAMPLES_ENV) else opts.host_sys),
         )
         self.prof.start()
 

@@ -24,16 +24,14 @@ from ..capture import layout
 from ..errors import ConfigError
 from ..capture.files import make_private_dir, write_json_atomic
 from .device_lock import DeviceLock, devices_of
-from .run_options import OPTIONS_ENV, RunOptions
+from .run_options import OPTIONS_ENV, RUN_SAMPLES_ENV, RunOptions
 from .sampler import samples_between, spawn_sampler
 from .storage import age_out
 
-__all__ = ["RunResult", "run_command", "parse_environment", "HOST_SAMPLES_FILE"]
+__all__ = ["RunResult", "run_command", "parse_environment"]
 
 logger = logging.getLogger("mlprof")
 
-HOST_SAMPLES_FILE = layout.HOST_SAMPLES_FILE
-RUN_SAMPLES_ENV = "MLPROF_RUN_SAMPLES"
 _BOOTSTRAP_DIR = Path(__file__).with_name("bootstrap")
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -62,7 +60,7 @@ def parse_environment(text: str | None) -> dict[str, str]:
 def _child_env(options: RunOptions, extra: dict[str, str]) -> dict[str, str]:
     env = {**os.environ, **extra}
     env[OPTIONS_ENV] = options.to_json()
-    env[RUN_SAMPLES_ENV] = "1"  # mlprof run samples the whole job; processes must not sample again
+    env[RUN_SAMPLES_ENV] = "1"
     env.pop("MLPROF_CONFIG_PATH", None)  # one way of profiling per job
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_BOOTSTRAP_DIR), env.get("PYTHONPATH", "")) if p)
     return env
@@ -163,4 +161,4 @@ def _attach_samples(capture: Path, samples_file: Path) -> None:
     ends = [w.get("end_ns") or 0 for w in info.get("windows", [])]
     last_ns = (max(ends) if ends else time.time_ns()) + 1_000_000_000
     samples = samples_between(samples_file, first_ns, last_ns)
-    write_json_atomic(capture / HOST_SAMPLES_FILE, samples)
+    write_json_atomic(capture / layout.HOST_SAMPLES_FILE, samples)
