@@ -212,3 +212,19 @@ def test_storage_limit_below_the_seed_minimum_is_refused():
     with pytest.raises(MlprofError, match="200MB"):
         RunOptions(storage_limit="199MB")
     assert RunOptions(storage_limit="1GB").storage_limit_bytes == 2**30
+
+
+@pytest.mark.parametrize("job_profiler_from_step", [0, 7], ids=["job-profiler-first", "mlprof-window-first"])
+def test_a_job_with_its_own_torch_profiler_is_not_crashed(tmp_path, job_profiler_from_step):
+    # torch runs one profiler session per process; a second one beside the
+    # job's own crashed the job (exit 139) when its trace was exported.
+    trace = tmp_path / "own.json"
+    script = Path(__file__).with_name("own_profiler_script.py")
+    result = mlprof_run(tmp_path / "out", sys.executable, str(script), "14", str(job_profiler_from_step), str(trace),
+                        options=["--skip-first", "1", "--active", "8"])
+    assert result.returncode == 0, result.stderr
+    assert "trained" in result.stdout
+    # Depending on which starts first, mlprof stops, or records its windows without Kineto.
+    assert ("the job starts its own profiler" in result.stderr
+            or "another torch profiler session is running" in result.stderr), result.stderr
+    assert json.loads(trace.read_text())["traceEvents"], "the job's own trace must still be written"

@@ -59,9 +59,27 @@ class AutoProfiler:
             self._sigterm_handled = True
             _exit_cleanly_on_sigterm()
 
+    def yield_to_job_profiler(self) -> None:
+        """The job starts a torch profiler of its own: torch runs one session at a
+        time, so automatic profiling stops (finished windows are kept)."""
+        if self.done:
+            return
+        logger.warning("mlprof run: the job starts its own profiler; automatic profiling stops here "
+                       "(its own traces are written as usual)")
+        self.close()
+        self.done = True
+
     def _start(self) -> None:
         import mlprof
+        import torch
 
+        from .torch_backend import guard_job_profilers, on_job_profiler_start
+
+        if torch.autograd._profiler_enabled():
+            self.yield_to_job_profiler()
+            return
+        guard_job_profilers()
+        on_job_profiler_start(self.yield_to_job_profiler)
         opts = self.options
         self.prof = mlprof.profile(
             schedule=mlprof.schedule(wait=opts.wait, warmup=opts.warmup, active=opts.active, repeat=opts.repeat,
@@ -78,6 +96,8 @@ class AutoProfiler:
                 # Under `mlprof run` one sampler covers the whole job; by hand each process samples itself.
                 host_sys=() if os.environ.get(RUN_SAMPLES_ENV) else opts.host_sys),
         )
+        # This profiler is the one others yield to; it does not yield to itself.
+        self.prof._backend._automatic = True
         self.prof.start()
 
     def _after_step(self) -> None:

@@ -7,6 +7,7 @@ the window edges, so mlprof's windows are exactly torch's.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any, Callable, Protocol
 
@@ -19,7 +20,43 @@ from torch.profiler import profile as TorchProfile
 from ..config import CollectOptions, ProfilerActivity, ProfilerLevel
 from ..schedule import ProfilerAction
 
-__all__ = ["WindowHooks", "ScheduledBackend", "torch_profile_kwargs"]
+__all__ = ["WindowHooks", "ScheduledBackend", "torch_profile_kwargs", "on_job_profiler_start",
+           "guard_job_profilers"]
+
+logger = logging.getLogger("mlprof")
+
+# Called before any profiler other than `mlprof run`'s own starts a session:
+# torch runs one profiler session per process, and a second one started
+# beside the first crashes the interpreter when its trace is exported.
+_job_profiler_listeners: list[Callable[[], None]] = []
+
+
+def on_job_profiler_start(listener: Callable[[], None]) -> None:
+    """Call ``listener`` before the job starts a torch profiler session of its own."""
+    _job_profiler_listeners.append(listener)
+
+
+def _job_profiler_starting() -> None:
+    for listener in list(_job_profiler_listeners):
+        listener()
+
+
+def guard_job_profilers() -> None:
+    """Make plain torch.profiler sessions of the job announce themselves (``mlprof run``)."""
+    from torch.profiler import profiler as torch_profiler
+
+    cls = torch_profiler._KinetoProfile
+    if getattr(cls.prepare_trace, "_mlprof_guard", False):
+        return
+    original = cls.prepare_trace
+
+    def prepare_trace(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        if not isinstance(self, ScheduledBackend):  # ScheduledBackend announces itself
+            _job_profiler_starting()
+        return original(self, *args, **kwargs)
+
+    prepare_trace._mlprof_guard = True  # type: ignore[attr-defined]
+    cls.prepare_trace = prepare_trace
 
 _LEVEL_RANK = {
     ProfilerLevel.Level_none: 0,
@@ -73,9 +110,13 @@ class ScheduledBackend(TorchProfile):
         kineto: bool,
         record_steps: bool,
         torch_kwargs: dict[str, Any],
+        automatic: bool = False,
     ) -> None:
         self._hooks = hooks
         self._kineto = kineto
+        # Whether this window runs Kineto: not when another session is already on.
+        self._kineto_window = kineto
+        self._automatic = automatic
         super().__init__(
             schedule=lambda step: TorchAction[schedule_fn(step).name],
             on_trace_ready=lambda _prof: hooks.window_ready(),
@@ -85,7 +126,17 @@ class ScheduledBackend(TorchProfile):
         self.record_steps = record_steps and kineto
 
     def prepare_trace(self) -> None:
-        if self._kineto:
+        if not self._automatic:
+            _job_profiler_starting()
+        self._kineto_window = self._kineto
+        if self._kineto and torch.autograd._profiler_enabled():
+            # Another profiler session is running (the job's own, or a second
+            # mlprof.profile): record this window without Kineto instead of
+            # crashing torch.
+            self._kineto_window = False
+            logger.warning("mlprof: another torch profiler session is running; this window records "
+                           "steps, markers and GC only")
+        if self._kineto_window:
             with warnings.catch_warnings():
                 # torch warns that each cycle drops the previous one's events;
                 # mlprof saves every cycle before that happens.
@@ -93,13 +144,13 @@ class ScheduledBackend(TorchProfile):
                 super().prepare_trace()
 
     def start_trace(self) -> None:
-        if self._kineto:
+        if self._kineto_window:
             super().start_trace()
         self._hooks.window_started()
 
     def stop_trace(self) -> None:
         self._hooks.window_stopping()
-        if self._kineto:
+        if self._kineto_window:
             super().stop_trace()
 
     def set_first_step(self, step: int) -> None:
@@ -110,7 +161,7 @@ class ScheduledBackend(TorchProfile):
         self._prev_schedule_action = action
 
     def has_trace(self) -> bool:
-        return self._kineto and self.profiler is not None
+        return self._kineto_window and self.profiler is not None
 
     def abandon(self) -> None:
         """Stop torch's profiler without writing anything, after a failure."""
@@ -119,6 +170,6 @@ class ScheduledBackend(TorchProfile):
                 self.step_rec_fn.__exit__(None, None, None)
             finally:
                 self.step_rec_fn = None
-        if self._kineto and torch.autograd._profiler_enabled():
+        if self._kineto_window and torch.autograd._profiler_enabled():
             if self.profiler is not None:
                 self.profiler.__exit__(None, None, None)
