@@ -91,7 +91,7 @@ def test_kernel_details_csv_sums_to_the_trace_and_steps_add_up(shared_traces, tm
         assert ns["Computing(us)"] + ns["Communication(Not Overlapped)(us)"] + ns["Free(us)"] \
             + ns["Preparing(us)"] == ns["Duration(us)"]
         assert ns["Data Loading(us)"] + ns["Forward(us)"] + ns["Backward(us)"] + ns["Optimizer(us)"] \
-            + ns["Host Communication(us)"] + ns["Other Host(us)"] == ns["Duration(us)"]
+            + ns["Host Communication(us)"] + ns["GC(us)"] + ns["Python(us)"] + ns["Other(us)"] == ns["Duration(us)"]
         assert ns["Communication(us)"] > 0
     comm = json.loads((out / "communication.json").read_text())
     assert comm["rank"] == 0

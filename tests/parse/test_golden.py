@@ -128,8 +128,9 @@ def test_step_breakdown_golden(tmp_path):
         40_000, 30_000, 10_000, 20_000)
     assert (s.preparing_ns, s.free_ns) == (10_000, 100_000 - 60_000 - 10_000)
     # Host: loader [1,10) 9, forward [10,30) 20, backward [35,60) 25, optimizer [70,80) 10.
+    # The rest runs no op: Python between ops.
     assert (s.data_loading_ns, s.forward_ns, s.backward_ns, s.optimizer_ns, s.host_communication_ns,
-            s.other_host_ns) == (9_000, 20_000, 25_000, 10_000, 0, 36_000)
+            s.gc_ns, s.python_ns, s.other_ns) == (9_000, 20_000, 25_000, 10_000, 0, 0, 36_000, 0)
 
 
 def test_operator_memory_pairs_each_allocation_with_its_free(tmp_path):

@@ -56,7 +56,7 @@ def test_step_columns_add_up_to_step_time(shared_traces, tmp_path, name):
         assert s.overlapped_ns + s.communication_not_overlapped_ns == s.communication_ns
         assert min(s.computing_ns, s.free_ns, s.preparing_ns, s.overlapped_ns) >= 0
         assert s.data_loading_ns + s.forward_ns + s.backward_ns + s.optimizer_ns + s.host_communication_ns \
-            + s.other_host_ns == s.dur_ns
+            + s.gc_ns + s.python_ns + s.other_ns == s.dur_ns
     profiler_steps = [ev for ev in _load(shared_traces / name)["traceEvents"]
                       if ev.get("cat") == "user_annotation" and str(ev.get("name", "")).startswith("ProfilerStep#")]
     assert len(steps) == len(profiler_steps)
@@ -100,7 +100,7 @@ def test_cpu_only_trace_has_host_split_and_no_device_columns(shared_traces, tmp_
     for s in steps:
         assert s.computing_ns is None and s.free_ns is None
         assert s.data_loading_ns + s.forward_ns + s.backward_ns + s.optimizer_ns + s.host_communication_ns \
-            + s.other_host_ns == s.dur_ns
+            + s.gc_ns + s.python_ns + s.other_ns == s.dur_ns
 
 
 def test_kernel_breakdown_agrees_with_holistic_trace_analysis(shared_traces, tmp_path):

@@ -66,7 +66,7 @@ def test_self_time_per_op_matches_torch_key_averages(tmp_path):
     for s in steps:
         assert s.forward_ns > 0 and s.backward_ns > 0 and s.optimizer_ns > 0 and s.data_loading_ns > 0
         assert s.data_loading_ns + s.forward_ns + s.backward_ns + s.optimizer_ns + s.host_communication_ns \
-            + s.other_host_ns == s.dur_ns
+            + s.gc_ns + s.python_ns + s.other_ns == s.dur_ns
 
 
 def test_mlprof_capture_from_a_real_run_parses(tmp_path):

@@ -23,7 +23,7 @@ from mlprof.tables.store import TableStore
 __all__ = ["Delta", "StepPair", "Comparison", "compare", "compare_paths", "align_steps", "BREAKDOWN_FIELDS"]
 
 BREAKDOWN_FIELDS = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "host_communication_ns",
-                    "other_host_ns",
+                    "gc_ns", "python_ns", "other_ns",
                     "computing_ns", "communication_not_overlapped_ns", "preparing_ns", "free_ns")
 _DEVICE_FIELDS = ("computing_ns", "communication_not_overlapped_ns", "preparing_ns", "free_ns")
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, operator_details, step_breakdown
+from mlprof.analysis.steps import data_loading_spans
 from mlprof.analysis.host import host_resources
 from mlprof.analysis.memory import memory_record, operator_memory
 from mlprof.tables.store import TableStore
@@ -55,11 +56,7 @@ def _kernel_details(store: TableStore, step: int | None) -> list[dict]:
 
 
 def _data_preprocess(store: TableStore, step: int | None) -> list[dict]:
-    cond = "" if step is None else "AND step = ?"
-    return store.dicts(f"""
-        SELECT step, name, tid, start_ns, dur_ns FROM host_ops
-        WHERE (name LIKE 'enumerate(DataLoader)%' OR name LIKE '%DataLoader%__next__%') {cond}
-        ORDER BY start_ns""", [] if step is None else [step])
+    return data_loading_spans(store, step)
 
 
 _STAT = (
@@ -84,13 +81,21 @@ SUMMARIES: tuple[Summary, ...] = (
            "communication not hidden under computing"),
         _c("Free(us)", "free_ns", "us", "device idle after the step's first device op"),
         _c("Preparing(us)", "preparing_ns", "us", "step start to the first device op"),
-        _c("Data Loading(us)", "data_loading_ns", "us", "host: DataLoader iteration"),
-        _c("Forward(us)", "forward_ns", "us", "host: forward ops"),
-        _c("Backward(us)", "backward_ns", "us", "host: autograd backward"),
-        _c("Optimizer(us)", "optimizer_ns", "us", "host: Optimizer.step / zero_grad"),
-        _c("Host Communication(us)", "host_communication_ns", "us",
-           "host: collectives (gloo/nccl/c10d) not hidden behind the classes before it"),
-        _c("Other Host(us)", "other_host_ns", "us", "host: time in no profiled op (Python, framework overhead)"),
+        _c("Idle Data Loading(us)", "idle_data_loading_ns", "us", "device idle while the host loaded data"),
+        _c("Idle Synchronization(us)", "idle_synchronization_ns", "us",
+           "device idle after the host blocked in a synchronizing call"),
+        _c("Idle Python(us)", "idle_python_ns", "us", "device idle while the host ran Python outside ops"),
+        _c("Idle GC(us)", "idle_gc_ns", "us", "device idle during a garbage-collector pause"),
+        _c("Idle Launch(us)", "idle_launch_ns", "us", "device idle while the host was busy issuing work"),
+        _c("Idle Communication(us)", "idle_communication_ns", "us", "device idle while the host communicated"),
+        _c("Data Loading(us)", "data_loading_ns", "us", "host: data loading phase (DataLoader iteration, load annotations)"),
+        _c("Forward(us)", "forward_ns", "us", "host: forward phase (module calls, ops before backward)"),
+        _c("Backward(us)", "backward_ns", "us", "host: backward phase (autograd engine)"),
+        _c("Optimizer(us)", "optimizer_ns", "us", "host: optimizer phase (Optimizer.step / zero_grad)"),
+        _c("Host Communication(us)", "host_communication_ns", "us", "host: collectives run by the host (gloo/nccl/c10d)"),
+        _c("GC(us)", "gc_ns", "us", "host: Python garbage-collector pauses"),
+        _c("Python(us)", "python_ns", "us", "host: Python outside any profiled op"),
+        _c("Other(us)", "other_ns", "us", "host: ops after the backward under no phase (logging, metrics)"),
     ), _steps),
     Summary("op_statistic", "Framework ops grouped by name (host self time, as torch's key_averages()).", (
         _c("Op Name", "name", "", "op name"),

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlprof.parse.capture_files import GcRecord, MarkersFile, StepRecord
+from mlprof.parse.capture_files import GcRecord, MarkersFile, ModulesFile, PythonSamplesFile, StepRecord
 from mlprof.parse.hierarchy import assign_steps, fold_duplicates, nest_host_events
 from mlprof.parse.kineto_events import FLOW_END, FLOW_START, MISSING, KinetoColumns, StringPool
+from mlprof.parse.python_and_modules import module_call_table, python_tables
 
 __all__ = ["WindowData", "build_tables"]
 
@@ -34,6 +35,9 @@ class WindowData:
     steps: list[StepRecord] = field(default_factory=list)
     markers: MarkersFile | None = None
     gc: list[GcRecord] = field(default_factory=list)
+    python_samples: PythonSamplesFile | None = None
+    modules: ModulesFile | None = None
+    source: str = ""  # the window directory, for error messages
 
 
 def _i64(values) -> np.ndarray:
@@ -332,3 +336,8 @@ def _build_capture_files(win: WindowData, tables: _Tables, step_of) -> None:
             "collected": _i64([g.collected for g in win.gc]),
             "uncollectable": _i64([g.uncollectable for g in win.gc]),
             "tid": _i64([g.tid for g in win.gc]), "step": step_of(start)})
+    if win.python_samples is not None:
+        for name, cols in python_tables(win.python_samples, f"{win.source}/python_samples.json", step_of).items():
+            tables.add(name, w, cols)
+    if win.modules is not None and win.modules.calls:
+        tables.add("module_calls", w, module_call_table(win.modules, f"{win.source}/modules.json", step_of))

@@ -12,8 +12,8 @@ import msgspec
 
 from mlprof.errors import CaptureError
 
-__all__ = ["StepRecord", "MarkRecord", "RangeRecord", "MarkersFile", "GcRecord",
-           "read_steps", "read_markers", "read_gc"]
+__all__ = ["StepRecord", "MarkRecord", "RangeRecord", "MarkersFile", "GcRecord", "PythonSamplesFile",
+           "ModulesFile", "read_steps", "read_markers", "read_gc", "read_python_samples", "read_modules"]
 
 
 # Every integer must fit the tables' int64 columns (hostile or corrupt files).
@@ -58,6 +58,21 @@ class GcRecord(msgspec.Struct):
     tid: Union[Int, None] = None
 
 
+class PythonSamplesFile(msgspec.Struct):
+    interval_ns: Int = 0
+    tid: Union[Int, None] = None
+    frames: list[tuple[str, Int, str]] = []
+    stacks: list[list[Int]] = []
+    samples: list[tuple[Int, Int]] = []
+    dropped: Int = 0
+
+
+class ModulesFile(msgspec.Struct):
+    modules: list[tuple[str, str]] = []
+    calls: list[tuple[Int, Int, Union[Int, None], Union[Int, None]]] = []
+    dropped: Int = 0
+
+
 def _decode(path: Path | None, kind, default):
     if path is None:
         return default
@@ -83,3 +98,11 @@ def read_markers(path: Path | None) -> MarkersFile:
 
 def read_gc(path: Path | None) -> list[GcRecord]:
     return _decode(path, list[GcRecord], [])
+
+
+def read_python_samples(path: Path | None) -> PythonSamplesFile | None:
+    return _decode(path, PythonSamplesFile, None)
+
+
+def read_modules(path: Path | None) -> ModulesFile | None:
+    return _decode(path, ModulesFile, None)

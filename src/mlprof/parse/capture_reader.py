@@ -29,6 +29,8 @@ class WindowFiles:
     markers: Path | None
     gc: Path | None
     manifest: dict
+    python_samples: Path | None = None
+    modules: Path | None = None
 
 
 @dataclass
@@ -121,6 +123,8 @@ def read_capture(root: Path) -> CaptureInput:
             markers=_file("markers", layout.MARKERS_FILE),
             gc=_file("gc", layout.GC_FILE),
             manifest=info,
+            python_samples=_file("python_samples", layout.PYTHON_SAMPLES_FILE),
+            modules=_file("modules", layout.MODULES_FILE),
         ))
     return capture
 

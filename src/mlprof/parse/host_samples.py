@@ -15,7 +15,7 @@ import numpy as np
 
 from mlprof.capture import layout
 from mlprof.errors import CaptureError
-from mlprof.tables.schema import HOST_COUNTERS
+from mlprof.tables.schema import HOST_COUNTERS, HOST_TOP_PROCESSES_COUNTER
 
 __all__ = ["read_host_counters"]
 
@@ -45,14 +45,15 @@ def _load(root: Path) -> list:
 
 def read_host_counters(root: Path, pid: int) -> dict[str, np.ndarray]:
     """Counter rows (name, series, pid, ts_ns, value) of a capture's host samples."""
-    names, series, ts, values = [], [], [], []
+    names, series, ts, values, pids = [], [], [], [], []
 
-    def add(name: str, serie: str, ts_ns: int, value) -> None:
+    def add(name: str, serie: str, ts_ns: int, value, row_pid: int = pid) -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             names.append(name)
             series.append(serie)
             ts.append(ts_ns)
             values.append(float(value))
+            pids.append(row_pid)
 
     for sample in _load(root):
         if not isinstance(sample, dict) or not isinstance(sample.get("ts_ns"), int):
@@ -67,10 +68,14 @@ def read_host_counters(root: Path, pid: int) -> dict[str, np.ndarray]:
             if isinstance(gpu, dict):
                 for key in _GPU_SERIES:
                     add(f"gpu{gpu.get('index', 0)}", key, ts_ns, gpu.get(key))
+        for proc in sample.get("top_processes") or []:
+            if isinstance(proc, dict) and isinstance(proc.get("pid"), int):
+                add(HOST_TOP_PROCESSES_COUNTER, str(proc.get("name") or proc["pid"])[:200], ts_ns,
+                    proc.get("cpu_percent"), proc["pid"])
     return {
         "name": np.array(names, dtype=object),
         "series": np.array(series, dtype=object),
-        "pid": np.full(len(names), pid, dtype=np.int64),
+        "pid": np.array(pids, dtype=np.int64),
         "ts_ns": np.array(ts, dtype=np.int64),
         "value": np.array(values, dtype=np.float64),
     }

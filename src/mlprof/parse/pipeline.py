@@ -21,13 +21,14 @@ from mlprof._version import __version__
 from mlprof.capture import layout
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.parse.build import WindowData, build_tables
-from mlprof.parse.capture_files import read_gc, read_markers, read_steps
+from mlprof.parse.attribution import attribute_phases
+from mlprof.parse.capture_files import read_gc, read_markers, read_modules, read_python_samples, read_steps
 from mlprof.parse.host_samples import read_host_counters
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.tables.schema import TABLES
-from mlprof.tables.store import combine_tables, write_tables
+from mlprof.tables.store import TableStore, combine_tables, replace_table, write_tables
 
 __all__ = ["ParseOptions", "ParseResult", "parse_path", "TABLES_DIR", "PARSE_INFO_FILE"]
 
@@ -36,7 +37,7 @@ PARSE_INFO_FILE = "parse_info.json"
 # Per-window tables of a capture, reused while the window's files are unchanged.
 WINDOWS_DIR = "windows"
 WINDOW_CACHE_FILE = "window_cache.json"
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 ProgressFn = Callable[[str, int, int], None]
 
 
@@ -184,16 +185,24 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         write_tables(tmp, columns, pool.values())
+        _attribute(tmp)
         replace_dir(tmp, out_dir / TABLES_DIR)
         result.parse_seconds = round(time.perf_counter() - started, 3)
         atomic_write(out_dir / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
     return result
 
 
+def _attribute(tables_dir: Path) -> None:
+    """Add the attribution (phase_spans) computed from the other tables."""
+    with TableStore(tables_dir) as store:
+        spans = attribute_phases(store)
+    replace_table(tables_dir, "phase_spans", spans)
+
+
 def _window_stamp(wf: WindowFiles) -> dict:
     """What a window's cached tables were made from: its files' sizes and times."""
     files = {}
-    for path in (wf.path / layout.WINDOW_FILE, wf.kineto, wf.steps, wf.markers, wf.gc):
+    for path in (wf.path / layout.WINDOW_FILE, wf.kineto, wf.steps, wf.markers, wf.gc, wf.python_samples, wf.modules):
         if path is not None and path.is_file():
             st = path.stat()
             files[path.name] = [st.st_size, st.st_mtime_ns]
@@ -217,7 +226,9 @@ def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, opti
     pool = StringPool()
     k = read_kineto(wf.kineto, pool, _progress_for(options, f"window {wf.index}")) if wf.kineto else None
     win = WindowData(index=wf.index, kineto=k, steps=read_steps(wf.steps),
-                     markers=read_markers(wf.markers), gc=read_gc(wf.gc))
+                     markers=read_markers(wf.markers), gc=read_gc(wf.gc),
+                     python_samples=read_python_samples(wf.python_samples), modules=read_modules(wf.modules),
+                     source=str(wf.path))
     info = dict(stamp)
     info["event_count"] = k.event_count if k else 0
     info["unknown"] = [[ph, cat, n] for (ph, cat), n in k.unknown.items()] if k else []
@@ -273,6 +284,7 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
         host_counters = read_host_counters(item.root, int(item.manifest.get("pid") or 0))
         counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
                                 host_counters)
+        _attribute(tmp)
         replace_dir(tmp, out_dir / TABLES_DIR)
         result.table_rows = {name: n for name, n in counts.items() if n}
         result.parse_seconds = round(time.perf_counter() - started, 3)

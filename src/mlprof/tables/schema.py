@@ -24,7 +24,8 @@ class Column:
 
 
 # Which table's rows each id space numbers.
-ID_SPACES = {"op": "host_ops", "call": "runtime_calls", "device": "device_ops"}
+ID_SPACES = {"op": "host_ops", "call": "runtime_calls", "device": "device_ops", "stack": "python_stacks",
+             "module_call": "module_calls"}
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,60 @@ TABLES: dict[str, TableSchema] = {
             ("value_json", "VARCHAR", "the value as JSON text"),
         ),
         _t(
+            "module_calls",
+            "nn.Module forward calls recorded by mlprof's global module hooks (modules.json).",
+            _WINDOW,
+            ("call_id", "BIGINT", "row id", "module_call"),
+            ("module_path", "VARCHAR", "module name under the outermost called module, e.g. Net.layers.0"),
+            ("module_type", "VARCHAR", "class name, e.g. Linear"),
+            ("tid", "BIGINT", "thread id"),
+            ("start_ns", "BIGINT", "forward call start, ns"),
+            ("end_ns", "BIGINT", "forward call end, ns (NULL when it raised or was still running)"),
+            ("dur_ns", "BIGINT", "end_ns - start_ns (NULL when the end is unknown)"),
+            ("depth", "INTEGER", "nesting depth among module calls of the thread, 0 = outermost"),
+            ("parent_call_id", "BIGINT", "call_id of the enclosing module call", "module_call"),
+            _STEP,
+        ),
+        _t(
+            "python_stacks",
+            "Python stacks seen by the sampler (python_samples.json), each stored once.",
+            _WINDOW,
+            ("stack_id", "BIGINT", "row id", "stack"),
+            ("call_site", "VARCHAR", "innermost frame of the user's code: 'file:line function' (library frames folded)"),
+            ("call_site_file", "VARCHAR", "file of call_site"),
+            ("call_site_line", "BIGINT", "line of call_site"),
+            ("call_site_function", "VARCHAR", "function of call_site"),
+            ("leaf", "VARCHAR", "innermost frame of any code: 'file:line function'"),
+            ("frames", "VARCHAR", "every frame, outermost first, as a JSON list of 'file:line function'"),
+        ),
+        _t(
+            "python_samples",
+            "Samples of the training thread's Python stack, one every sampling interval.",
+            _WINDOW,
+            ("ts_ns", "BIGINT", "sample time, ns"),
+            ("tid", "BIGINT", "thread id of the sampled thread"),
+            ("stack_id", "BIGINT", "the stack in python_stacks", "stack"),
+            ("weight_ns", "BIGINT", "the sampling interval: the time one sample stands for, ns"),
+            _STEP,
+        ),
+        _t(
+            "phase_spans",
+            "Attribution: each step partitioned into phases, once on the host thread and once on the devices "
+            "(docs/attribution.md). The spans of a step and view sum exactly to the step.",
+            _WINDOW,
+            _STEP,
+            ("view", "VARCHAR", "host (the step's thread) or device (all device work)"),
+            ("phase", "VARCHAR", "host: data_loading, forward, backward, optimizer, communication, gc, python, "
+                                 "other; device: compute, communication, memcpy, memset, idle"),
+            ("cause", "VARCHAR", "for device idle: what the host was doing (data_loading, synchronization, "
+                                 "python, gc, launch, communication); else NULL"),
+            ("start_ns", "BIGINT", "span start, ns"),
+            ("end_ns", "BIGINT", "span end, ns"),
+            ("dur_ns", "BIGINT", "end_ns - start_ns"),
+            ("tid", "BIGINT", "host view: the step's thread"),
+            ("overlapped", "BOOLEAN", "device compute while communication also ran (communication hidden)"),
+        ),
+        _t(
             "unknown_events",
             "Events the parser does not model, counted per phase and category (never fatal).",
             _WINDOW,
@@ -257,4 +312,10 @@ HOST_COUNTERS = {
     "disk_write_bytes_per_s": ("host_disk", "write_bytes_per_s"),
     "net_recv_bytes_per_s": ("host_network", "recv_bytes_per_s"),
     "net_sent_bytes_per_s": ("host_network", "sent_bytes_per_s"),
+    "cpu_count": ("host_cpu", "cpu_count"),
+    "runnable_threads": ("host_cpu", "runnable_threads"),
+    "job_threads": ("host_cpu", "job_threads"),
 }
+# The busiest processes outside the job (host_samples.json ``top_processes``):
+# counter rows named this, series = process name, pid = its pid, value = CPU % of one core.
+HOST_TOP_PROCESSES_COUNTER = "host_top_processes"

@@ -16,7 +16,7 @@ import numpy as np
 from mlprof.errors import MlprofError
 from mlprof.tables.schema import ID_SPACES, TABLES, TableSchema
 
-__all__ = ["TableStore", "write_tables", "combine_tables", "MISSING_INT"]
+__all__ = ["TableStore", "write_tables", "combine_tables", "replace_table", "MISSING_INT"]
 
 MISSING_INT = int(np.iinfo(np.int64).min)
 
@@ -83,6 +83,25 @@ def _select_list(schema: TableSchema, present: set[str], coded: set[str]) -> str
         else:
             parts.append(f'CAST(f."{name}" AS {col.sql_type}) AS "{name}"')
     return ", ".join(parts)
+
+
+def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray]) -> None:
+    """Write one table of a tables directory being built (text columns as object arrays)."""
+    schema = TABLES[name]
+    frame = {col.name: columns[col.name] for col in schema.columns if col.name in columns}
+    target = _sql_str(tables_dir / f"{name}.parquet")
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    try:
+        if frame and len(next(iter(frame.values()))):
+            con.register("_frame", frame)
+            con.execute(f"COPY (SELECT {_select_list(schema, set(frame), set())} FROM _frame f) "
+                        f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+        else:
+            con.execute(schema.create_sql())
+            con.execute(f"COPY \"{name}\" TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+    finally:
+        con.close()
 
 
 def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strings: list[str]) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, operator_details, step_breakdown
+from mlprof.analysis.steps import data_loading_spans
 from mlprof.analysis.memory import operator_memory
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
@@ -54,10 +55,7 @@ def _data_loading(store: TableStore, p: Params) -> list[dict]:
 
 
 def _data_loader_calls(store: TableStore, p: Params) -> list[dict]:
-    cond, params = ("", []) if p.step is None else (" AND step = ?", [p.step])
-    return store.dicts(f"""SELECT op_id, name, step, tid, start_ns, dur_ns FROM host_ops
-        WHERE (name LIKE 'enumerate(DataLoader)%' OR name LIKE '%DataLoader%') AND category <> 'python_function'
-        {cond} ORDER BY start_ns""", params)
+    return data_loading_spans(store, p.step)
 
 
 def _operator_details(store: TableStore, p: Params) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import statistics
 
+from mlprof.analysis.steps import HOST_FIELDS
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 
@@ -166,8 +167,7 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if len(slow) < th.step_outlier_min_count:
         severity = "info"
     # Which part of the step grew: each outlier's columns against the median of all steps.
-    parts = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "host_communication_ns",
-             "other_host_ns")
+    parts = tuple(HOST_FIELDS.values())
     typical = {p: statistics.median(getattr(s, p) for s in ctx.steps) for p in parts}
     steps = []
     for s in sorted(slow, key=lambda s: -s.dur_ns):
@@ -190,12 +190,11 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
 
 def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Step time in which no op runs on any thread: plain Python, sleeps, file or network I/O."""
-    outside_ns = sum(s.other_host_ns for s in ctx.steps)
-    gc_ns = ctx.store.rows("SELECT coalesce(sum(dur_ns), 0) FROM gc_pauses WHERE step IS NOT NULL")[0][0]
-    # GC pauses happen outside ops too, and have their own rule.
-    outside_ns = max(outside_ns - gc_ns, 0)
+    # The attribution's "python" phase: no op on the step's thread, no GC pause (own rule).
+    outside_ns = sum(s.python_ns for s in ctx.steps)
+    gc_ns = sum(s.gc_ns for s in ctx.steps)
     share = ctx.share(outside_ns)
-    typical = ctx.robust_share(lambda s: s.other_host_ns) - ctx.share(gc_ns)
+    typical = ctx.robust_share(lambda s: s.python_ns)
     severity = severity_for(typical, th.host_outside_ops_warn_share, th)
     if severity is None or typical < th.host_outside_ops_warn_share:
         return []  # below the bar this is ordinary loop glue, not worth a line
@@ -203,7 +202,7 @@ def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         id="host_outside_ops", severity=severity, share=round(share, 4), impact_ns=int(outside_ns),
         title=f"{share:.0%} of step time runs no op at all (Python code, sleeps or I/O between ops)",
         evidence=Evidence(metrics={"outside_ops_ns": outside_ns, "gc_ns": gc_ns, "total_step_ns": ctx.total_step_ns},
-                          steps=ctx.step_rows(lambda s: s.other_host_ns)[:5]),
+                          steps=ctx.step_rows(lambda s: s.python_ns)[:5]),
         fix=("Find the Python doing it: profile with with_stack=True (or py-spy) and look between the ops of a "
              "step; move logging, checkpoint I/O, metric computation and waits (time.sleep, queue.get, "
              "file reads) off the training loop or into a background thread."),

@@ -9,6 +9,7 @@ The caller's store is left untouched.
 
 from __future__ import annotations
 
+from mlprof.parse.attribution import window_extents
 from mlprof.tables.schema import TABLES
 from mlprof.tables.store import TableStore
 
@@ -21,12 +22,7 @@ def whole_trace_store(store: TableStore) -> TableStore | None:
     """A new store over ``store``'s files where each window is one step; None when there is no event."""
     whole = TableStore(store.tables_dir)
     db = whole.rows("SELECT current_database()")[0][0].replace('"', '""')
-    spans = whole.rows("""
-        SELECT window_index, min(s), max(e) FROM (
-            SELECT window_index, start_ns AS s, start_ns + dur_ns AS e FROM host_ops
-            UNION ALL SELECT window_index, start_ns, start_ns + dur_ns FROM runtime_calls
-            UNION ALL SELECT window_index, start_ns, start_ns + dur_ns FROM device_ops)
-        GROUP BY window_index HAVING max(e) > min(s)""")
+    spans = window_extents(whole)
     if not spans:
         whole.close()
         return None

@@ -7,7 +7,7 @@ const Pages = (() => {
     ["preparing_ns", "preparing"], ["free_ns", "free"]];
   const HOST_SERIES = [["data_loading_ns", "data loading"], ["forward_ns", "forward"], ["backward_ns", "backward"],
     ["optimizer_ns", "optimizer"], ["host_communication_ns", "host communication"],
-    ["other_host_ns", "other host"]];
+    ["gc_ns", "garbage collection"], ["python_ns", "Python outside ops"], ["other_ns", "other ops"]];
   const load = (name, run, extra) => getJSON(dataUrl(name, { run, ...extra }));
 
   function stepChart(steps, series) {
