@@ -53,7 +53,7 @@ def make_capture(root: Path, windows: dict[int, dict], status: str = "finished",
         if spec.get("events") is not None:
             write_trace(wdir / "kineto.pt.trace.json", spec["events"])
             files["kineto"] = "kineto.pt.trace.json"
-        for key in ("steps", "markers", "gc"):
+        for key in ("steps", "markers", "gc", "python_samples", "modules"):
             if key in spec:
                 (wdir / f"{key}.json").write_text(json.dumps(spec[key]))
                 files[key] = f"{key}.json"

@@ -188,7 +188,8 @@ def _device_partition(lo: int, hi: int, dev: dict, host: _Partition, syncs: tupl
     """Rows of ``[(label code, overlapped, idle cause), start_ns, end_ns]`` partitioning the step."""
     sel = (dev["start_ns"] < hi) & (dev["end_ns"] > lo)
     s, e, kind = np.clip(dev["start_ns"][sel], lo, hi), np.clip(dev["end_ns"][sel], lo, hi), dev["kind"][sel]
-    cuts = np.unique(np.concatenate([[lo, hi], s, e]))
+    # Cut at host phase changes too: an idle gap takes the cause of each host phase it spans.
+    cuts = np.unique(np.concatenate([[lo, hi], s, e, host.start]))
     ps, pe = cuts[:-1], cuts[1:]
     label = np.full(len(ps), len(_DEVICE_LABELS), dtype=np.int64)  # idle
     overlapped = np.zeros(len(ps), dtype=bool)

@@ -1,0 +1,159 @@
+"""Attribution golden tests: each rule on a tiny inline trace, and exact sums on every real trace.
+
+Times are microseconds in the traces (Kineto's unit), nanoseconds in the tables.
+"""
+
+from __future__ import annotations
+
+import pytest
+from shared_data import SHARED_TRACES
+
+from mlprof.analysis import step_breakdown
+from mlprof.parse import ParseOptions, parse_path
+from mlprof.tables.store import TableStore
+
+from .conftest import BASE_NS, make_capture, parse_one, write_trace
+from .test_golden import X
+
+US = 1_000
+
+
+def step_phases(store: TableStore, view: str = "host") -> dict[str, int]:
+    return {phase: int(ns) // US for phase, ns in store.rows(
+        "SELECT phase, sum(dur_ns) FROM phase_spans WHERE view = ? GROUP BY phase", [view])}
+
+
+def parsed(tmp_path, events) -> TableStore:
+    store, _ = parse_one(write_trace(tmp_path / "t.json", events), tmp_path / "out")
+    return store
+
+
+def test_closure_forward_and_backward_inside_optimizer_step(tmp_path):
+    # LBFGS / Lightning: optimizer.step(closure) runs forward and backward inside Optimizer.step.
+    store = parsed(tmp_path, [
+        X("ProfilerStep#1", 0.0, 100.0, cat="user_annotation"),
+        X("Optimizer.step#LBFGS.step", 10.0, 80.0, cat="user_annotation"),
+        X("aten::linear", 15.0, 15.0),
+        X("autograd::engine::evaluate_function: AddmmBackward0", 40.0, 30.0),
+        X("aten::add_", 75.0, 10.0),
+    ])
+    assert step_phases(store) == {"python": 20, "forward": 30, "backward": 30, "optimizer": 20}
+
+
+def test_nested_phase_annotations_win_over_their_parents(tmp_path):
+    store = parsed(tmp_path, [
+        X("ProfilerStep#1", 0.0, 100.0, cat="user_annotation"),
+        X("train_step", 0.0, 100.0, cat="user_annotation"),
+        X("## load_batch ##", 0.0, 10.0, cat="user_annotation"),
+        X("## forward ##", 10.0, 30.0, cat="user_annotation"),
+        X("aten::mm", 12.0, 20.0),
+        X("## backward ##", 40.0, 30.0, cat="user_annotation"),
+        X("## optimizer ##", 70.0, 20.0, cat="user_annotation"),
+        X("aten::add_", 72.0, 10.0),
+        X("log_metrics", 90.0, 10.0, cat="user_annotation"),
+    ])
+    # train_step and log_metrics name no phase: their op time is forward before the backward, other after it.
+    assert step_phases(store) == {"data_loading": 10, "forward": 30, "backward": 30, "optimizer": 20, "other": 10}
+
+
+def test_unnamed_ops_are_forward_before_the_backward_and_other_after(tmp_path):
+    store = parsed(tmp_path, [
+        X("ProfilerStep#1", 0.0, 100.0, cat="user_annotation"),
+        X("aten::mse_loss", 10.0, 10.0),
+        X("autograd::engine::evaluate_function: MseLossBackward0", 20.0, 20.0),
+        X("Optimizer.step#SGD.step", 40.0, 20.0, cat="user_annotation"),
+        X("aten::item", 70.0, 10.0),
+    ])
+    assert step_phases(store) == {"python": 40, "forward": 10, "backward": 20, "optimizer": 20, "other": 10}
+
+
+def test_backward_and_collectives_on_other_threads_fill_the_main_threads_gaps(tmp_path):
+    # GPU jobs: the autograd engine runs backward on its own thread while the main thread waits in Python.
+    store = parsed(tmp_path, [
+        X("ProfilerStep#1", 0.0, 100.0, cat="user_annotation"),
+        X("aten::linear", 0.0, 30.0),
+        X("autograd::engine::evaluate_function: AddmmBackward0", 30.0, 40.0, tid=99),
+        X("gloo:all_reduce", 60.0, 20.0, tid=98),
+        X("Optimizer.step#SGD.step", 85.0, 10.0, cat="user_annotation"),
+    ])
+    assert step_phases(store) == {"forward": 30, "backward": 40, "communication": 10, "python": 10,
+                                  "optimizer": 10}
+
+
+def test_phase_spans_partition_each_step_in_both_views(tmp_path):
+    store = parsed(tmp_path, [
+        X("ProfilerStep#1", 0.0, 100.0, cat="user_annotation"),
+        X("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0.0, 30.0),
+        X("aten::linear", 30.0, 20.0),
+        X("cudaLaunchKernel", 31.0, 2.0, cat="cuda_runtime", correlation=1),
+        X("gemm", 35.0, 10.0, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=1),
+        X("cudaStreamSynchronize", 52.0, 8.0, cat="cuda_runtime"),
+        X("Memcpy DtoH", 55.0, 3.0, cat="gpu_memcpy", pid=0, tid=7, device=0, stream=7),
+        X("aten::add", 70.0, 10.0),
+        X("cudaLaunchKernel", 71.0, 2.0, cat="cuda_runtime", correlation=2),
+        X("add_kernel", 80.0, 5.0, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=2),
+    ])
+    rows = store.rows("SELECT phase, coalesce(cause, ''), start_ns, end_ns FROM phase_spans "
+                      "WHERE view = 'device' ORDER BY start_ns")
+    spans = [(phase, cause, (a - BASE_NS) // US, (b - BASE_NS) // US) for phase, cause, a, b in rows]
+    assert spans == [
+        ("idle", "data_loading", 0, 30),   # before any kernel, while the host loads data
+        ("idle", "launch", 30, 35),        # the host is in aten::linear, issuing the kernel
+        ("compute", "", 35, 45),
+        ("idle", "launch", 45, 50),
+        ("idle", "python", 50, 55),        # aten::linear is done: Python runs between ops
+        ("memcpy", "", 55, 58),
+        ("idle", "synchronization", 58, 80),  # drained while the host waited in the sync
+        ("compute", "", 80, 85),
+        ("idle", "python", 85, 100),
+    ]
+    (s,) = step_breakdown(store)
+    assert s.preparing_ns == 30 * US and s.idle_synchronization_ns == 22 * US and s.idle_data_loading_ns == 30 * US
+    assert s.computing_ns + s.communication_not_overlapped_ns + s.preparing_ns + s.free_ns == s.dur_ns
+    assert sum(getattr(s, f) for f in ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns",
+                                       "host_communication_ns", "gc_ns", "python_ns", "other_ns")) == s.dur_ns
+
+
+def test_gc_pauses_modules_and_ranges_from_mlprofs_own_files(tmp_path):
+    # Level_none: no Kineto trace, only mlprof's files. Module calls are forward; a GC
+    # pause is GC even inside a module call; an mstx range named optimizer is the optimizer.
+    t0 = BASE_NS
+    capture = make_capture(tmp_path / "cap", {0: {
+        "steps": [{"step": 3, "start_ns": t0, "end_ns": t0 + 100 * US}],
+        "gc": [{"start_ns": t0 + 20 * US, "dur_ns": 5 * US, "generation": 2, "collected": 1, "uncollectable": 0,
+                "tid": 42}],
+        "markers": {"marks": [], "ranges": [{"id": 1, "name": "optimizer step", "start_ns": t0 + 60 * US,
+                                             "end_ns": t0 + 80 * US, "tid": 42}]},
+        "modules": {"modules": [["Net", "Net"], ["Net.fc", "Linear"]],
+                    "calls": [[0, t0 + 10 * US, t0 + 50 * US, 42], [1, t0 + 15 * US, t0 + 30 * US, 42]]},
+        "python_samples": {"interval_ns": 5 * US, "tid": 42, "frames": [["/home/u/train.py", 7, "main"]],
+                           "stacks": [[0]], "samples": [[t0 + 1 * US, 0]]},
+    }})
+    result = parse_path(capture, ParseOptions())[0]
+    store = TableStore(result.tables_dir)
+    assert step_phases(store) == {"python": 40, "forward": 35, "gc": 5, "optimizer": 20}
+    assert store.rows("SELECT module_path, depth, dur_ns FROM module_calls ORDER BY start_ns") == [
+        ("Net", 0, 40 * US), ("Net.fc", 1, 15 * US)]
+    assert store.rows("SELECT call_site FROM python_stacks") == [("/home/u/train.py:7 main",)]
+
+
+def _all_real_traces() -> list:
+    return sorted(p for p in SHARED_TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.mark.parametrize("trace", _all_real_traces(), ids=lambda p: p.parent.name + "/" + p.name[:24])
+def test_phases_sum_to_every_step_of_every_real_trace(trace, tmp_path):
+    store, _ = parse_one(trace, tmp_path / "out")
+    bad = store.rows("""
+        SELECT p.window_index, p.step, p.view, sum(p.dur_ns), any_value(s.dur_ns)
+        FROM phase_spans p JOIN steps s ON s.window_index = p.window_index AND s.step = p.step
+        GROUP BY p.window_index, p.step, p.view HAVING sum(p.dur_ns) <> any_value(s.dur_ns)""")
+    assert bad == []
+    # Every step is attributed, in the host view and (with device work) in the device view.
+    steps = store.rows("SELECT count(*) FROM steps WHERE dur_ns > 0")[0][0]
+    assert store.rows("SELECT count(DISTINCT (window_index, step)) FROM phase_spans WHERE view = 'host' "
+                      "AND step IS NOT NULL")[0][0] == steps
+    overlaps = store.rows("""
+        SELECT count(*) FROM (SELECT view, step, start_ns, lag(end_ns) OVER (PARTITION BY window_index, step, view
+                              ORDER BY start_ns) AS prev_end FROM phase_spans) WHERE prev_end <> start_ns""")[0][0]
+    assert overlaps == 0, "spans of a step must be contiguous, without gaps or overlaps"
