@@ -157,3 +157,63 @@ def test_phases_sum_to_every_step_of_every_real_trace(trace, tmp_path):
         SELECT count(*) FROM (SELECT view, step, start_ns, lag(end_ns) OVER (PARTITION BY window_index, step, view
                               ORDER BY start_ns) AS prev_end FROM phase_spans) WHERE prev_end <> start_ns""")[0][0]
     assert overlaps == 0, "spans of a step must be contiguous, without gaps or overlaps"
+
+
+def _capture_with_modules_and_samples(tmp_path):
+    t0 = BASE_NS
+    us = lambda v: t0 + int(v * US)  # noqa: E731
+    events = [
+        X("ProfilerStep#2", 0.0, 100.0, cat="user_annotation", tid=42),
+        X("aten::linear", 16.0, 10.0, tid=42, **{"Sequence number": 5}),
+        X("aten::addmm", 17.0, 8.0, tid=42, **{"Sequence number": 5, "External id": 3}),
+        X("cudaLaunchKernel", 18.0, 2.0, cat="cuda_runtime", tid=42, correlation=9, **{"External id": 3}),
+        X("gemm", 30.0, 10.0, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=9),
+        X("aten::relu", 35.0, 5.0, tid=42, **{"Sequence number": 6}),
+        X("autograd::engine::evaluate_function: ReluBackward0", 55.0, 5.0, tid=42, **{"Sequence number": 6}),
+        X("autograd::engine::evaluate_function: AddmmBackward0", 60.0, 20.0, tid=42, **{"Sequence number": 5}),
+    ]
+    frames = [["/home/u/train.py", 30, "main"], ["/home/u/train.py", 12, "step"],
+              ["/usr/lib/python3.11/site-packages/torch/serialization.py", 600, "save"],
+              ["/home/u/model.py", 8, "forward"]]
+    capture = make_capture(tmp_path / "cap", {0: {
+        "events": events,
+        "modules": {"modules": [["Net", "Net"], ["Net.fc", "Linear"], ["Net.act", "ReLU"]],
+                    "calls": [[0, us(10), us(50), 42], [1, us(15), us(30), 42], [2, us(34), us(41), 42]]},
+        # Python outside ops [0,16) and [80,100): samples in torch.save called from train.py:12;
+        # forward: samples at model.py:8.
+        "python_samples": {"interval_ns": 2 * US, "tid": 42, "frames": frames, "stacks": [[0, 1, 2], [0, 1, 3]],
+                           "samples": [[us(2), 0], [us(4), 0], [us(6), 0], [us(12), 1], [us(20), 1],
+                                       [us(85), 0], [us(90), 0], [us(95), 0]]},
+    }})
+    result = parse_path(capture, ParseOptions())[0]
+    return TableStore(result.tables_dir)
+
+
+def test_module_tree_charges_device_and_backward_time_to_the_module_that_ran_the_forward(tmp_path):
+    from mlprof.analysis.modules import module_tree
+
+    store = _capture_with_modules_and_samples(tmp_path)
+    tree = {m.path: m for m in module_tree(store)}
+    assert list(tree) == ["Net", "Net.fc", "Net.act"]
+    fc, act, net = tree["Net.fc"], tree["Net.act"], tree["Net"]
+    assert (fc.calls, fc.total_ns, fc.self_ns) == (1, 15 * US, 15 * US)
+    assert (net.total_ns, net.self_ns) == (40 * US, 40 * US - 15 * US - 7 * US)
+    # gemm was launched by aten::addmm inside Net.fc; AddmmBackward0 belongs to Net.fc's addmm (seq 5).
+    assert (fc.device_self_ns, fc.backward_self_ns) == (10 * US, 20 * US)
+    assert (act.device_self_ns, act.backward_self_ns) == (0, 5 * US)
+    assert (net.device_self_ns, net.device_total_ns, net.backward_total_ns) == (0, 10 * US, 25 * US)
+
+
+def test_call_sites_fold_library_frames_into_the_users_line(tmp_path):
+    from mlprof.analysis.call_sites import call_sites
+
+    store = _capture_with_modules_and_samples(tmp_path)
+    python = call_sites(store, phase="python")
+    assert python[0]["call_site"] == "/home/u/train.py:12 step"  # torch.save's caller, not serialization.py
+    assert python[0]["leaf"].endswith("serialization.py:600 save")
+    assert python[0]["share_of_phase"] == 1.0
+    forward = call_sites(store, phase="forward")
+    assert [r["call_site"] for r in forward] == ["/home/u/model.py:8 forward"]
+    by_phase = {r["phase"]: r["est_ns"] for r in call_sites(store)}
+    phases = step_phases(store)
+    assert by_phase["python"] == phases["python"] * US and by_phase["forward"] == phases["forward"] * US

@@ -27,12 +27,12 @@ EXIT_CODES = {ConfigError: EXIT_USAGE, CaptureError: EXIT_CAPTURE, TraceFormatEr
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mlprof.cli import advise, cluster, compare, export, op, parse, query, run, ui
+    from mlprof.cli import advise, callsites, cluster, compare, export, modules, op, parse, query, run, ui
 
     parser = argparse.ArgumentParser(prog="mlprof", description="mlprof: profile PyTorch training.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in (parse, export, query, ui, run, advise, op, compare, cluster):
+    for module in (parse, export, query, ui, run, advise, op, modules, callsites, compare, cluster):
         module.register(sub)
     return parser
 

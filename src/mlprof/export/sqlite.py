@@ -1,7 +1,7 @@
 """Presenter of ``mlprof_{rank}.db``: the tables and the step breakdown in SQLite.
 
 For the Db export type: every parsed table with the same columns (times in ns),
-plus ``step_trace_time`` (the step breakdown, ns). Written to a temporary file
+plus ``step_trace_time`` (the step breakdown, ns) and ``module_statistic`` (the module tree, ns). Written to a temporary file
 and renamed.
 """
 
@@ -11,6 +11,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from mlprof.analysis.modules import ModuleStat, module_tree
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
 from mlprof.capture.files import publish_file
 from mlprof.tables.schema import TABLES
@@ -47,6 +48,11 @@ def write_sqlite(store: TableStore, out_dir: Path, rank: int | None) -> Path:
         db.execute("CREATE TABLE step_trace_time (%s)" % ", ".join(f'"{f}" INTEGER' for f in fields))
         db.executemany(f"INSERT INTO step_trace_time VALUES ({', '.join('?' for _ in fields)})",
                        [tuple(getattr(b, f) for f in fields) for b in step_breakdown(store)])
+        tree = module_tree(store)
+        db.execute("CREATE TABLE module_statistic (%s)" % ", ".join(
+            f'"{f}" {"TEXT" if f in ("path", "module_type") else "INTEGER"}' for f in ModuleStat.__dataclass_fields__))
+        db.executemany(f"INSERT INTO module_statistic VALUES ({', '.join('?' for _ in ModuleStat.__dataclass_fields__)})",
+                       [tuple(m.to_dict().values()) for m in tree])
         db.commit()
     finally:
         db.close()

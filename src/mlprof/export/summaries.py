@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, operator_details, step_breakdown
+from mlprof.analysis.call_sites import call_sites
+from mlprof.analysis.modules import module_tree
 from mlprof.analysis.steps import data_loading_spans
 from mlprof.analysis.host import host_resources
 from mlprof.analysis.memory import memory_record, operator_memory
@@ -57,6 +59,14 @@ def _kernel_details(store: TableStore, step: int | None) -> list[dict]:
 
 def _data_preprocess(store: TableStore, step: int | None) -> list[dict]:
     return data_loading_spans(store, step)
+
+
+def _module_statistic(store: TableStore, step: int | None) -> list[dict]:
+    return [m.to_dict() for m in module_tree(store, step)]
+
+
+def _call_sites(store: TableStore, step: int | None) -> list[dict]:
+    return call_sites(store, step=step)
 
 
 _STAT = (
@@ -167,6 +177,27 @@ SUMMARIES: tuple[Summary, ...] = (
         _c("Start Time(us)", "start_ns", "us", "wall clock"),
         _c("Duration(us)", "dur_ns", "us", "duration"),
     ), _data_preprocess),
+    Summary("module_statistic", "nn.Module tree (mlprof's module hooks): forward, device and backward time.", (
+        _c("Module", "path", "", "module path, e.g. Net.layers.0"),
+        _c("Type", "module_type", "", "class name"),
+        _c("Depth", "depth", "", "nesting depth, 0 = outermost"),
+        _c("Calls", "calls", "", "forward calls"),
+        _c("Forward Total(us)", "total_ns", "us", "host time of the forward, child modules included"),
+        _c("Forward Self(us)", "self_ns", "us", "host time of the forward outside child modules"),
+        _c("Device Total(us)", "device_total_ns", "us", "device time of work launched in the forward, children included"),
+        _c("Device Self(us)", "device_self_ns", "us", "device time of work launched outside child modules"),
+        _c("Backward Total(us)", "backward_total_ns", "us", "host time of the backward nodes its forward created"),
+        _c("Backward Self(us)", "backward_self_ns", "us", "the same, outside child modules"),
+    ), _module_statistic),
+    Summary("call_sites", "The user's Python lines behind each host phase (sampled stacks).", (
+        _c("Phase", "phase", "", "host phase of the samples (phase_spans)"),
+        _c("Call Site", "call_site", "", "innermost frame of the user's code: file:line function"),
+        _c("Leaf", "leaf", "", "most frequent innermost frame of any code under it"),
+        _c("Samples", "samples", "", "samples taken there in that phase"),
+        _c("Estimated Time(us)", "est_ns", "us", "phase time x the site's share of the phase's samples"),
+        _c("Share of Phase", "share_of_phase", "", "fraction of the phase's samples"),
+        _c("Share of Steps", "share_of_steps", "", "fraction of the sampled steps' time"),
+    ), _call_sites),
     Summary("host_resources", "Host samples taken while the capture was open (mlprof run, or host_sys).", (
         _c("Time(us)", "ts_ns", "us", "wall clock of the sample"),
         _c("Step", "step", "", "step the sample fell in (empty between steps)"),

@@ -1,0 +1,58 @@
+"""Where the host time of each phase goes in the user's Python code.
+
+From the sampled Python stacks (``python_samples``/``python_stacks``) and the
+attribution (``phase_spans``): each sample taken inside a step is given the
+host phase at its time, and a phase's time is shared among the call sites of
+its samples in proportion to their counts. So the Python-outside-ops time of
+a per-step ``torch.save`` lands on the user's line that calls it, and the
+forward time of a Python loop of tiny ops on the loop's line.
+"""
+
+from __future__ import annotations
+
+from mlprof.tables.store import TableStore
+
+__all__ = ["call_sites"]
+
+
+def call_sites(store: TableStore, phase: str | None = None, step: int | None = None,
+               limit: int | None = None) -> list[dict]:
+    """Rows of (phase, call_site, samples, estimated time), largest first.
+
+    ``est_ns`` is the phase's time in the sampled steps times the site's
+    share of the phase's samples; ``share_of_phase`` and ``share_of_steps``
+    are fractions of that phase and of all sampled step time.
+    """
+    step_filter = "" if step is None else "WHERE p.step = ?"
+    params: list = [] if step is None else [step]
+    phase_filter = ""
+    if phase is not None:
+        phase_filter = "WHERE s.phase = ?"
+        params.append(phase)
+    rows = store.dicts(f"""
+        WITH sampled AS (
+            SELECT p.window_index, p.step, p.phase, k.call_site, k.call_site_file, k.call_site_line,
+                   k.call_site_function, k.leaf
+            FROM python_samples s
+            JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
+             AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
+            JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id
+            {step_filter}),
+        steps_seen AS (SELECT DISTINCT window_index, step FROM sampled),
+        phase_time AS (
+            SELECT p.phase, sum(p.dur_ns) AS phase_ns FROM phase_spans p JOIN steps_seen USING (window_index, step)
+            WHERE p.view = 'host' GROUP BY p.phase),
+        all_time AS (SELECT sum(phase_ns) AS steps_ns FROM phase_time),
+        per_site AS (
+            SELECT phase, call_site, any_value(call_site_file) AS file, any_value(call_site_line) AS line,
+                   any_value(call_site_function) AS function, mode(leaf) AS leaf, count(*) AS samples
+            FROM sampled GROUP BY phase, call_site),
+        per_phase AS (SELECT phase, count(*) AS phase_samples FROM sampled GROUP BY phase)
+        SELECT s.phase, s.call_site, s.file, s.line, s.function, s.leaf, s.samples,
+               CAST(t.phase_ns * s.samples / n.phase_samples AS BIGINT) AS est_ns,
+               s.samples / n.phase_samples AS share_of_phase,
+               t.phase_ns * s.samples / n.phase_samples / a.steps_ns AS share_of_steps
+        FROM per_site s JOIN per_phase n USING (phase) JOIN phase_time t USING (phase), all_time a
+        {phase_filter}
+        ORDER BY est_ns DESC, s.call_site""", params)
+    return rows[:limit] if limit else rows

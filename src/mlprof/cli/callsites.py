@@ -1,0 +1,52 @@
+"""``mlprof callsites PATH``: where each phase's host time goes in the user's Python code."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlprof.analysis.call_sites import call_sites
+from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.parse.phase_rules import HOST_PHASES
+from mlprof.tables.store import TableStore
+
+__all__ = ["register", "run"]
+
+
+def register(sub) -> None:
+    p = sub.add_parser("callsites", help="the user's Python lines behind each phase's host time",
+                       description="Share each phase's host time (forward, Python outside ops, ...) among the "
+                                   "lines of the user's code the Python sampler saw running (library frames "
+                                   "folded into the user line that called them). Needs python_sampling (on by "
+                                   "default in `mlprof run`).")
+    p.add_argument("path", type=Path, metavar="PATH", help="a capture, a directory of captures, or a trace")
+    p.add_argument("--phase", choices=HOST_PHASES, help="only this phase")
+    p.add_argument("--step", type=int, metavar="N", help="only step N")
+    p.add_argument("--top", type=int, default=20, metavar="N", help="show the N largest (default 20)")
+    add_common(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    results = []
+    for source, out in parsed_outputs(args.path, None, progress_for(args)):
+        with TableStore(out / "tables") as store:
+            rows = call_sites(store, args.phase, args.step)
+        results.append({"source": source, "call_sites": rows[:args.top], "more": max(len(rows) - args.top, 0)})
+    if args.json:
+        print_json(results[0] if len(results) == 1 else results)
+        return 0
+    for res in results:
+        print(res["source"])
+        if not res["call_sites"]:
+            print("  no Python samples in the captured steps: profile with `mlprof run` (on by default) or "
+                  "ExperimentalConfig(python_sampling=True)")
+            continue
+        print(f"  {'phase':<14}{'est ms':>10}{'of phase':>10}{'of steps':>10}{'samples':>9}  call site")
+        for r in res["call_sites"]:
+            print(f"  {r['phase']:<14}{r['est_ns'] / 1e6:>10,.2f}{r['share_of_phase']:>10.0%}"
+                  f"{r['share_of_steps']:>10.0%}{r['samples']:>9}  {r['call_site']}")
+        if res["more"]:
+            print(f"  ... {res['more']} more (--top N)")
+        print()
+    return 0
