@@ -26,6 +26,8 @@ KINETO_TRACE_FILE = "kineto.pt.trace.json"
 STEPS_FILE = "steps.json"
 MARKERS_FILE = "markers.json"
 GC_FILE = "gc.json"
+PYTHON_SAMPLES_FILE = "python_samples.json"
+MODULES_FILE = "modules.json"
 
 # Files in the capture root.
 HOST_SAMPLES_FILE = "host_samples.json"
