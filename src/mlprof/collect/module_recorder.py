@@ -45,25 +45,26 @@ class ModuleRecorder:
         # (parent module index or _ROOT, id(child)) -> (module index, child); the child is kept so
         # that an id reused by a new object is recognised.
         self._paths: dict[tuple[int, int], tuple[int, Any]] = {}
-        # thread ident -> (native tid, stack of running (module, module index, call record or None))
-        self._threads: dict[int, tuple[int, list[tuple[Any, int, list[Any] | None]]]] = {}
+        # Per thread: .tid (native id) and .stack of running (module, module index, call record or None).
+        self._threads = threading.local()
         self._handles: list[Any] = []
 
     # -- lifecycle (training thread) --------------------------------------------------
     def attach(self) -> None:
         from torch.nn.modules import module as nn_module
 
+        pre_hook, post_hook = self._make_hooks()
         self._handles = [
-            nn_module.register_module_forward_pre_hook(self._pre_hook),
-            nn_module.register_module_forward_hook(self._post_hook, always_call=True),
+            nn_module.register_module_forward_pre_hook(pre_hook),
+            nn_module.register_module_forward_hook(post_hook, always_call=True),
         ]
 
     def detach(self) -> None:
-        """Remove the hooks; calls still running keep ``end_ns`` None."""
+        """Remove the hooks (idempotent); calls still running keep ``end_ns`` None."""
         handles, self._handles = self._handles, []
         for handle in handles:
             handle.remove()
-        self._threads.clear()
+        self._threads = threading.local()
         self._paths.clear()
 
     @property
@@ -71,61 +72,74 @@ class ModuleRecorder:
         return bool(self._handles)
 
     # -- hooks (any thread that calls a module) ------------------------------------------
-    def _pre_hook(self, module: Any, _args: Any) -> None:
-        start_ns = time.time_ns()
-        if self.error is not None:
-            return
-        try:
-            ident = threading.get_ident()
-            state = self._threads.get(ident)
-            if state is None:
-                state = self._threads[ident] = (threading.get_native_id(), [])
-            tid, stack = state
-            parent_index = stack[-1][1] if stack else _ROOT
-            cached = self._paths.get((parent_index, id(module)))
-            if cached is not None and cached[1] is module:
-                index = cached[0]
-            else:
-                index = self._resolve(stack[-1] if stack else None, module)
-            record = None
-            if len(self.calls) < self.max_calls:
-                record = [index, start_ns, None, tid]
-                self.calls.append(record)
-            else:
-                self.dropped += 1
-            stack.append((module, index, record))
-        except Exception as exc:  # noqa: BLE001 - never break the forward pass
-            self._fail(exc)
+    def _make_hooks(self) -> tuple[Any, Any]:
+        """The two hooks as closures over locals: they run on every module call, so no
+        attribute lookups on ``self`` on the common path."""
+        time_ns = time.time_ns
+        exc_info = sys.exc_info
+        calls = self.calls
+        append_call = calls.append
+        paths = self._paths
+        threads = self._threads
+        max_calls = self.max_calls
+        resolve = self._resolve
 
-    def _post_hook(self, module: Any, _args: Any, output: Any) -> None:
-        end_ns = time.time_ns()
-        if self.error is not None:
-            return
-        try:
-            state = self._threads.get(threading.get_ident())
-            if state is None or not state[1]:
-                return
-            stack = state[1]
-            entry = stack[-1]
-            if entry[0] is module:
-                stack.pop()
-            else:
-                # Our pre-hook did not see this call (a pre-hook before it raised), or
-                # calls above it never closed: close this one, leave the others open.
-                depth = len(stack) - 1
-                while depth >= 0 and stack[depth][0] is not module:
-                    depth -= 1
-                if depth < 0:
+        def pre_hook(module: Any, _args: Any) -> None:
+            start_ns = time_ns()
+            try:
+                try:
+                    stack = threads.stack
+                except AttributeError:  # first module call on this thread in the window
+                    stack = threads.stack = []
+                    threads.tid = threading.get_native_id()
+                if stack:
+                    parent = stack[-1]
+                    cached = paths.get((parent[1], id(module)))
+                    index = cached[0] if cached is not None and cached[1] is module else resolve(parent, module)
+                else:
+                    cached = paths.get((_ROOT, id(module)))
+                    index = cached[0] if cached is not None and cached[1] is module else resolve(None, module)
+                if len(calls) < max_calls:
+                    record = [index, start_ns, None, threads.tid]
+                    append_call(record)
+                else:
+                    record = None
+                    self.dropped += 1
+                stack.append((module, index, record))
+            except Exception as exc:  # noqa: BLE001 - never break the forward pass
+                self._fail(exc)
+
+        def post_hook(module: Any, _args: Any, output: Any) -> None:
+            end_ns = time_ns()
+            try:
+                try:
+                    stack = threads.stack
+                except AttributeError:  # this thread's call began before the window
                     return
-                entry = stack[depth]
-                del stack[depth:]
-            record = entry[2]
-            # always_call runs this hook from torch's `except` when forward raised,
-            # with output None: such a call has no end.
-            if record is not None and not (output is None and sys.exc_info()[1] is not None):
-                record[2] = end_ns
-        except Exception as exc:  # noqa: BLE001
-            self._fail(exc)
+                if not stack:
+                    return
+                entry = stack[-1]
+                if entry[0] is module:
+                    stack.pop()
+                else:
+                    # Our pre-hook did not see this call (a pre-hook before it raised), or
+                    # calls above it never closed: close this one, leave the others open.
+                    depth = len(stack) - 1
+                    while depth >= 0 and stack[depth][0] is not module:
+                        depth -= 1
+                    if depth < 0:
+                        return
+                    entry = stack[depth]
+                    del stack[depth:]
+                record = entry[2]
+                # always_call runs this hook from torch's `except` when forward raised,
+                # with output None: such a call has no end.
+                if record is not None and not (output is None and exc_info()[1] is not None):
+                    record[2] = end_ns
+            except Exception as exc:  # noqa: BLE001
+                self._fail(exc)
+
+        return pre_hook, post_hook
 
     def _resolve(self, parent: tuple[Any, int, Any] | None, module: Any) -> int:
         type_name = type(module).__name__
@@ -145,8 +159,11 @@ class ModuleRecorder:
         return index
 
     def _fail(self, exc: Exception) -> None:
+        """Stop recording for the rest of the window: the hooks remove themselves."""
         self.error = f"{type(exc).__name__}: {exc}"
         logger.debug("mlprof: module recording stopped for this window: %s", self.error, exc_info=True)
+        for handle in self._handles:
+            handle.remove()  # safe inside a hook: torch iterates over a copy of the hooks
 
     # -- results ---------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
