@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,13 @@ def _no_profiler_left_attached():
     assert not recorder._open_ranges, "mstx ranges leaked out of a window"
     leaked = [cb for cb in gc.callbacks if getattr(cb, "__self__", None).__class__.__name__ == "HostRecorder"]
     assert not leaked, "an mlprof GC callback is still installed"
+    from mlprof.collect.stack_sampler import THREAD_NAME
+
+    assert not any(t.name == THREAD_NAME for t in threading.enumerate()), "a Python stack sampler is still running"
     torch = sys.modules.get("torch")
     if torch is not None:
         assert not torch.autograd._profiler_enabled(), "torch's profiler is still running"
+        hooks = sys.modules["torch.nn.modules.module"]
+        left = [h for h in (*hooks._global_forward_pre_hooks.values(), *hooks._global_forward_hooks.values())
+                if getattr(h, "__self__", None).__class__.__name__ == "ModuleRecorder"]
+        assert not left, "mlprof's global module hooks are still installed"

@@ -75,6 +75,12 @@ def _coerce_enum(enum_cls: type[enum.Enum], value: Any, option: str) -> enum.Enu
     raise ConfigError(f"{option}: {value!r} is not one of {names}")
 
 
+# Below 0.5 ms the sampler thread would compete with the job for the GIL; above
+# a second it would miss most steps.
+MIN_SAMPLING_INTERVAL_MS = 0.5
+MAX_SAMPLING_INTERVAL_MS = 1000.0
+
+
 @dataclass(frozen=True)
 class ExperimentalConfig:
     """Extended collection options (SPEC §1.1, seed 001 ``_ExperimentalConfig``)."""
@@ -93,6 +99,14 @@ class ExperimentalConfig:
     gc_detect_threshold: float | None = None
     # Host resources to sample while collecting: any of cpu, mem, disk, network.
     host_sys: tuple[HostSystem, ...] = ()
+    # Sample the training thread's Python stack every python_sampling_interval_ms
+    # during each window (python_samples.json): where host time goes outside ops.
+    python_sampling: bool = False
+    # Sampling period; each sample walks the stack while holding the GIL.
+    python_sampling_interval_ms: float = 5.0
+    # Record every nn.Module forward call with its path (modules.json), through
+    # global forward hooks; costs about a microsecond per module call.
+    record_modules: bool = False
 
     def __post_init__(self) -> None:
         # Validated once here; everything downstream trusts the types.
@@ -105,7 +119,7 @@ class ExperimentalConfig:
         if not export:
             raise ConfigError("export_type: choose at least one of Text, Db")
         set_(self, "export_type", export)
-        for name in ("mstx", "data_simplification"):
+        for name in ("mstx", "data_simplification", "python_sampling", "record_modules"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}: expected True or False, got {getattr(self, name)!r}")
         threshold = self.gc_detect_threshold
@@ -115,6 +129,12 @@ class ExperimentalConfig:
             if not math.isfinite(threshold) or threshold < 0:
                 raise ConfigError(f"gc_detect_threshold: expected milliseconds >= 0 or None, got {threshold!r}")
             set_(self, "gc_detect_threshold", float(threshold))
+        interval = self.python_sampling_interval_ms
+        if (isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval)
+                or not MIN_SAMPLING_INTERVAL_MS <= interval <= MAX_SAMPLING_INTERVAL_MS):
+            raise ConfigError(f"python_sampling_interval_ms: expected milliseconds between {MIN_SAMPLING_INTERVAL_MS} "
+                              f"and {MAX_SAMPLING_INTERVAL_MS}, got {interval!r}")
+        set_(self, "python_sampling_interval_ms", float(interval))
         host = self.host_sys
         if isinstance(host, (HostSystem, str)):
             host = (host,)

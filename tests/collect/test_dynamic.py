@@ -208,3 +208,10 @@ def test_two_rank_gloo_job_captures_aligned_steps_and_honours_rank_list(tmp_path
     assert by_rank[0][0] == by_rank[1][0], "the ranks' captures must cover the same steps"
     assert len(by_rank[0][0]) == 3 and len(by_rank[1][1]) == 2
     assert "rank 0 is not in rank_list [1]" in log_text(cfg, "monitor")
+
+
+def test_dynamic_profiling_records_gc_pauses_of_1ms_by_default():
+    assert DynamicConfig().experimental().gc_detect_threshold == 1.0
+    off = DynamicConfig(experimental_config={"gc_detect_threshold": None})
+    assert off.experimental().gc_detect_threshold is None
+    assert template()["experimental_config"]["gc_detect_threshold"] == 1.0

@@ -55,6 +55,8 @@ def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
     samples = json.loads((capture / "host_samples.json").read_text())
     assert samples and all("job_cpu_percent" in s and "net_recv_bytes_per_s" in s for s in samples)
     assert max(s["job_rss_bytes"] for s in samples) > 50 * 2**20, "the job's memory was not sampled"
+    assert all(s["cpu_count"] >= 1 and s["job_threads"] >= 1 and isinstance(s["top_processes"], list)
+               and isinstance(s["runnable_threads"], int) for s in samples)
     with open(capture / "mlprof_output" / "host_resources.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(samples)
@@ -63,6 +65,38 @@ def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
     counters = {e["name"] for e in trace["traceEvents"] if e.get("ph") == "C"}
     assert {"host_cpu", "host_memory", "host_disk", "host_network"} <= counters
     assert "1 capture(s)" in result.stderr
+
+
+def test_run_samples_python_stacks_records_modules_and_gc_by_default(tmp_path):
+    result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "10", options=["--no-parse"])
+    assert result.returncode == 0, result.stderr
+    (capture,) = captures(tmp_path / "out")
+    config = json.loads((capture / "profiler_info.json").read_text())["config"]["experimental_config"]
+    assert config["gc_detect_threshold"] == 1.0
+    assert config["python_sampling"] is True and config["record_modules"] is True
+    (window,) = sorted((capture / "raw").glob("window_*"))
+    files = json.loads((window / "window.json").read_text())["files"]
+    assert files["gc"] == "gc.json" and (window / "gc.json").is_file()
+    samples = json.loads((window / files["python_samples"]).read_text())
+    assert samples["samples"] and any(f[0] == str(SCRIPT) for f in samples["frames"])
+    modules = json.loads((window / files["modules"]).read_text())
+    paths = {path for path, _type in modules["modules"]}
+    assert {"Sequential", "Sequential.0", "Sequential.1", "Sequential.2"} <= paths
+    forwards = [c for c in modules["calls"] if modules["modules"][c[0]][0] == "Sequential"]
+    assert len(forwards) == 3  # one forward per recorded step
+
+
+def test_run_flags_turn_attribution_and_gc_off(tmp_path):
+    result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "10",
+                        options=["--no-parse", "--no-python-sampling", "--no-record-modules",
+                                 "--gc-detect-threshold", "none", "--python-sampling-interval-ms", "2"])
+    assert result.returncode == 0, result.stderr
+    (capture,) = captures(tmp_path / "out")
+    config = json.loads((capture / "profiler_info.json").read_text())["config"]["experimental_config"]
+    assert (config["gc_detect_threshold"], config["python_sampling"], config["record_modules"]) == (None, False, False)
+    assert config["python_sampling_interval_ms"] == 2.0
+    (window,) = sorted((capture / "raw").glob("window_*"))
+    assert not (window / "python_samples.json").exists() and not (window / "modules.json").exists()
 
 
 def test_inference_loop_without_optimizer_uses_dataloader_batches(tmp_path):
@@ -141,7 +175,8 @@ def test_environment_option_reaches_the_command(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("bad", [["--storage-limit", "100MB"], ["--level", "Level7"], ["--environment", "NOEQUALS"]])
+@pytest.mark.parametrize("bad", [["--storage-limit", "100MB"], ["--level", "Level7"], ["--environment", "NOEQUALS"],
+                                 ["--python-sampling-interval-ms", "0"], ["--gc-detect-threshold", "-1"]])
 def test_bad_options_give_one_line_errors(tmp_path, bad):
     result = mlprof_run(tmp_path / "out", sys.executable, "-c", "pass", options=bad)
     assert result.returncode != 0

@@ -90,11 +90,9 @@ class AutoProfiler:
             with_stack=opts.with_stack,
             with_modules=opts.with_modules,
             with_flops=opts.with_flops,
-            experimental_config=mlprof.ExperimentalConfig(
-                profiler_level=opts.level, export_type=opts.export_type,
-                gc_detect_threshold=opts.gc_detect_threshold,
-                # Under `mlprof run` one sampler covers the whole job; by hand each process samples itself.
-                host_sys=() if os.environ.get(RUN_SAMPLES_ENV) else opts.host_sys),
+            # Under `mlprof run` one sampler covers the whole job; by hand each process samples itself.
+            experimental_config=opts.experimental_config(host_sys=() if os.environ.get(RUN_SAMPLES_ENV)
+                                                         else opts.host_sys),
         )
         # This profiler is the one others yield to; it does not yield to itself.
         self.prof._backend._automatic = True

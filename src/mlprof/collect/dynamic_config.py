@@ -21,6 +21,9 @@ CONFIG_FILE_NAME = "profiler_config.json"
 # Ascend-only experimental keys of the seed: accepted so torch_npu configs load, then ignored.
 ASCEND_ONLY_KEYS = ("aic_metrics", "l2_cache", "op_attr", "record_op_args")
 MAX_CONFIG_BYTES = 1 << 20
+# Where dynamic profiling departs from the API's ExperimentalConfig defaults: GC
+# pauses are cheap to watch and explain many slow steps, so they are on.
+EXPERIMENTAL_DEFAULTS: dict[str, Any] = {"gc_detect_threshold": 1.0}
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ class DynamicConfig:
         self.experimental()  # validates
 
     def experimental(self) -> ExperimentalConfig:
-        options = {k: v for k, v in self.experimental_config.items() if k not in ASCEND_ONLY_KEYS}
+        options = {**EXPERIMENTAL_DEFAULTS,
+                   **{k: v for k, v in self.experimental_config.items() if k not in ASCEND_ONLY_KEYS}}
         if "msprof_tx" in options:  # the seed's name for mstx
             options["mstx"] = options.pop("msprof_tx")
         return ExperimentalConfig.from_dict(options)
@@ -131,7 +135,7 @@ def template() -> dict[str, Any]:
     from ..config import supported_activities
 
     data = DynamicConfig(activities=tuple(a.name for a in supported_activities() if a.name != "NPU")).to_json()
-    data["experimental_config"] = ExperimentalConfig().to_dict()
+    data["experimental_config"] = ExperimentalConfig(**EXPERIMENTAL_DEFAULTS).to_dict()
     return data
 
 

@@ -25,8 +25,10 @@ from .analysis_child import flush_analysis, spawn_analysis
 from ..capture.files import write_json_atomic
 from .capture_writer import CaptureWriter, default_worker_name
 from .handler import TraceHandler
+from .module_recorder import ModuleRecorder
 from .recorder import HostRecorder
 from .sampler import samples_between, spawn_sampler
+from .stack_sampler import StackSampler
 
 __all__ = ["profile", "_KinetoProfile"]
 
@@ -34,6 +36,15 @@ logger = logging.getLogger("mlprof")
 
 # host_sys sampling from inside a profiled process: seed 000's default rate.
 HOST_SAMPLES_FREQ_HZ = 10
+
+# The JSON files of a window, by HostRecorder.files() key (also the window.json "files" key).
+_WINDOW_JSON_FILES = {
+    "steps": layout.STEPS_FILE,
+    "markers": layout.MARKERS_FILE,
+    "gc": layout.GC_FILE,
+    "python_samples": layout.PYTHON_SAMPLES_FILE,
+    "modules": layout.MODULES_FILE,
+}
 
 
 def _import_backend() -> Any:
@@ -133,6 +144,8 @@ class _KinetoProfile:
         self._user_metadata: dict[str, Any] = {}
         self._running = False
         self._sampler: Any = None
+        self._stack_sampler: StackSampler | None = None
+        self._module_recorder: ModuleRecorder | None = None
 
     def _checked_schedule(self, step: int) -> ProfilerAction:
         action = self._schedule(step)
@@ -153,13 +166,37 @@ class _KinetoProfile:
         )
         self._recorder.attach()
         self._window_bounds = (time.time_ns(), 0)
+        self._start_attribution()
 
     def window_stopping(self) -> None:
         recorder, self._recorder = self._recorder, None
         if recorder is not None:
             recorder.detach()
+        self._stop_attribution(recorder)
         self._last_window = recorder
         self._window_bounds = (self._window_bounds[0], time.time_ns())
+
+    def _start_attribution(self) -> None:
+        """Python stack sampling and module recording, on the thread that opens the window (the training thread)."""
+        exp = self.options.experimental_config
+        if exp.python_sampling:
+            self._stack_sampler = StackSampler.for_current_thread(round(exp.python_sampling_interval_ms * 1_000_000))
+            self._stack_sampler.start()
+        if exp.record_modules:
+            self._module_recorder = ModuleRecorder()
+            self._module_recorder.attach()
+
+    def _stop_attribution(self, recorder: HostRecorder | None) -> None:
+        sampler, self._stack_sampler = self._stack_sampler, None
+        modules, self._module_recorder = self._module_recorder, None
+        if sampler is not None:
+            sampler.stop()
+            if recorder is not None:
+                recorder.attribution["python_samples"] = sampler.to_json()
+        if modules is not None:
+            modules.detach()
+            if recorder is not None:
+                recorder.attribution["modules"] = modules.to_json()
 
     def window_ready(self) -> None:
         handler = self.on_trace_ready
@@ -234,6 +271,7 @@ class _KinetoProfile:
         if self._recorder is not None:
             self._recorder.detach()
             self._recorder = None
+        self._stop_attribution(None)
         try:
             self._backend.abandon()
         finally:
@@ -355,9 +393,11 @@ class _KinetoProfile:
         if kineto:
             # The cheapest write torch offers: Kineto's own JSON writer, plain text.
             self._backend.export_chrome_trace(str(partial / layout.KINETO_TRACE_FILE))
-        write_json_atomic(partial / layout.STEPS_FILE, files["steps"])
-        write_json_atomic(partial / layout.MARKERS_FILE, files["markers"])
-        write_json_atomic(partial / layout.GC_FILE, files["gc"])
+        names: dict[str, str | None] = {"kineto": layout.KINETO_TRACE_FILE if kineto else None}
+        for key, name in _WINDOW_JSON_FILES.items():
+            if key in files:
+                write_json_atomic(partial / name, files[key])
+                names[key] = name
         first_step, last_step = (self._last_window.step_range() if self._last_window else (None, None))
         start_ns, end_ns = self._window_bounds
         capture.finish_window(index, partial, {
@@ -366,12 +406,7 @@ class _KinetoProfile:
             "last_step": last_step,
             "start_ns": start_ns,
             "end_ns": end_ns,
-            "files": {
-                "kineto": layout.KINETO_TRACE_FILE if kineto else None,
-                "steps": layout.STEPS_FILE,
-                "markers": layout.MARKERS_FILE,
-                "gc": layout.GC_FILE,
-            },
+            "files": names,
             "kineto_events_written": kineto,
         })
         if handler.analyse_flag:

@@ -39,6 +39,8 @@ class HostRecorder:
     marks: list[dict[str, Any]] = field(default_factory=list)
     ranges: list[dict[str, Any]] = field(default_factory=list)
     gc_pauses: list[dict[str, Any]] = field(default_factory=list)
+    # Window files recorded beside this recorder (python_samples, modules), by files() key.
+    attribution: dict[str, Any] = field(default_factory=dict)
     _current_step: tuple[int, int] | None = None
     _gc_start_ns: int = 0
     _device: Any = None  # mlprof.collect.device_markers.DeviceRangeTimer, lazily
@@ -115,6 +117,7 @@ class HostRecorder:
             "steps": self.steps,
             "markers": {"marks": self.marks, "ranges": self.ranges},
             "gc": self.gc_pauses,
+            **self.attribution,
         }
 
 

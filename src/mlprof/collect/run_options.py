@@ -12,7 +12,7 @@ import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from ..config import HostSystem, ProfilerLevel
+from ..config import ExperimentalConfig, HostSystem, ProfilerLevel
 from ..errors import ConfigError
 
 __all__ = ["RunOptions", "parse_size", "OPTIONS_ENV", "RUN_SAMPLES_ENV"]
@@ -38,6 +38,16 @@ def parse_size(text: str | int) -> int:
     return int(number * _UNITS[unit.lower()])
 
 
+def _float_or_none(text: str) -> float | None:
+    """A CLI number that can be switched off: 'none' or 'off' -> None."""
+    if text.strip().lower() in ("none", "off"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of ms or 'none', got {text!r}") from None
+
+
 def _opt(default: Any, help_text: str, **meta: Any) -> Any:
     kwargs = {"default_factory": default} if callable(default) else {"default": default}
     return field(metadata={"help": help_text, **meta}, **kwargs)
@@ -57,7 +67,10 @@ class RunOptions:
     with_stack: bool = _opt(False, "record Python call stacks of ops")
     with_modules: bool = _opt(False, "record the module hierarchy of ops")
     with_flops: bool = _opt(False, "estimate FLOPs of matmul/conv ops")
-    gc_detect_threshold: float | None = _opt(None, "record Python GC pauses of at least this many ms")
+    gc_detect_threshold: float | None = _opt(1.0, "record Python GC pauses of at least this many ms ('none': off)")
+    python_sampling: bool = _opt(True, "sample the training thread's Python stack (python_samples.json)")
+    python_sampling_interval_ms: float = _opt(5.0, "Python stack sampling period in ms (0.5-1000)")
+    record_modules: bool = _opt(True, "record nn.Module forward calls with their paths (modules.json)")
     host_sys: tuple[str, ...] = _opt(lambda: ("cpu", "mem"), "host resources to sample: cpu,mem,disk,network")
     host_sys_freq: int = _opt(10, "host sampling frequency in Hz (1-50)")
     storage_limit: str | None = _opt(None, "age out the oldest capture data past this size (>= 200MB), e.g. 2GB")
@@ -93,10 +106,17 @@ class RunOptions:
         set_(self, "export_type", tuple(export))
         if self.storage_limit is not None and self.storage_limit_bytes < MIN_STORAGE_LIMIT_BYTES:
             raise ConfigError(f"storage_limit: {self.storage_limit} is below the minimum of 200MB")
-        threshold = self.gc_detect_threshold
-        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
-                                      or threshold < 0):
-            raise ConfigError(f"gc_detect_threshold: expected milliseconds >= 0, got {threshold!r}")
+        # The options that go straight into ExperimentalConfig are checked there, once.
+        exp = self.experimental_config()
+        set_(self, "gc_detect_threshold", exp.gc_detect_threshold)
+        set_(self, "python_sampling_interval_ms", exp.python_sampling_interval_ms)
+
+    def experimental_config(self, host_sys: tuple[str, ...] = ()) -> ExperimentalConfig:
+        """The ExperimentalConfig of a profiled process (host_sys: what it samples itself)."""
+        return ExperimentalConfig(
+            profiler_level=self.level, export_type=self.export_type, gc_detect_threshold=self.gc_detect_threshold,
+            python_sampling=self.python_sampling, python_sampling_interval_ms=self.python_sampling_interval_ms,
+            record_modules=self.record_modules, host_sys=host_sys)
 
     @property
     def storage_limit_bytes(self) -> int | None:
@@ -130,7 +150,9 @@ class RunOptions:
                 parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default,
                                     help=help_text)
             elif f.name == "gc_detect_threshold":
-                parser.add_argument(flag, dest=f.name, type=float, default=None, help=help_text)
+                parser.add_argument(flag, dest=f.name, type=_float_or_none, default=default, help=help_text)
+            elif isinstance(default, float):
+                parser.add_argument(flag, dest=f.name, type=float, default=default, help=help_text)
             elif isinstance(default, int):
                 parser.add_argument(flag, dest=f.name, type=int, default=default, help=help_text)
             else:

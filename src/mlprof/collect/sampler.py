@@ -3,16 +3,19 @@
     python -m mlprof.collect.sampler OUT.jsonl --pid PID [--freq-hz 10] [--host-sys cpu,mem,disk,network]
 
 Every 1/freq s it appends one JSON line: host CPU (system, per core, and the
-job's process tree, children included), memory (system and the tree's RSS),
-disk and network I/O rates, and per-GPU utilisation, memory, power and SM
-clock through NVML when a driver is present. It runs until the job's process
-is gone or it receives SIGTERM. It never imports torch.
+job's process tree, children included), CPU contention (core count, runnable
+threads, the tree's threads, the busiest other processes), memory (system
+and the tree's RSS), disk and network I/O rates, and per-GPU utilisation,
+memory, power and SM clock through NVML when a driver is present. It runs
+until the job's process is gone or it receives SIGTERM. It never imports
+torch, and it never prints a traceback into the job's output.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -59,6 +62,65 @@ class _Nvml:
         return out
 
 
+# The busiest processes outside the job are looked up at most this often: a
+# scan reads /proc/PID/stat of every process on the host.
+TOP_PROCESSES_PERIOD_S = 1.0
+TOP_PROCESSES_COUNT = 5
+
+
+def runnable_threads() -> int | None:
+    """Threads runnable right now on the whole host (``procs_running`` of /proc/stat), None where absent."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"procs_running "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class _OtherProcesses:
+    """The processes outside the job's tree using the most CPU, refreshed at most once per period."""
+
+    def __init__(self) -> None:
+        self._procs: dict[int, psutil.Process] = {}  # kept so cpu_percent(None) measures since the last scan
+        self._last_scan = float("-inf")
+        self._top: list[dict[str, Any]] = []
+
+    def top(self, exclude: set[int]) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        if now - self._last_scan < TOP_PROCESSES_PERIOD_S:
+            return [dict(p) for p in self._top]
+        self._last_scan = now
+        usage = []
+        live: dict[int, psutil.Process] = {}
+        for pid in psutil.pids():
+            if pid in exclude:
+                continue
+            proc = self._procs.get(pid)
+            try:
+                if proc is None:
+                    proc = psutil.Process(pid)
+                    proc.cpu_percent(None)  # the first call only starts the count
+                    live[pid] = proc
+                    continue
+                live[pid] = proc
+                usage.append((proc.cpu_percent(None), proc))
+            except psutil.Error:
+                continue
+        self._procs = live
+        usage.sort(key=lambda item: item[0], reverse=True)
+        top = []
+        for percent, proc in [u for u in usage if u[0] > 0][:TOP_PROCESSES_COUNT]:
+            try:
+                top.append({"pid": proc.pid, "name": proc.name(), "cpu_percent": round(percent, 1)})
+            except psutil.Error:
+                continue
+        self._top = top
+        return [dict(p) for p in top]
+
+
 class HostSampler:
     def __init__(self, pid: int, host_sys: tuple[str, ...]) -> None:
         self.root = psutil.Process(pid)
@@ -67,8 +129,10 @@ class HostSampler:
         self._last_t = time.monotonic()
         self._last_disk = psutil.disk_io_counters() if "disk" in self.host_sys else None
         self._last_net = psutil.net_io_counters() if "network" in self.host_sys else None
-        self._last_tree_cpu_s = self._tree_cpu_seconds()
+        self._last_tree_cpu_s = self._tree_cpu_seconds(self._tree())
         psutil.cpu_percent(interval=None, percpu=True)  # primes the per-core counters
+        self._cpu_count = psutil.cpu_count() or os.cpu_count() or 1
+        self._others = _OtherProcesses()
         self.gpu = _Nvml()
 
     def _tree(self) -> list[psutil.Process]:
@@ -83,9 +147,9 @@ class HostSampler:
         self._procs = live
         return list(live.values())
 
-    def _tree_cpu_seconds(self) -> float:
+    def _tree_cpu_seconds(self, tree: list[psutil.Process]) -> float:
         total = 0.0
-        for proc in self._tree():
+        for proc in tree:
             try:
                 times = proc.cpu_times()
                 total += times.user + times.system + times.children_user + times.children_system
@@ -93,25 +157,45 @@ class HostSampler:
                 continue
         return total
 
+    def _contention(self, tree: list[psutil.Process]) -> dict[str, Any]:
+        """Who else wants the CPU: to tell a slow job from a starved one."""
+        out: dict[str, Any] = {"cpu_count": self._cpu_count}
+        runnable = runnable_threads()
+        if runnable is not None:
+            out["runnable_threads"] = runnable
+        threads = 0
+        for proc in tree:
+            try:
+                threads += proc.num_threads()
+            except psutil.Error:
+                continue
+        out["job_threads"] = threads
+        # The sampler itself is left out too: under `mlprof run` it is not in the job's tree.
+        out["top_processes"] = self._others.top(set(self._procs) | {os.getpid()})
+        return out
+
     def sample(self) -> dict[str, Any]:
         now = time.monotonic()
         elapsed_s = max(now - self._last_t, 1e-6)
         self._last_t = now
         record: dict[str, Any] = {"ts_ns": time.time_ns()}
+        # One walk of the process table per sample (children() scans every process).
+        tree = self._tree() if self.host_sys & {"cpu", "mem"} else []
         if "cpu" in self.host_sys:
             per_core = psutil.cpu_percent(interval=None, percpu=True)
-            tree_cpu_s = self._tree_cpu_seconds()
+            tree_cpu_s = self._tree_cpu_seconds(tree)
             record["cpu_percent"] = sum(per_core) / max(len(per_core), 1)
             record["cpu_percent_per_core"] = per_core
             # 100% = one core fully busy, as top shows it.
             record["job_cpu_percent"] = max(0.0, (tree_cpu_s - self._last_tree_cpu_s) / elapsed_s * 100)
             self._last_tree_cpu_s = tree_cpu_s
+            record.update(self._contention(tree))
         if "mem" in self.host_sys:
             vm = psutil.virtual_memory()
             record["mem_used_bytes"] = vm.total - vm.available
             record["mem_available_bytes"] = vm.available
             rss = 0
-            for proc in self._tree():
+            for proc in tree:
                 try:
                     rss += proc.memory_info().rss
                 except psutil.Error:
@@ -178,15 +262,26 @@ def main(argv: list[str] | None = None) -> int:
     except psutil.Error as exc:
         print(f"mlprof sampler: cannot watch pid {args.pid}: {exc}", file=sys.stderr)
         return 1
-    period_s = 1.0 / args.freq_hz
+    try:
+        _sample_until_stopped(sampler, args.out, 1.0 / args.freq_hz, stop)
+    except Exception as exc:  # noqa: BLE001 - our stderr is the job's: one line, no traceback
+        print(f"mlprof sampler: stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _sample_until_stopped(sampler: HostSampler, out_path: str, period_s: float, stop: list[bool]) -> None:
     next_t = time.monotonic() + period_s
-    with open(args.out, "a", encoding="utf-8") as out:
+    with open(out_path, "a", encoding="utf-8") as out:
         while not stop and sampler.alive():
             time.sleep(max(0.0, next_t - time.monotonic()))
             next_t += period_s
-            out.write(json.dumps(sampler.sample(), separators=(",", ":")) + "\n")
+            try:
+                record = sampler.sample()
+            except psutil.Error:
+                continue  # a process vanished mid-read: skip this sample, not the rest
+            out.write(json.dumps(record, separators=(",", ":")) + "\n")
             out.flush()
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,182 @@
+"""nn.Module forward calls of one capture window (modules.json).
+
+Global forward pre-/post-hooks of torch.nn time every ``Module.__call__``.
+Only forward hooks: global backward hooks wrap module inputs and outputs in
+autograd functions, which breaks in-place ops (``ReLU(inplace=True)``) and
+changes the job's graph. The post-hook is registered with ``always_call`` so
+a forward that raises still closes its call (with an unknown end).
+
+A module's path is found from the stack of modules running on the thread:
+the name under which the parent running it holds it (``Net.layers.0``), or
+its class name when no module is running (or when the caller does not hold
+it). Paths are cached per (parent path, child object), so a call costs two
+clock reads, a few dict lookups and one small list. Hooks return None and
+never raise: a failure turns recording off for the rest of the window.
+torch is imported only in attach().
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from typing import Any
+
+__all__ = ["ModuleRecorder", "MAX_CALLS"]
+
+logger = logging.getLogger("mlprof")
+
+# 1M calls is ~100 steps of a 10k-module-call model; a window is a few steps.
+MAX_CALLS = 1_000_000
+# Models that build modules on the fly would grow the path cache without end.
+_MAX_CACHED_PATHS = 100_000
+_ROOT = -1  # the "parent index" of a module called while no module runs
+
+
+class ModuleRecorder:
+    def __init__(self, max_calls: int = MAX_CALLS) -> None:
+        self.max_calls = max_calls
+        self.modules: list[tuple[str, str]] = []  # [path, type]
+        self.calls: list[list[Any]] = []  # [module_index, start_ns, end_ns | None, tid]
+        self.dropped = 0
+        self.error: str | None = None
+        self._module_index: dict[tuple[str, str], int] = {}
+        # (parent module index or _ROOT, id(child)) -> (module index, child); the child is kept so
+        # that an id reused by a new object is recognised.
+        self._paths: dict[tuple[int, int], tuple[int, Any]] = {}
+        # Per thread: .tid (native id) and .stack of running (module, module index, call record or None).
+        self._threads = threading.local()
+        self._handles: list[Any] = []
+
+    # -- lifecycle (training thread) --------------------------------------------------
+    def attach(self) -> None:
+        from torch.nn.modules import module as nn_module
+
+        pre_hook, post_hook = self._make_hooks()
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(pre_hook),
+            nn_module.register_module_forward_hook(post_hook, always_call=True),
+        ]
+
+    def detach(self) -> None:
+        """Remove the hooks (idempotent); calls still running keep ``end_ns`` None."""
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.remove()
+        self._threads = threading.local()
+        self._paths.clear()
+
+    @property
+    def attached(self) -> bool:
+        return bool(self._handles)
+
+    # -- hooks (any thread that calls a module) ------------------------------------------
+    def _make_hooks(self) -> tuple[Any, Any]:
+        """The two hooks as closures over locals: they run on every module call, so no
+        attribute lookups on ``self`` on the common path."""
+        time_ns = time.time_ns
+        exc_info = sys.exc_info
+        calls = self.calls
+        append_call = calls.append
+        paths = self._paths
+        threads = self._threads
+        max_calls = self.max_calls
+        resolve = self._resolve
+
+        def pre_hook(module: Any, _args: Any) -> None:
+            start_ns = time_ns()
+            try:
+                try:
+                    stack = threads.stack
+                except AttributeError:  # first module call on this thread in the window
+                    stack = threads.stack = []
+                    threads.tid = threading.get_native_id()
+                if stack:
+                    parent = stack[-1]
+                    cached = paths.get((parent[1], id(module)))
+                    index = cached[0] if cached is not None and cached[1] is module else resolve(parent, module)
+                else:
+                    cached = paths.get((_ROOT, id(module)))
+                    index = cached[0] if cached is not None and cached[1] is module else resolve(None, module)
+                if len(calls) < max_calls:
+                    record = [index, start_ns, None, threads.tid]
+                    append_call(record)
+                else:
+                    record = None
+                    self.dropped += 1
+                stack.append((module, index, record))
+            except Exception as exc:  # noqa: BLE001 - never break the forward pass
+                self._fail(exc)
+
+        def post_hook(module: Any, _args: Any, output: Any) -> None:
+            end_ns = time_ns()
+            try:
+                try:
+                    stack = threads.stack
+                except AttributeError:  # this thread's call began before the window
+                    return
+                if not stack:
+                    return
+                entry = stack[-1]
+                if entry[0] is module:
+                    stack.pop()
+                else:
+                    # Our pre-hook did not see this call (a pre-hook before it raised), or
+                    # calls above it never closed: close this one, leave the others open.
+                    depth = len(stack) - 1
+                    while depth >= 0 and stack[depth][0] is not module:
+                        depth -= 1
+                    if depth < 0:
+                        return
+                    entry = stack[depth]
+                    del stack[depth:]
+                record = entry[2]
+                # always_call runs this hook from torch's `except` when forward raised,
+                # with output None: such a call has no end.
+                if record is not None and not (output is None and exc_info()[1] is not None):
+                    record[2] = end_ns
+            except Exception as exc:  # noqa: BLE001
+                self._fail(exc)
+
+        return pre_hook, post_hook
+
+    def _resolve(self, parent: tuple[Any, int, Any] | None, module: Any) -> int:
+        type_name = type(module).__name__
+        path = type_name
+        if parent is not None:
+            name = _name_in(parent[0], module)
+            if name is not None:
+                path = f"{self.modules[parent[1]][0]}.{name}"
+        key = (path, type_name)
+        index = self._module_index.get(key)
+        if index is None:
+            index = self._module_index[key] = len(self.modules)
+            self.modules.append(key)
+        if len(self._paths) >= _MAX_CACHED_PATHS:
+            self._paths.clear()
+        self._paths[(_ROOT if parent is None else parent[1], id(module))] = (index, module)
+        return index
+
+    def _fail(self, exc: Exception) -> None:
+        """Stop recording for the rest of the window: the hooks remove themselves."""
+        self.error = f"{type(exc).__name__}: {exc}"
+        logger.debug("mlprof: module recording stopped for this window: %s", self.error, exc_info=True)
+        for handle in self._handles:
+            handle.remove()  # safe inside a hook: torch iterates over a copy of the hooks
+
+    # -- results ---------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """modules.json; call after detach()."""
+        return {"modules": [list(m) for m in self.modules], "calls": self.calls, "dropped": self.dropped}
+
+
+def _name_in(parent: Any, child: Any) -> str | None:
+    """The attribute path of ``child`` under ``parent``: a direct child first, else any descendant."""
+    for name, sub in parent._modules.items():
+        if sub is child:
+            return name
+    for name, sub in parent.named_modules():
+        if sub is child and name:
+            return name
+    return None

@@ -1,0 +1,130 @@
+"""Sampled Python stacks of the training thread, for one capture window.
+
+A daemon thread reads the training thread's innermost frame from
+``sys._current_frames()`` every ``interval_ns`` and walks it outwards. Frames
+and whole stacks are interned, so a sample costs two ints once its stack has
+been seen; the result is python_samples.json (docs/capture_format.md).
+Nothing here imports torch.
+
+The sampler must never hurt the job: it only reads frames, its buffer is
+bounded, and any exception stops sampling for the window (logged at debug
+level, never printed into the job's output).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from typing import Any
+
+__all__ = ["StackSampler", "MAX_STACK_DEPTH", "MAX_SAMPLES", "THREAD_NAME"]
+
+logger = logging.getLogger("mlprof")
+
+# Deeper stacks keep their innermost frames: that is where the time goes.
+MAX_STACK_DEPTH = 64
+# 200k samples is 1000 s at 5 ms; a window is a few steps, so this only bounds runaway windows.
+MAX_SAMPLES = 200_000
+THREAD_NAME = "mlprof-stack-sampler"
+
+
+class StackSampler:
+    """Samples one thread's Python stack from a daemon thread between start() and stop()."""
+
+    def __init__(self, target_ident: int, target_tid: int, interval_ns: int, max_samples: int = MAX_SAMPLES) -> None:
+        self.target_ident = target_ident  # threading.get_ident() of the sampled thread
+        self.target_tid = target_tid  # its native id, Kineto's tid
+        self.interval_ns = interval_ns
+        self.max_samples = max_samples
+        self.frames: list[tuple[str, int, str]] = []
+        self.stacks: list[tuple[int, ...]] = []
+        # Flat [ts_ns, stack_index, ts_ns, stack_index, ...]: one list append per value, no pair objects.
+        self._samples: list[int] = []
+        self.dropped = 0
+        self.error: str | None = None
+        self._frame_index: dict[tuple[Any, int], int] = {}  # (code object, line) -> frame index
+        self._stack_index: dict[tuple[int, ...], int] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def for_current_thread(cls, interval_ns: int) -> "StackSampler":
+        return cls(threading.get_ident(), threading.get_native_id(), interval_ns)
+
+    # -- lifecycle (called from the training thread) ---------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling and wait for the thread (briefly: it only ever sleeps or walks a stack)."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=1.0)
+
+    # -- the sampling thread -------------------------------------------------------------
+    def _run(self) -> None:
+        # Deadlines, not fixed sleeps: a sample that waited for the GIL (up to the
+        # interpreter's switch interval, 5 ms, while the job runs Python) makes the
+        # next wait shorter, so the rate stays near 1/interval.
+        next_ns = time.monotonic_ns() + self.interval_ns
+        try:
+            while not self._stop.wait(max(0, next_ns - time.monotonic_ns()) / 1e9):
+                self._sample_once()
+                next_ns = max(next_ns + self.interval_ns, time.monotonic_ns())
+        except Exception as exc:  # noqa: BLE001 - a sampler bug must not reach the job
+            self.error = f"{type(exc).__name__}: {exc}"
+            logger.debug("mlprof: Python stack sampling stopped for this window: %s", self.error, exc_info=True)
+
+    def _sample_once(self) -> None:
+        """Take one sample; once the buffer is full, only count what is missed."""
+        if len(self._samples) >= 2 * self.max_samples:
+            self.dropped += 1
+            return
+        frame = sys._current_frames().get(self.target_ident)
+        ts_ns = time.time_ns()
+        if frame is None:  # the thread is gone or has no Python frame: nothing to write
+            return
+        frame_index = self._frame_index
+        indices = []
+        depth = 0
+        while frame is not None and depth < MAX_STACK_DEPTH:
+            code = frame.f_code
+            line = frame.f_lineno or 0
+            index = frame_index.get((code, line))
+            if index is None:
+                index = frame_index[(code, line)] = len(self.frames)
+                self.frames.append((code.co_filename, line, code.co_name))
+            indices.append(index)
+            frame = frame.f_back
+            depth += 1
+        del frame  # hold no frame of the training thread between samples
+        indices.reverse()  # outermost first
+        key = tuple(indices)
+        stack = self._stack_index.get(key)
+        if stack is None:
+            stack = self._stack_index[key] = len(self.stacks)
+            self.stacks.append(key)
+        self._samples.append(ts_ns)
+        self._samples.append(stack)
+
+    # -- results -----------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """python_samples.json; call after stop()."""
+        flat = self._samples
+        # Whole pairs only, should a sampler that did not stop in time still be appending.
+        pairs = len(flat) // 2 * 2
+        return {
+            "interval_ns": self.interval_ns,
+            "tid": self.target_tid,
+            "frames": [list(f) for f in self.frames],
+            "stacks": [list(s) for s in self.stacks],
+            "samples": [[flat[i], flat[i + 1]] for i in range(0, pairs, 2)],
+            "dropped": self.dropped,
+        }
+
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
