@@ -69,16 +69,17 @@ def module_tree(store: TableStore, step: int | None = None) -> list[ModuleStat]:
         SELECT d.device_op_id AS key, h.window_index, h.tid, h.start_ns AS ts, d.dur_ns AS value
         FROM device_ops d JOIN host_ops h ON h.op_id = d.host_op_id
         WHERE d.kind IN ('kernel', 'memcpy', 'memset') {step_cond}""", "value")
-    # A backward node's sequence number is that of the forward op that created it.
+    # A backward node carries the sequence number of the forward op that created it. Every op
+    # records the counter's current value, so ops that create no node share it with the next
+    # one that does: the creator is the last op with that number before the node runs.
     backward_self = _self_by_path(store, f"""
-        WITH fwd AS (
-            SELECT window_index, sequence_number, arg_min(tid, start_ns) AS tid, min(start_ns) AS ts
-            FROM host_ops WHERE sequence_number IS NOT NULL AND name NOT LIKE 'autograd::engine%'
-              AND name NOT LIKE '%Backward%' AND category <> 'python_function'
-            GROUP BY window_index, sequence_number)
-        SELECT h.op_id AS key, f.window_index, f.tid, f.ts, h.dur_ns AS value
-        FROM host_ops h JOIN fwd f ON f.window_index = h.window_index AND f.sequence_number = h.sequence_number
-        WHERE h.name LIKE 'autograd::engine::evaluate_function:%' {step_cond}""", "value")
+        SELECT h.op_id AS key, h.window_index, arg_max(f.tid, f.start_ns) AS tid, max(f.start_ns) AS ts,
+               any_value(h.dur_ns) AS value
+        FROM host_ops h JOIN host_ops f
+          ON f.window_index = h.window_index AND f.sequence_number = h.sequence_number AND f.start_ns < h.start_ns
+         AND f.category <> 'python_function' AND f.name NOT LIKE 'autograd::%' AND f.name NOT ILIKE '%backward%'
+        WHERE h.name LIKE 'autograd::engine::evaluate_function:%' {step_cond}
+        GROUP BY h.op_id, h.window_index""", "value")
 
     def total(self_values: dict[str, int], path: str) -> int:
         prefix = path + "."

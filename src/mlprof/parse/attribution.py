@@ -266,8 +266,8 @@ def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dic
         SELECT h.start_ns, h.start_ns + h.dur_ns AS end_ns, h.name, h.category = 'user_annotation' AS annotation,
                h.tid, h.depth, p.name LIKE 'ProfilerStep#%' AS under_step
         FROM host_ops h LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
-        WHERE h.window_index = ? AND h.category <> 'python_function' AND h.name NOT LIKE 'ProfilerStep#%'
-          AND h.dur_ns >= 0""", [window])
+        WHERE h.window_index = ? AND h.name NOT LIKE 'ProfilerStep#%' AND h.dur_ns >= 0
+          AND (h.category <> 'python_function' OR h.name LIKE 'nn.Module:%')""", [window])
     phase = _phase_codes(ops["name"], ops["annotation"])
     top = (ops["depth"] == 0) | (ops["under_step"] == True)  # noqa: E712 - numpy object of bool/None
     on_thread = ops["tid"] == tid if tid is not None else np.zeros(len(phase), dtype=bool)
