@@ -217,3 +217,16 @@ def test_call_sites_fold_library_frames_into_the_users_line(tmp_path):
     by_phase = {r["phase"]: r["est_ns"] for r in call_sites(store)}
     phases = step_phases(store)
     assert by_phase["python"] == phases["python"] * US and by_phase["forward"] == phases["forward"] * US
+
+
+def test_gaps_between_backward_nodes_are_the_engines_work(tmp_path):
+    store = parsed(tmp_path, [
+        X("ProfilerStep#1", 0.0, 100.0, cat="user_annotation"),
+        X("aten::linear", 0.0, 20.0),
+        X("autograd::engine::evaluate_function: AddmmBackward0", 30.0, 10.0),
+        X("autograd::engine::evaluate_function: ReluBackward0", 45.0, 10.0),
+        X("autograd::engine::evaluate_function: AddmmBackward0", 60.0, 10.0),
+        X("Optimizer.step#SGD.step", 80.0, 10.0, cat="user_annotation"),
+    ])
+    # [20,30) before the first node and [70,80) after the last are Python; [40,45) and [55,60) the engine.
+    assert step_phases(store) == {"forward": 20, "python": 30, "backward": 40, "optimizer": 10}

@@ -14,14 +14,23 @@ from mlprof.tables.store import TableStore
 
 __all__ = ["call_sites"]
 
+_UNNEST_USER_FRAMES = """, unnest(from_json(k.user_frames, '["VARCHAR"]')) AS u(site)"""
+# Every user frame of the stack, as a call site ('file:line function' split into its parts).
+_INCLUSIVE_SITE = """u.site AS call_site, regexp_extract(u.site, '^(.*):[0-9]+ [^ ]*$', 1) AS call_site_file,
+    CAST(regexp_extract(u.site, ':([0-9]+) [^ ]*$', 1) AS BIGINT) AS call_site_line,
+    regexp_extract(u.site, ' ([^ ]*)$', 1) AS call_site_function, k.leaf"""
+
 
 def call_sites(store: TableStore, phase: str | None = None, step: int | None = None,
-               limit: int | None = None) -> list[dict]:
+               limit: int | None = None, inclusive: bool = False) -> list[dict]:
     """Rows of (phase, call_site, samples, estimated time), largest first.
 
     ``est_ns`` is the phase's time in the sampled steps times the site's
     share of the phase's samples; ``share_of_phase`` and ``share_of_steps``
-    are fractions of that phase and of all sampled step time.
+    are fractions of that phase and of all sampled step time. With
+    ``inclusive`` a sample counts for every line of the user's code on its
+    stack (a loop that calls the model gets the model's time too), so the
+    rows of a phase may add up to more than the phase.
     """
     step_filter = "" if step is None else "WHERE p.step = ?"
     params: list = [] if step is None else [step]
@@ -29,14 +38,16 @@ def call_sites(store: TableStore, phase: str | None = None, step: int | None = N
     if phase is not None:
         phase_filter = "WHERE s.phase = ?"
         params.append(phase)
+    site = (_INCLUSIVE_SITE if inclusive else
+            "k.call_site, k.call_site_file, k.call_site_line, k.call_site_function, k.leaf")
     rows = store.dicts(f"""
         WITH sampled AS (
-            SELECT p.window_index, p.step, p.phase, k.call_site, k.call_site_file, k.call_site_line,
-                   k.call_site_function, k.leaf
+            SELECT DISTINCT s.window_index, s.ts_ns, p.step, p.phase, {site}
             FROM python_samples s
             JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
              AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
             JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id
+            {_UNNEST_USER_FRAMES if inclusive else ""}
             {step_filter}),
         steps_seen AS (SELECT DISTINCT window_index, step FROM sampled),
         phase_time AS (
@@ -47,7 +58,7 @@ def call_sites(store: TableStore, phase: str | None = None, step: int | None = N
             SELECT phase, call_site, any_value(call_site_file) AS file, any_value(call_site_line) AS line,
                    any_value(call_site_function) AS function, mode(leaf) AS leaf, count(*) AS samples
             FROM sampled GROUP BY phase, call_site),
-        per_phase AS (SELECT phase, count(*) AS phase_samples FROM sampled GROUP BY phase)
+        per_phase AS (SELECT phase, count(DISTINCT (window_index, ts_ns)) AS phase_samples FROM sampled GROUP BY phase)
         SELECT s.phase, s.call_site, s.file, s.line, s.function, s.leaf, s.samples,
                CAST(t.phase_ns * s.samples / n.phase_samples AS BIGINT) AS est_ns,
                s.samples / n.phase_samples AS share_of_phase,

@@ -22,6 +22,9 @@ def register(sub) -> None:
     p.add_argument("path", type=Path, metavar="PATH", help="a capture, a directory of captures, or a trace")
     p.add_argument("--phase", choices=HOST_PHASES, help="only this phase")
     p.add_argument("--step", type=int, metavar="N", help="only step N")
+    p.add_argument("--inclusive", action="store_true",
+                   help="count each sample for every line of the user's code on its stack (the loop that calls "
+                        "the model, not only the model's forward)")
     p.add_argument("--top", type=int, default=20, metavar="N", help="show the N largest (default 20)")
     add_common(p)
     p.set_defaults(run=run)
@@ -31,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     results = []
     for source, out in parsed_outputs(args.path, None, progress_for(args)):
         with TableStore(out / "tables") as store:
-            rows = call_sites(store, args.phase, args.step)
+            rows = call_sites(store, args.phase, args.step, inclusive=args.inclusive)
         results.append({"source": source, "call_sites": rows[:args.top], "more": max(len(rows) - args.top, 0)})
     if args.json:
         print_json(results[0] if len(results) == 1 else results)

@@ -13,8 +13,9 @@ one mlprof sampled, else the one with the most op time):
 2. Op time under no defining span is forward before the step's first backward
    (loss functions, functional layers) and ``other`` after it (logging, metrics).
 3. Time under no op is backward or communication when another thread of the
-   job runs one (the autograd engine's device threads, collectives), else
-   ``python``: Python code running between ops.
+   job runs one (the autograd engine's device threads, collectives), or
+   backward when it lies between two backward nodes (the engine's own work
+   between nodes); else ``python``: Python code running between ops.
 4. A garbage-collector pause on the thread is ``gc``, whatever it interrupted.
 
 Device view, over all device work of the step: ``compute`` (kernels),
@@ -177,10 +178,28 @@ def _host_partition(lo: int, hi: int, spans: dict, other: dict, gc: dict) -> _Pa
     for phase in ("backward", "communication"):
         m = osel & (other["phase"] == _CODE[phase])
         part = _overlay(part, other["start_ns"][m], other["end_ns"][m], _CODE[phase], only=(_NONE,))
+    _engine_gaps_are_backward(part)
     part.label[part.label == _NONE] = _CODE["python"]
     gsel = (gc["start_ns"] < hi) & (gc["end_ns"] > lo)
     part = _overlay(part, gc["start_ns"][gsel], gc["end_ns"][gsel], _CODE["gc"])
     return part.merged()
+
+
+def _engine_gaps_are_backward(part: _Partition) -> None:
+    """A gap between two backward nodes is the autograd engine's own work, not Python."""
+    label = part.label
+    bwd = _CODE["backward"]
+    i, n = 0, len(label)
+    while i < n:
+        if label[i] != _NONE:
+            i += 1
+            continue
+        j = i
+        while j < n and label[j] == _NONE:
+            j += 1
+        if i > 0 and j < n and label[i - 1] == bwd and label[j] == bwd:
+            label[i:j] = bwd
+        i = j
 
 
 # -- device view ----------------------------------------------------------------

@@ -7,6 +7,7 @@ skipped and why). Exports are presenters run afterwards on those tables.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -39,6 +40,9 @@ WINDOWS_DIR = "windows"
 WINDOW_CACHE_FILE = "window_cache.json"
 _CACHE_VERSION = 2
 ProgressFn = Callable[[str, int, int], None]
+# Cached window tables are stale as soon as any table's columns change.
+_SCHEMA_FINGERPRINT = hashlib.sha256(json.dumps(
+    {name: [(c.name, c.sql_type) for c in t.columns] for name, t in TABLES.items()}).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -206,7 +210,7 @@ def _window_stamp(wf: WindowFiles) -> dict:
         if path is not None and path.is_file():
             st = path.stat()
             files[path.name] = [st.st_size, st.st_mtime_ns]
-    return {"cache_version": _CACHE_VERSION, "mlprof": __version__, "files": files}
+    return {"cache_version": _CACHE_VERSION, "mlprof": __version__, "schema": _SCHEMA_FINGERPRINT, "files": files}
 
 
 def _cached_window(cache: Path, stamp: dict) -> dict | None:

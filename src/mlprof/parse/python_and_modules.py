@@ -37,7 +37,7 @@ def _site(frame: tuple[str, int, str]) -> str:
 def python_tables(data: PythonSamplesFile, path: str, step_of) -> dict[str, dict[str, np.ndarray]]:
     """``python_stacks`` and ``python_samples`` columns of one window (stack ids from 0)."""
     n_frames = len(data.frames)
-    sites, files, lines, funcs, leaves, frames_json = [], [], [], [], [], []
+    sites, files, lines, funcs, leaves, frames_json, user_json = [], [], [], [], [], [], []
     for stack in data.stacks:
         if any(not 0 <= i < n_frames for i in stack):
             raise CaptureError(f"{path}: a stack refers to a frame that does not exist")
@@ -50,6 +50,7 @@ def python_tables(data: PythonSamplesFile, path: str, step_of) -> dict[str, dict
         funcs.append(site[2])
         leaves.append(_site(frames[-1]) if frames else None)
         frames_json.append(json.dumps([_site(f) for f in frames]))
+        user_json.append(json.dumps([_site(f) for f in frames if not is_library_file(f[0])]))
     n_stacks = len(data.stacks)
     ts = np.array([s[0] for s in data.samples], dtype=np.int64)
     stack_ids = np.array([s[1] for s in data.samples], dtype=np.int64)
@@ -63,6 +64,7 @@ def python_tables(data: PythonSamplesFile, path: str, step_of) -> dict[str, dict
             "call_site": np.array(sites, dtype=object), "call_site_file": np.array(files, dtype=object),
             "call_site_line": np.array(lines, dtype=np.int64), "call_site_function": np.array(funcs, dtype=object),
             "leaf": np.array(leaves, dtype=object), "frames": np.array(frames_json, dtype=object),
+            "user_frames": np.array(user_json, dtype=object),
         },
         "python_samples": {
             "ts_ns": ts, "tid": np.full(len(ts), MISSING if data.tid is None else data.tid, dtype=np.int64),

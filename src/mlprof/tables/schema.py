@@ -255,6 +255,7 @@ TABLES: dict[str, TableSchema] = {
             ("call_site_line", "BIGINT", "line of call_site"),
             ("call_site_function", "VARCHAR", "function of call_site"),
             ("leaf", "VARCHAR", "innermost frame of any code: 'file:line function'"),
+            ("user_frames", "VARCHAR", "the user's frames only (library frames folded), outermost first, JSON list"),
             ("frames", "VARCHAR", "every frame, outermost first, as a JSON list of 'file:line function'"),
         ),
         _t(
