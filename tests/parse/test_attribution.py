@@ -230,3 +230,28 @@ def test_gaps_between_backward_nodes_are_the_engines_work(tmp_path):
     ])
     # [20,30) before the first node and [70,80) after the last are Python; [40,45) and [55,60) the engine.
     assert step_phases(store) == {"forward": 20, "python": 30, "backward": 40, "optimizer": 10}
+
+
+def test_step_host_load_joins_each_step_with_the_samples_covering_it(tmp_path):
+    import json
+
+    from mlprof.analysis.host import step_host_load
+
+    t0 = BASE_NS
+    ms = 1_000_000
+    capture = make_capture(tmp_path / "cap", {0: {"steps": [
+        {"step": 1, "start_ns": t0 + 5 * ms, "end_ns": t0 + 25 * ms},
+        {"step": 2, "start_ns": t0 + 25 * ms, "end_ns": t0 + 45 * ms}]}})
+    # Samples every 20 ms; the one at 40 ms measures (20, 40] and sees a busy neighbour.
+    samples = [{"ts_ns": t0 + k * 20 * ms, "cpu_percent": 50.0 + 50 * (k == 2), "job_cpu_percent": 100.0 - 70 * (k == 2),
+                "cpu_count": 2, "runnable_threads": 1 + 3 * (k == 2), "job_threads": 5,
+                "top_processes": [{"pid": 77, "name": "stress", "cpu_percent": 190.0 * (k == 2)}]}
+               for k in range(4)]
+    (capture / "host_samples.json").write_text(json.dumps(samples))
+    store = TableStore(parse_path(capture, ParseOptions())[0].tables_dir)
+    rows = {r["step"]: r for r in step_host_load(store)}
+    # Step 1 [5, 25) overlaps the samples at 20 ((0, 20]) and 40 ((20, 40]); step 2 [25, 45) those at 40 and 60.
+    assert rows[1]["samples"] == 2 and rows[2]["samples"] == 2
+    assert rows[1]["cpu_count"] == 2 and rows[1]["job_cpu_percent"] == pytest.approx(65.0)
+    assert rows[2]["runnable_threads"] == pytest.approx(2.5)
+    assert rows[2]["top_processes"][0]["name"] == "stress" and rows[2]["top_processes"][0]["pid"] == 77
