@@ -25,6 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mlprof.analysis.jobs import RunIdentity, group_jobs
 from mlprof.analysis.advisor.model import Thresholds
 from mlprof.analysis.cluster_data import group_key, parse_and_extract
 from mlprof.errors import ConfigError, MlprofError
@@ -86,6 +87,9 @@ class ClusterReport:
     collectives: list[CollectiveStat]
     matrix: list[dict]  # {src_rank, dst_rank, collective, size_bytes, time_ns, bandwidth_gb_per_s}
     failed: list[dict] = field(default_factory=list)  # {source, error} of ranks that could not be read
+    # Sources of each job: ranks are compared only within a job (mlprof.analysis.jobs).
+    jobs: list[list[str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -162,6 +166,30 @@ def combine(ranks: list[dict], thresholds: Thresholds | None = None) -> ClusterR
                   key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["source"]))
     if not good:
         raise MlprofError("cluster: no rank could be read" + (f" ({failed[0]['error']})" if failed else ""))
+    if all("identity" in r for r in good):
+        grouping = group_jobs([RunIdentity(**r["identity"]) for r in good])
+        by_source = {r["source"]: r for r in good}
+        jobs = [[by_source[m.source] for m in job] for job in grouping.jobs]
+        warnings = list(grouping.warnings)
+    else:  # rank data made by hand: one job
+        jobs, warnings = [good], []
+    if len(jobs) > 1:
+        warnings.insert(0, f"{len(jobs)} separate jobs or runs here, not ranks of one job: ranks are compared "
+                           "only within a job (" + "; ".join(
+                               ", ".join(f"rank {r['rank']}" if r["rank"] is not None else Path(r["source"]).name
+                                         for r in job) for job in jobs) + ")")
+    report = ClusterReport(ranks=[], step_rows=[], slow_ranks=[], collectives=[], matrix=[],
+                           failed=[{"source": f["source"], "error": f["error"]} for f in failed],
+                           jobs=[[r["source"] for r in job] for job in jobs], warnings=warnings)
+    for job in jobs:
+        part = _combine_job(job, th)
+        for name in ("ranks", "step_rows", "slow_ranks", "collectives", "matrix"):
+            getattr(report, name).extend(getattr(part, name))
+    return report
+
+
+def _combine_job(good: list[dict], th: Thresholds) -> ClusterReport:
+    """The cross-rank figures of the ranks of one job."""
     waits = _waits(good)
     summaries, step_rows, collectives, matrix = [], [], [], []
     for ri, r in enumerate(good):
@@ -202,9 +230,9 @@ def combine(ranks: list[dict], thresholds: Thresholds | None = None) -> ClusterR
                     matrix.append({"src_rank": r["rank"], "dst_rank": dst, "collective": m["collective_name"],
                                    "group": m["group_name"], "count": m["count"], "size_bytes": m["size_bytes"],
                                    "time_ns": m["time_ns"], "bandwidth_gb_per_s": m["bandwidth_gb_per_s"]})
-    return ClusterReport(ranks=summaries, step_rows=step_rows, slow_ranks=_slow_ranks(summaries, th),
-                         collectives=collectives, matrix=matrix,
-                         failed=[{"source": f["source"], "error": f["error"]} for f in failed])
+    slow = _slow_ranks(summaries, th) if len(summaries) > 1 else []
+    return ClusterReport(ranks=summaries, step_rows=step_rows, slow_ranks=slow, collectives=collectives,
+                         matrix=matrix)
 
 
 def _slow_ranks(ranks: list[RankSummary], th: Thresholds) -> list[SlowRank]:

@@ -14,6 +14,7 @@ import numpy as np
 
 from mlprof.analysis.communication import communication_matrix, rank_of
 from mlprof.analysis.intervals import union_length
+from mlprof.analysis.jobs import HOST_COLLECTIVE_PATTERN, run_identity
 from mlprof.analysis.steps import step_breakdown
 from mlprof.parse.pipeline import TABLES_DIR, ParseOptions, parse_path
 from mlprof.tables.store import TableStore
@@ -21,7 +22,7 @@ from mlprof.tables.store import TableStore
 __all__ = ["rank_data", "parse_and_extract", "HOST_COMM_PATTERN"]
 
 # Host-side communication annotations (CPU backends have no device kernels).
-HOST_COMM_PATTERN = r"^(gloo|nccl|mpi|ucc|xccl|hccl):"
+HOST_COMM_PATTERN = HOST_COLLECTIVE_PATTERN
 _DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "c10::half": 2, "c10::bfloat16": 2, "bfloat16": 2,
                 "long int": 8, "long": 8, "int": 4, "short int": 2, "signed char": 1, "unsigned char": 1,
                 "bool": 1, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1}
@@ -64,6 +65,7 @@ def rank_data(output_dir: str | Path, source: str | None = None) -> dict:
     out = Path(output_dir)
     with TableStore(out / TABLES_DIR) as store:
         rank = rank_of(store)
+        identity = run_identity(store, source or str(out)).to_dict()
         steps = step_breakdown(store)
         kind, comm = _comm_ops(store)
         matrix = communication_matrix(store)
@@ -90,7 +92,7 @@ def rank_data(output_dir: str | Path, source: str | None = None) -> dict:
         step_rows.append({"window": s.window, "step": s.step, "dur_ns": s.dur_ns, "compute_ns": compute,
                           "communication_ns": comm_ns, "communication_not_overlapped_ns": exposed,
                           "free_ns": free, "data_loading_ns": s.data_loading_ns})
-    return {"rank": rank, "source": source or str(out), "output_dir": str(out), "comm_kind": kind,
+    return {"rank": rank, "source": source or str(out), "output_dir": str(out), "comm_kind": kind, "identity": identity,
             "steps": step_rows, "comm_ops": comm, "matrix": matrix}
 
 

@@ -40,6 +40,8 @@ def format_report(source: str, report: AdvisorReport) -> list[str]:
              f"{len(report.findings)} finding(s), {len(report.warnings)} warning(s)"]
     if report.whole_trace:
         lines.append("  no ProfilerStep spans: each capture window is judged as one step")
+    for note in report.notes:
+        lines.append(f"  note: {note}")
     if not report.step_count:
         lines.append("  no profiled steps: rules that judge by step time need ProfilerStep spans "
                      "(call prof.step() once per training step)")

@@ -34,7 +34,9 @@ def _ms(ns: float | None) -> str:
 
 
 def format_cluster(report: ClusterReport) -> list[str]:
-    lines = [f"{len(report.ranks)} rank(s)", "",
+    head = (f"{len(report.ranks)} capture(s) in {len(report.jobs)} separate jobs or runs (ranks compared "
+            "within a job only)" if len(report.jobs) > 1 else f"{len(report.ranks)} rank(s)")
+    lines = [head, "",
              "Per rank, mean per step (ms)",
              f"  {'rank':>5} {'steps':>5} {'step':>10} {'compute':>10} {'comm':>10} {'wait':>10} "
              f"{'transit':>10} {'free':>10} {'data load':>10}"]
@@ -71,6 +73,8 @@ def format_cluster(report: ClusterReport) -> list[str]:
         lines.append("")
     for f in report.failed:
         lines.append(f"skipped {f['source']}: {f['error']}")
+    for w in report.warnings:
+        lines.append(f"note: {w}")
     return lines
 
 

@@ -45,6 +45,8 @@ class AdvisorReport:
     source: str | None = None  # the capture or trace, when known
     # True when the trace had no steps and each capture window was judged as one step.
     whole_trace: bool = False
+    # Things the reader should know that are not findings (e.g. a rank seen twice in one job).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def warnings(self) -> list[Finding]:
@@ -53,7 +55,7 @@ class AdvisorReport:
     def to_dict(self) -> dict:
         return {"source": self.source, "rank": self.rank, "whole_trace": self.whole_trace,
                 "step_count": self.step_count, "total_step_ns": self.total_step_ns,
-                "rules_run": self.rules_run, "findings": [f.to_dict() for f in self.findings]}
+                "rules_run": self.rules_run, "notes": self.notes, "findings": [f.to_dict() for f in self.findings]}
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
@@ -87,25 +89,33 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
 
 
 def advise_outputs(outputs: Sequence[tuple[str, Path]], thresholds: Thresholds | None = None) -> list[AdvisorReport]:
-    """:func:`advise` for each (source, parsed output dir); with several ranks, adds the slow-rank
-    finding to the slow rank's report."""
+    """:func:`advise` for each (source, parsed output dir); among the ranks of one job
+    (:mod:`mlprof.analysis.jobs`), adds the slow-rank finding to the slow rank's report."""
     from mlprof.analysis.advisor.rules_cluster import slow_rank_findings
     from mlprof.analysis.cluster import combine
     from mlprof.analysis.cluster_data import rank_data
+    from mlprof.analysis.jobs import group_jobs, run_identity
 
-    reports = []
+    reports, identities = [], []
     for source, out in outputs:
         with TableStore(Path(out) / "tables") as store:
             report = advise(store, thresholds)
+            identities.append(run_identity(store, str(source)))
         report.source = str(source)
         reports.append(report)
-    if len(outputs) > 1:
-        cluster = combine([rank_data(out, str(source)) for source, out in outputs], thresholds)
+    grouping = group_jobs(identities)
+    out_of = {str(source): out for source, out in outputs}
+    for job in grouping.jobs:
+        if len(job) < 2:
+            continue
+        cluster = combine([rank_data(out_of[m.source], m.source) for m in job], thresholds)
         for finding in slow_rank_findings(cluster):
             # Matched by source: ranks of bare traces may all be None.
             for report in reports:
                 if report.source == finding.evidence.metrics["source"]:
                     report.findings = sort_findings(report.findings + [finding])
+    for report in reports:
+        report.notes.extend(grouping.warnings)
     return reports
 
 
