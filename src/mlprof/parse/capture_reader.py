@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mlprof.capture import layout
 from mlprof.errors import CaptureError
+from mlprof.parse.ascend_common import AscendInput, is_ascend_dir, read_ascend_dir
 
 __all__ = ["WindowFiles", "CaptureInput", "TraceInput", "find_inputs", "read_capture", "is_trace_file"]
 
@@ -125,8 +126,9 @@ def read_capture(root: Path) -> CaptureInput:
     return capture
 
 
-def find_inputs(path: Path) -> list[CaptureInput | TraceInput]:
-    """Captures and trace files under ``path`` (a capture, a dir of them, or a trace)."""
+def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
+    """Captures, trace files and torch_npu ``*_ascend_pt`` folders under ``path``
+    (one of them, or a dir of them)."""
     path = Path(path)
     if not path.exists():
         raise CaptureError(f"{path}: no such file or directory")
@@ -134,7 +136,9 @@ def find_inputs(path: Path) -> list[CaptureInput | TraceInput]:
         return [TraceInput(path)]
     if is_capture_dir(path):
         return [read_capture(path)]
-    found: list[CaptureInput | TraceInput] = []
+    if is_ascend_dir(path):
+        return [read_ascend_dir(path)]
+    found: list[CaptureInput | TraceInput | AscendInput] = []
     for child in sorted(path.iterdir()):
         if child.is_symlink():
             continue
@@ -142,6 +146,8 @@ def find_inputs(path: Path) -> list[CaptureInput | TraceInput]:
             found.append(read_capture(child))
         elif is_trace_file(child):
             found.append(TraceInput(child))
+        elif is_ascend_dir(child):
+            found.append(read_ascend_dir(child))
     if not found:
-        raise CaptureError(f"{path}: no mlprof capture or *.pt.trace.json(.gz) file found")
+        raise CaptureError(f"{path}: no mlprof capture, *_ascend_pt folder or *.pt.trace.json(.gz) file found")
     return found
