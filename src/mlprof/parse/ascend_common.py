@@ -258,6 +258,18 @@ def link_host_ops(columns: dict[str, dict[str, np.ndarray]], launch: dict[str, n
     by_tid: dict[int, np.ndarray] = {int(t): np.flatnonzero((h_tid == t) & (host["pid"] == pid))
                                      for t in np.unique(launch["launch_tid"][launch["launch_tid"] != MISSING])}
     op_ids, steps = dev["host_op_id"], dev["step"]
+    # Without a flow, a device op whose runtime call ran in the queue's Dequeue op
+    # was launched where the matching Enqueue (same correlation) ran.
+    cat = host["category"]
+    is_cat = (lambda name: cat == pool.code(name)) if cat.dtype != object else (lambda name: cat == name)
+    enq = np.flatnonzero(is_cat("enqueue") & (host["external_id"] != MISSING))
+    enqueued = {int(host["external_id"][j]): (int(h_tid[j]), int(h_start[j])) for j in enq}
+    deq_ext = dict(zip(host["op_id"][is_cat("dequeue")].tolist(), host["external_id"][is_cat("dequeue")].tolist()))
+    for i, op in enumerate(op_ids.tolist()):
+        if launch["launch_tid"][i] == MISSING and deq_ext.get(op, MISSING) in enqueued:
+            launch["launch_tid"][i], launch["launch_ns"][i] = enqueued[deq_ext[op]]
+    by_tid.update({int(t): np.flatnonzero((h_tid == t) & (host["pid"] == pid))
+                   for t in np.unique(launch["launch_tid"][launch["launch_tid"] != MISSING]) if int(t) not in by_tid})
     for i, (tid, ts) in enumerate(zip(launch["launch_tid"].tolist(), launch["launch_ns"].tolist())):
         if tid == MISSING or ts == MISSING:
             continue

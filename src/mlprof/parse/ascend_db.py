@@ -70,8 +70,10 @@ def _host(con, s, rows: AscendRows) -> tuple[int, dict[int, tuple[int, int]]]:
         category = _HOST_TYPES.get(kind, "cpu_op")
         if category == "queue":
             category = "enqueue" if text.startswith("Enqueue") else "dequeue"
+        # Enqueue/Dequeue pairs share their first connection id (the task queue's correlation).
+        queue_id = conn_ids[conn][0] if category != "cpu_op" and conn_ids.get(conn) else None
         rows.host.add(name=text, category=category, pid=pid, tid=tid, start_ns=start, dur_ns=end - start,
-                      sequence_number=seq, fwd_thread_id=fwd,
+                      external_id=queue_id, sequence_number=seq, fwd_thread_id=fwd,
                       input_dims=_shapes_json(s.get(shapes), True), input_types=_shapes_json(s.get(dtypes), False))
         pid_count[pid] += 1
         if kind == 50001 and conn is not None:
@@ -177,10 +179,11 @@ def _metadata(con, rows: AscendRows) -> int | None:
     device = None
     if "META_DATA" in have:
         for key, value in _select(con, "META_DATA", "name, value"):
+            key = "profiler_metadata.environment" if key == "ENV_VARIABLES" else f"ascend.db.{key}"
             try:
-                rows.metadata[f"ascend.db.{key}"] = json.loads(value)
+                rows.metadata[key] = json.loads(value)
             except (TypeError, ValueError):
-                rows.metadata[f"ascend.db.{key}"] = value
+                rows.metadata[key] = value
     if "NPU_INFO" in have:
         info = _select(con, "NPU_INFO", "id, name").fetchall()
         if info:

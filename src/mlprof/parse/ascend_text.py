@@ -219,8 +219,17 @@ def _read_trace(path: Path, rows: AscendRows) -> _Trace:
     return tr
 
 
-def _match_task(tr: _Trace, stream: int | None, task_id: int | None, start: int):
-    cands = tr.tasks.get((stream, task_id))
+def _match_task(tr: _Trace, stream: int | None, task_id: int | None, start: int, name: str):
+    """The Ascend Hardware task of a kernel_details row: by stream and task id, else
+    (level0 writes neither) the task of that name starting at the same time (1 us slack)."""
+    cands = tr.tasks.get((stream, task_id)) if task_id is not None else None
+    if not cands:
+        if not hasattr(tr, "by_name"):
+            tr.by_name = defaultdict(list)  # type: ignore[attr-defined]
+            for tasks in tr.tasks.values():
+                for t in tasks:
+                    tr.by_name[t[4]].append(t)
+        cands = tr.by_name.get(name)
     if not cands:
         return None
     best = min(cands, key=lambda c: abs(c[0] - start))
@@ -258,10 +267,10 @@ def _add_kernels(path: Path, tr: _Trace, rows: AscendRows, device: int, groups: 
             launch = tr.launch_at.get((hccl_pid, 0, c_ts))
             task_type = "HCCL"
         else:
-            task = _match_task(tr, stream, task_id, start)
+            task = _match_task(tr, stream, task_id, start, name)
             if task is not None:
-                used.add((stream, task_id, task[0]))
-                conn, task_type = task[3], task[2]
+                used.add(task)
+                conn, task_type, stream = task[3], task[2], task[5] if stream is None else stream
                 launch = tr.launch_at.get((hw_pid, task[5], task[0]))
         row = len(rows.device)
         rows.device.add(name=name, kind="kernel", device=device, stream=stream, start_ns=start, dur_ns=dur,
@@ -294,9 +303,10 @@ def _add_kernels(path: Path, tr: _Trace, rows: AscendRows, device: int, groups: 
 def _add_memcpy_tasks(tr: _Trace, rows: AscendRows, device: int, used: set) -> None:
     hw_pid = next((p for p, n in tr.names.items() if n == "Ascend Hardware"), None)
     for (stream, task_id), cands in tr.tasks.items():
-        for ts, dur, task_type, conn, name, tid in cands:
-            if (stream, task_id, ts) in used:
+        for task in cands:
+            if task in used:
                 continue
+            ts, dur, task_type, conn, name, tid = task
             if task_type in _MEMCPY_TASKS:
                 launch = tr.launch_at.get((hw_pid, tid, ts))
                 row = len(rows.device)
