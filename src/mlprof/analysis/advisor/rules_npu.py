@@ -1,0 +1,44 @@
+"""Rules only Ascend NPU runs can trigger (device_op_details, filled by the torch_npu importer)."""
+
+from __future__ import annotations
+
+from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+
+__all__ = ["ai_cpu_ops"]
+
+
+def ai_cpu_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
+    """NPU ops that ran on the AI CPU (the slow general-purpose cores) instead of the AI Core (seed 002:
+    a dropout's random numbers on AI CPU took 76% of the step)."""
+    if not ctx.has_device:
+        return []
+    ops = ctx.store.dicts("""
+        SELECT coalesce(x.op_type, d.name) AS name, count(*) AS count, sum(d.dur_ns) AS total_ns,
+               max(d.dur_ns) AS max_ns, count(DISTINCT d.step) AS steps
+        FROM device_ops d JOIN device_op_details x USING (window_index, device_op_id)
+        WHERE d.step IS NOT NULL AND (x.accelerator_core = 'AI_CPU' OR x.task_type = 'AI_CPU')
+        GROUP BY 1 ORDER BY total_ns DESC""")
+    if not ops:
+        return []
+    total = sum(o["total_ns"] for o in ops)
+    share = ctx.share(total)
+    severity = severity_for(share, th.ai_cpu_warn_share, th)
+    if severity is None:
+        return []
+    device_ns = ctx.store.rows("SELECT sum(dur_ns) FROM device_ops WHERE kind = 'kernel' AND step IS NOT NULL "
+                               "AND NOT is_communication")[0][0] or 0
+    top = ops[0]["name"]
+    return [Finding(
+        id="ai_cpu_ops", severity=severity, share=round(share, 4), impact_ns=int(total),
+        title=f"AI CPU ops take {share:.0%} of step time ({top} first)",
+        evidence=Evidence(metrics={"ai_cpu_ns": total, "total_step_ns": ctx.total_step_ns,
+                                   "share_of_device_compute": round(total / device_ns, 4) if device_ns else None,
+                                   "op_types": len(ops)},
+                          ops=ops[:10]),
+        fix=(f"{top} runs on the NPU's AI CPU, not its AI Core. Find the op in kernel_details.csv (Accelerator "
+             "Core AI_CPU) and make it run on AI Core: use the torch_npu fused/NPU version of the op "
+             "(e.g. torch_npu.npu_dropout_with_add_softmax, npu_fusion_attention), cast int64 or double inputs "
+             "to int32/float32, avoid dynamic shapes for it, or move it out of the step (precompute masks, "
+             "random numbers on the host once)."),
+    )]
