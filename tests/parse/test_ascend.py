@@ -75,9 +75,12 @@ def device_view(store: TableStore, step: int) -> dict[str, int]:
     comp = [(s, e) for s, e, c in rows if not c]
     comm = [(s, e) for s, e, c in rows if c]
     overlapped = union(comp) + union(comm) - union(comp + comm)
+    # The tool's Stage runs from the step's first kernel to its last one; Free is the rest of it.
+    stage = max(r[1] for r in rows) - min(r[0] for r in rows)
     return {"Computing": union(comp), "Communication": union(comm), "Overlapped": overlapped,
             "Communication(Not Overlapped)": union(comm) - overlapped,
-            "Preparing": min(r[0] for r in rows) - start}
+            "Preparing": min(r[0] for r in rows) - start, "Stage": stage,
+            "Free": stage - union(comp) - (union(comm) - overlapped)}
 
 
 def csv_rows(level: str, rank: int, name: str) -> list[dict]:
@@ -107,12 +110,12 @@ def test_step_figures_equal_step_trace_time_csv(parsed, level, rank):
 @pytest.mark.parametrize("rank", [0, 1])
 def test_db_step_figures_equal_analysis_db(parsed, rank):
     store = parsed("db/level1", rank)
-    for step, computing, comm_no, overlapped, comm, preparing in analysis_db(
-            rank, "SELECT step, computing, communication_not_overlapped, overlapped, communication, preparing "
-                  "FROM StepTraceTime"):
+    for step, computing, comm_no, overlapped, comm, preparing, free, stage in analysis_db(
+            rank, "SELECT step, computing, communication_not_overlapped, overlapped, communication, preparing, "
+                  "free, stage FROM StepTraceTime"):
         ours = device_view(store, int(step))
         theirs = {"Computing": computing, "Communication(Not Overlapped)": comm_no, "Overlapped": overlapped,
-                  "Communication": comm, "Preparing": preparing}
+                  "Communication": comm, "Preparing": preparing, "Free": free, "Stage": stage}
         for key, value in theirs.items():
             assert close(ours[key], value * 1000), (key, ours[key], value * 1000)
 
