@@ -25,8 +25,9 @@ from mlprof.capture import layout
 from mlprof.errors import CaptureError, TraceFormatError
 from mlprof.parse.kineto_events import MISSING, KinetoColumns, StringPool
 
-__all__ = ["AscendInput", "AscendRows", "is_ascend_dir", "read_ascend_dir", "us_text_to_ns",
-           "FLOAT_COLUMNS", "NPU_DEVICE_TYPE", "collective_kind", "torch_dtype", "link_host_ops"]
+__all__ = ["AscendInput", "AscendRows", "is_ascend_dir", "read_ascend_dir", "us_text_to_ns", "shapes_json",
+           "FLOAT_COLUMNS", "NPU_DEVICE_TYPE", "MEMCPY_TASKS", "COMM_SUBTASKS", "collective_kind", "torch_dtype",
+           "link_host_ops"]
 
 OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
 TEXT_MARKER = "trace_view.json"
@@ -138,6 +139,22 @@ _HCCL_DTYPES = {"FP32": "float32", "FP16": "float16", "BFP16": "bfloat16", "BF16
                 "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "UINT64": "uint64"}
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1, "int16": 2, "int32": 4,
                "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8}
+
+
+# Hardware task types: copies (device_ops kind memcpy; not in kernel_details.csv), and the
+# sub-tasks of an HCCL collective (not imported: the collective is one device op).
+MEMCPY_TASKS = frozenset({"PCIE_DMA_SQE", "SDMA_SQE", "MEMCPY_ASYNC"})
+COMM_SUBTASKS = frozenset({"Notify Wait", "Notify Record", "Write Value", "SDMA", "Reduce Inline", "Reduce_Inline"})
+
+
+def shapes_json(text: str | None, numeric: bool) -> str | None:
+    """torch_npu's shape/type lists ("32,3,224,224;\\r\\n64", "FLOAT;INT64") to JSON text."""
+    if not text or text == "N/A":
+        return None
+    parts = [p.strip().strip('"') for p in text.replace("\r", "").replace("\n", "").split(";")]
+    if numeric:
+        return json.dumps([[int(x) for x in p.split(",") if x.strip().lstrip("-").isdigit()] for p in parts])
+    return json.dumps(parts)
 
 
 def torch_dtype(hccl_name: str | None) -> str | None:

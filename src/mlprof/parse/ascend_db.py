@@ -16,13 +16,13 @@ import sqlite3
 from collections import defaultdict
 
 from mlprof.errors import TraceFormatError
-from mlprof.parse.ascend_common import NPU_DEVICE_TYPE, AscendInput, AscendRows, collective_kind, torch_dtype
+from mlprof.parse.ascend_common import (
+    COMM_SUBTASKS, MEMCPY_TASKS, NPU_DEVICE_TYPE, AscendInput, AscendRows, collective_kind, shapes_json, torch_dtype)
 
 __all__ = ["read_ascend_db"]
 
 # PYTORCH_API.type (ENUM_API_TYPE): op, queue, trace (Python function).
 _HOST_TYPES = {50001: "cpu_op", 50002: "queue", 50003: "python_function"}
-_MEMCPY_TASKS = {"MEMCPY_ASYNC", "PCIE_DMA_SQE", "SDMA_SQE"}
 _NEEDED = ("STRING_IDS", "PYTORCH_API", "TASK")
 
 
@@ -42,15 +42,6 @@ def _select(con: sqlite3.Connection, table: str, columns: str, tail: str = "") -
     cols = [c.strip() for c in columns.split(",")]
     listed = ", ".join(c if c in have else "NULL" for c in cols)
     return con.execute(f'SELECT {listed} FROM "{table}" {tail}')
-
-
-def _shapes_json(text: str | None, numeric: bool) -> str | None:
-    if not text:
-        return None
-    parts = [p.strip() for p in text.split(";")]
-    if numeric:
-        return json.dumps([[int(x) for x in p.split(",") if x.strip().lstrip("-").isdigit()] for p in parts])
-    return json.dumps(parts)
 
 
 def _host(con, s, rows: AscendRows) -> tuple[int, dict[int, tuple[int, int]]]:
@@ -74,7 +65,7 @@ def _host(con, s, rows: AscendRows) -> tuple[int, dict[int, tuple[int, int]]]:
         queue_id = conn_ids[conn][0] if category != "cpu_op" and conn_ids.get(conn) else None
         rows.host.add(name=text, category=category, pid=pid, tid=tid, start_ns=start, dur_ns=end - start,
                       external_id=queue_id, sequence_number=seq, fwd_thread_id=fwd,
-                      input_dims=_shapes_json(s.get(shapes), True), input_types=_shapes_json(s.get(dtypes), False))
+                      input_dims=shapes_json(s.get(shapes), True), input_types=shapes_json(s.get(dtypes), False))
         pid_count[pid] += 1
         if kind == 50001 and conn is not None:
             for c in conn_ids.get(conn, ()):
@@ -110,8 +101,8 @@ def _device(con, s, rows: AscendRows, launch: dict, device_fallback: int) -> Non
         task_type = s.get(ttype, "")
         info = compute.get(gid)
         dev = dev if dev is not None else device_fallback
-        if info is None and task_type not in _MEMCPY_TASKS:
-            if task_type in ("Notify Wait", "Write Value", "SDMA", "Notify Record", "Reduce Inline"):
+        if info is None and task_type not in MEMCPY_TASKS:
+            if task_type in COMM_SUBTASKS:
                 comm_stream.setdefault(conn, stream)
             rows.unknown[("task", f"ascend_task:{task_type}")] += 1
             continue

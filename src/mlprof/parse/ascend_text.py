@@ -22,13 +22,12 @@ import msgspec
 
 from mlprof.errors import CaptureError, TraceFormatError
 from mlprof.parse.ascend_common import (
-    NPU_DEVICE_TYPE, AscendInput, AscendRows, collective_kind, torch_dtype, us_text_to_ns)
+    COMM_SUBTASKS, MEMCPY_TASKS, NPU_DEVICE_TYPE, AscendInput, AscendRows, collective_kind, shapes_json, torch_dtype,
+    us_text_to_ns)
 
 __all__ = ["read_ascend_text", "read_csv_rows"]
 
 _HOST_CATEGORIES = {"cpu_op", "python_function", "user_annotation", "enqueue", "dequeue"}
-# Ascend Hardware task types that copy memory (not listed in kernel_details.csv).
-_MEMCPY_TASKS = {"PCIE_DMA_SQE", "SDMA_SQE", "MEMCPY_ASYNC"}
 _MB = 1024 * 1024
 
 
@@ -75,16 +74,6 @@ def _int(value) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
-
-
-def _shapes_json(text: str | None, numeric: bool) -> str | None:
-    """torch_npu's "32,3,224,224;\\r\\n64" lists to JSON text ([[32,3,224,224],[64]])."""
-    if not text or text == "N/A":
-        return None
-    parts = [p.strip().strip('"') for p in text.replace("\r", "").replace("\n", "").split(";")]
-    if numeric:
-        return json.dumps([[int(x) for x in p.split(",") if x.strip().lstrip("-").isdigit()] for p in parts])
-    return json.dumps(parts)
 
 
 def read_csv_rows(path: Path, required: bool = True) -> list[dict[str, str]]:
@@ -174,8 +163,8 @@ def _read_trace(path: Path, rows: AscendRows) -> _Trace:
                 a = _ARGS.decode(e.args) if len(e.args) else _Args()
                 rows.host.add(name=e.name, category=e.cat or "cpu_op", pid=pid, tid=tid, start_ns=ts, dur_ns=dur,
                               external_id=_int(a.correlation_id), sequence_number=a.sequence_number,
-                              fwd_thread_id=a.fwd_thread_id, input_dims=_shapes_json(a.input_dims, True),
-                              input_types=_shapes_json(a.input_types, False))
+                              fwd_thread_id=a.fwd_thread_id, input_dims=shapes_json(a.input_dims, True),
+                              input_types=shapes_json(a.input_types, False))
             elif proc == "CANN":
                 a = _ARGS.decode(e.args)
                 rows.runtime.add(name=e.name, category=f"cann_{a.level or 'api'}", pid=py, tid=tid, start_ns=ts,
@@ -185,7 +174,7 @@ def _read_trace(path: Path, rows: AscendRows) -> _Trace:
                 conn = _int(a.connection_id)
                 tr.tasks[(_int(a.stream) if a.stream is not None else tid, _int(a.task_id))].append(
                     (ts, dur, a.task_type or "", conn, e.name, tid))
-                if a.task_type in ("Notify Wait", "Write Value", "SDMA", "Notify Record") and conn is not None:
+                if a.task_type in COMM_SUBTASKS and conn is not None:
                     tr.comm_streams.setdefault(conn, tid)
             elif proc == "HCCL" and threads.get((pid, tid), "").endswith("Communication"):
                 tr.comm_ops[e.name] = (ts, dur, _ARGS.decode(e.args))
@@ -307,7 +296,7 @@ def _add_memcpy_tasks(tr: _Trace, rows: AscendRows, device: int, used: set) -> N
             if task in used:
                 continue
             ts, dur, task_type, conn, name, tid = task
-            if task_type in _MEMCPY_TASKS:
+            if task_type in MEMCPY_TASKS:
                 launch = tr.launch_at.get((hw_pid, tid, ts))
                 row = len(rows.device)
                 rows.device.add(name=name, kind="memcpy", device=device, stream=stream, start_ns=ts, dur_ns=dur,

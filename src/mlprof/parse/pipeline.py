@@ -114,7 +114,8 @@ def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[Parse
         source = getattr(item, "root", None) or item.path
         out = Path(options.output_dir) if options.output_dir else item.output_dir
         results.append(ParseResult(source=str(source), output_dir=str(out),
-                                   kind="capture" if isinstance(item, CaptureInput) else "trace",
+                                   kind="capture" if isinstance(item, CaptureInput) else
+                                   f"ascend_{item.format}" if isinstance(item, AscendInput) else "trace",
                                    error=str(exc), error_type=type(exc).__name__))
     return results
 
