@@ -5,7 +5,11 @@ from __future__ import annotations
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 
-__all__ = ["ai_cpu_ops"]
+__all__ = ["ai_cpu_ops", "npu_op_compile"]
+
+# CANN calls that compile an operator on the host (the aclop path) before running it.
+_COMPILE_API = ("AscendCL@aclopCompileAndExecute", "AscendCL@aclopCompileAndExecuteV2", "AscendCL@opCompile",
+                "AscendCL@aclopCompile")
 
 
 def ai_cpu_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
@@ -41,4 +45,42 @@ def ai_cpu_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
              "(e.g. torch_npu.npu_dropout_with_add_softmax, npu_fusion_attention), cast int64 or double inputs "
              "to int32/float32, avoid dynamic shapes for it, or move it out of the step (precompute masks, "
              "random numbers on the host once)."),
+    )]
+
+
+def npu_op_compile(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
+    """Host time of CANN's compile-and-run op path (aclop) inside steps: torch_npu's JIT compile mode.
+    The compile-and-run call includes running the op; ``op_compile_ns`` is the compiling alone."""
+    names = ", ".join(f"'{n}'" for n in _COMPILE_API)
+    calls = ctx.store.dicts(f"""
+        SELECT r.name, count(*) AS count, sum(r.dur_ns) AS total_ns, max(r.dur_ns) AS max_ns
+        FROM runtime_calls r WHERE r.step IS NOT NULL AND r.name IN ({names})
+          AND NOT EXISTS (SELECT 1 FROM runtime_calls p WHERE p.name IN ({names}) AND p.tid = r.tid
+                          AND p.start_ns <= r.start_ns AND r.start_ns + r.dur_ns <= p.start_ns + p.dur_ns
+                          AND p.call_id <> r.call_id AND p.dur_ns > r.dur_ns)
+        GROUP BY r.name ORDER BY total_ns DESC""")
+    if not calls:
+        return []
+    total = sum(c["total_ns"] for c in calls)
+    share = ctx.share(total)
+    severity = severity_for(share, th.compile_warn_share, th)
+    if severity is None:
+        return []
+    compiling = ctx.store.rows("SELECT coalesce(sum(dur_ns), 0) FROM runtime_calls WHERE step IS NOT NULL "
+                               "AND name IN ('AscendCL@opCompile', 'AscendCL@aclopCompile')")[0][0]
+    ops = ctx.store.dicts(f"""
+        SELECT h.name, count(*) AS count, sum(r.dur_ns) AS compile_api_ns
+        FROM runtime_calls r JOIN host_ops h ON h.op_id = r.host_op_id
+        WHERE r.step IS NOT NULL AND r.name = '{calls[0]["name"]}' GROUP BY 1 ORDER BY 3 DESC LIMIT 10""")
+    return [Finding(
+        id="npu_op_compile", severity=severity, share=round(share, 4), impact_ns=int(total),
+        title=f"Host time in CANN's compile-and-run op path (aclop) inside steps: {share:.0%} of step time "
+              f"({sum(c['count'] for c in calls)} calls, {compiling / 1e6:.2f} ms of it compiling)",
+        evidence=Evidence(metrics={"compile_api_ns": total, "op_compile_ns": compiling,
+                                   "total_step_ns": ctx.total_step_ns}, ops=calls + ops),
+        fix=("These ops go through CANN's compile-then-run path (aclop) on every call instead of a prebuilt "
+             "kernel (aclnn). Use the precompiled binary "
+             "kernels: torch_npu.npu.set_compile_mode(jit_compile=False) (and torch.npu.config."
+             "allow_internal_format=False) at the start of the script; keep input shapes static for the ops "
+             "listed, or warm them up before profiling."),
     )]
