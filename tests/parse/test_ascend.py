@@ -299,3 +299,15 @@ def test_exact_us_to_ns_conversion_needs_no_floats():
     assert us_text_to_ns(str(Decimal("79089.52021875"))) == 79089520
     with pytest.raises(TraceFormatError, match="kernel_details.csv"):
         us_text_to_ns("12:00", "kernel_details.csv")
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_runtime_calls_equal_api_statistic_csv(parsed, rank):
+    store = parsed("text/level1", rank)
+    ours = {(cat.removeprefix("cann_"), name.split("@", 1)[1]): (n, total) for name, cat, n, total in store.rows(
+        "SELECT name, category, count(*), sum(dur_ns) FROM runtime_calls GROUP BY ALL")}
+    theirs = csv_rows("text/level1", rank, "api_statistic.csv")
+    assert len(theirs) == len(ours)
+    for row in theirs:
+        n, total = ours[(row["Level"], row["API Name"])]
+        assert n == int(row["Count"]) and close(total, float(row["Time(us)"]) * 1000), row
