@@ -311,3 +311,19 @@ def test_runtime_calls_equal_api_statistic_csv(parsed, rank):
     for row in theirs:
         n, total = ours[(row["Level"], row["API Name"])]
         assert n == int(row["Count"]) and close(total, float(row["Time(us)"]) * 1000), row
+
+
+@pytest.mark.parametrize("level,rank", TEXT)
+def test_host_ops_equal_operator_details_csv(parsed, level, rank):
+    """Count and total host time per op name (self times differ by definition: mlprof also
+    subtracts the runtime calls and task-queue ops nested in an op)."""
+    store = parsed(level, rank)
+    theirs: dict = {}
+    for row in csv_rows(level, rank, "operator_details.csv"):
+        n, total = theirs.get(row["Name"], (0, 0.0))
+        theirs[row["Name"]] = (n + 1, total + float(row["Host Total Duration(us)"]) * 1000)
+    ours = {name: (n, total) for name, n, total in store.rows(
+        "SELECT name, count(*), sum(dur_ns) FROM host_ops WHERE category = 'cpu_op' GROUP BY 1")}
+    for name, (n, total) in theirs.items():
+        assert ours[name][0] == n and close(ours[name][1], total), name
+    assert set(ours) - set(theirs) <= {name for name in ours if name.startswith("ProfilerStep#")}
