@@ -327,3 +327,20 @@ def test_host_ops_equal_operator_details_csv(parsed, level, rank):
     for name, (n, total) in theirs.items():
         assert ours[name][0] == n and close(ours[name][1], total), name
     assert set(ours) - set(theirs) <= {name for name in ours if name.startswith("ProfilerStep#")}
+
+
+@pytest.mark.parametrize("level,rank", TEXT)
+def test_memory_equals_operator_memory_and_memory_record_csv(parsed, level, rank):
+    store = parsed(level, rank)
+    rows = csv_rows(level, rank, "operator_memory.csv")
+    allocs = store.rows("SELECT count(*), sum(size_bytes) FROM memory_events WHERE size_bytes > 0")[0]
+    assert allocs[0] == len(rows)
+    assert close(allocs[1], sum(float(r["Size(KB)"]) * 1024 for r in rows), abs_ns=1)
+    frees = store.rows("SELECT count(*) FROM memory_events WHERE size_bytes < 0")[0][0]
+    assert frees == sum(1 for r in rows if r["Release Time(us)"].strip())
+    peak = max(float(r["Allocation Total Allocated(MB)"]) for r in rows) * 2**20
+    assert close(store.rows("SELECT max(total_allocated_bytes) FROM memory_events")[0][0], peak, abs_ns=1)
+    records = csv_rows(level, rank, "memory_record.csv")
+    reserved = store.rows("SELECT count(*), max(value) FROM counters WHERE series = 'reserved_bytes'")[0]
+    assert reserved[0] == sum(1 for r in records if r["Total Reserved(MB)"].strip())
+    assert close(reserved[1], max(float(r["Total Reserved(MB)"] or 0) for r in records) * 2**20, abs_ns=1)
