@@ -184,3 +184,16 @@ def test_dashboard_api_serves_an_npu_run(job):
         assert cluster["available"] is True and [r["rank"] for r in cluster["ranks"]] == [0, 1]
         same = get("/api/compare", run=run, base="rank1_ascend_pt/mlprof_output")
         assert same
+
+
+def test_compare_npu_with_cpu_run(job):
+    cpu_trace = SHARED_TRACES / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+    if not cpu_trace.is_file():
+        pytest.skip("shared CPU trace not found")
+    cpu = job.parent / cpu_trace.name
+    shutil.copy(cpu_trace, cpu)
+    c = _json("compare", str(cpu), str(job / "rank1_ascend_pt"))
+    assert c["cross_device"] is True
+    assert (c["base_device"]["kind"], c["new_device"]["kind"]) == ("cpu", "npu")
+    assert c["notes"] and "base ran on CPU, new on NPU (Ascend NPU)" in c["notes"][0]
+    assert c["step_time"]["new_ns"] == 153_888_390  # ProfilerStep#50 of NPU rank 1

@@ -204,6 +204,8 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
                                 step_delta, view=view))
     _mark_steps(base, b_steps)
     _mark_steps(new, n_steps)
+    devices = run_device(base), run_device(new)
+    cross = devices[0].kind != devices[1].kind
     device_view = any(s.computing_ns is not None for s in b_steps + n_steps)
 
     def cost(row: dict | None) -> float:
@@ -212,7 +214,15 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
             return 0.0
         return row["device_ns"] if device_view else row["host_self_ns"]
 
-    def section(b: dict, nw: dict, value, label) -> list[Delta]:
+    def side_cost(steps: list[StepBreakdown]):
+        # Across devices each side is costed by its own hardware: kernel time on a
+        # device run, host self time on a CPU-only one (there the CPU computes).
+        if not cross or any(s.computing_ns is not None for s in steps):
+            return cost
+        return lambda row: row["host_self_ns"] if row else 0.0
+
+    def section(b: dict, nw: dict, value, label, value_new=None) -> list[Delta]:
+        value_new = value_new or value
         rows = []
         for key in b.keys() | nw.keys():
             rb, rn = b.get(key) or {}, nw.get(key) or {}
@@ -223,14 +233,13 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
             if device_view and "host_self_ns" in {**rb, **rn}:
                 # The host side of a device op, for host-bound runs where launch cost matters.
                 detail["host_self_delta_ns"] = rn.get("host_self_ns", 0) - rb.get("host_self_ns", 0)
-            rows.append(_delta(label(key), value(rb), value(rn), step_delta, **detail))
+            rows.append(_delta(label(key), value(rb), value_new(rn), step_delta, **detail))
         return _rank(rows)[:top]
 
-    devices = run_device(base), run_device(new)
-    cross = devices[0].kind != devices[1].kind
+    cost_b, cost_n = side_cost(b_steps), side_cost(n_steps)
     only = _FRAMEWORK_OPS if cross else "TRUE"
-    op_types = section(_op_types(base, n, only), _op_types(new, n, only), cost, lambda k: k[0])
-    ops = section(_ops(base, n, only), _ops(new, n, only), cost, _op_label)
+    op_types = section(_op_types(base, n, only), _op_types(new, n, only), cost_b, lambda k: k[0], cost_n)
+    ops = section(_ops(base, n, only), _ops(new, n, only), cost_b, _op_label, cost_n)
     kernels = section(_kernels(base, n), _kernels(new, n), lambda r: r.get("total_ns", 0.0), lambda k: k[0])
     mb, mn = _memory_peaks(base), _memory_peaks(new)
     memory = [_delta(k, mb.get(k, 0), mn.get(k, 0), None) for k in sorted(mb.keys() | mn.keys())]
@@ -247,10 +256,11 @@ def _device_notes(base: RunDevice, new: RunDevice) -> list[str]:
         f"devices differ: base ran on {base.label}, new on {new.label}; every base figure is measured on "
         f"{base.kind.upper()}, every new figure on {new.kind.upper()}",
         "ops are matched by framework op name (aten::...), the only key both devices share; "
-        "their device time is the time of the kernels each op launched on its own device",
+        "an op's time is the time of the kernels it launched on its own device "
+        "(its host self time on a CPU-only run)",
         "kernels are device-specific: a kernel row holds one side's kernel (present_in says which), "
         "never a matched pair",
-        "step phases follow each device's own timeline (Ascend tasks vs CUDA kernels); "
+        "step phases follow each side's own timeline (its device's tasks and kernels); "
         "a difference can come from the device, its software stack, or the job's settings (batch size, world size)",
     ]
 
