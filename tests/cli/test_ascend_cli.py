@@ -197,3 +197,12 @@ def test_compare_npu_with_cpu_run(job):
     assert (c["base_device"]["kind"], c["new_device"]["kind"]) == ("cpu", "npu")
     assert c["notes"] and "base ran on CPU, new on NPU (Ascend NPU)" in c["notes"][0]
     assert c["step_time"]["new_ns"] == 153_888_390  # ProfilerStep#50 of NPU rank 1
+
+
+def test_parse_of_npu_output_needs_no_torch(tmp_path):
+    if not SHARED_ASCEND.is_dir():
+        pytest.skip("shared Ascend data not found")
+    src = SHARED_ASCEND / "db" / "level1" / "rank1_ascend_pt"
+    r = run_cli("parse", str(src), "--output", str(tmp_path / "out"), "--json", block_torch=True)
+    assert r.returncode == 0, r.stderr
+    assert '"ascend_db"' in r.stdout
