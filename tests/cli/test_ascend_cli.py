@@ -55,6 +55,7 @@ def test_advise_points_at_exposed_communication_and_idle_device(job):
     assert "ai_cpu_ops" in report["rules_run"] and "ai_cpu_ops" not in ids  # this job has no AI CPU op
     for f in report["findings"]:
         assert 0 <= f["share"] <= 1
+        assert "torch.cuda" not in f["fix"] and "CUDA" not in f["fix"], f["id"]
 
 
 def test_advise_finds_ops_on_the_ai_cpu(job, tmp_path):

@@ -19,7 +19,7 @@ from mlprof.analysis.advisor.rules_host import (
     step_outliers,
 )
 from mlprof.analysis.advisor.rules_modules import dominant_module
-from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile
+from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile, npu_wording
 from mlprof.analysis.advisor.whole_trace import whole_trace_store
 from mlprof.tables.store import TableStore
 
@@ -83,6 +83,7 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(rule(ctx, th))
+    findings = npu_wording(ctx, findings)
     return AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
                          findings=sort_findings(findings), rules_run=[r.__name__ for r in rules])
 

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.analysis.devices import run_device
 
-__all__ = ["ai_cpu_ops", "npu_op_compile"]
+# The general rules speak CUDA; on an NPU run their fixes name the torch_npu equivalents.
+_NPU_TERMS = (
+    ("CUDA graphs (torch.compile mode='reduce-overhead')", "graph mode (torchair, or aclgraph via torch.compile)"),
+    ("torch.cuda.", "torch.npu."),
+    ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NPU_ALLOC_CONF"),
+    ("CUDA events", "NPU events"),
+)
+
+__all__ = ["ai_cpu_ops", "npu_op_compile", "npu_wording"]
 
 # CANN calls that compile an operator on the host (the aclop path) before running it.
 _COMPILE_API = ("AscendCL@aclopCompileAndExecute", "AscendCL@aclopCompileAndExecuteV2", "AscendCL@opCompile",
@@ -84,3 +95,16 @@ def npu_op_compile(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
              "allow_internal_format=False) at the start of the script; keep input shapes static for the ops "
              "listed, or warm them up before profiling."),
     )]
+
+
+def npu_wording(ctx: AdvisorContext, findings: list[Finding]) -> list[Finding]:
+    """On an Ascend NPU run, the findings' fixes with CUDA names replaced by their torch_npu equivalents."""
+    if run_device(ctx.store).kind != "npu":
+        return findings
+    out = []
+    for f in findings:
+        fix = f.fix
+        for cuda, npu in _NPU_TERMS:
+            fix = fix.replace(cuda, npu)
+        out.append(replace(f, fix=fix))
+    return out
