@@ -23,6 +23,14 @@ _COMPILE_API = ("AscendCL@aclopCompileAndExecute", "AscendCL@aclopCompileAndExec
                 "AscendCL@aclopCompile")
 
 
+def _judge(ctx: AdvisorContext, th: Thresholds, rows: list[dict], warn_share: float):
+    """(total ns, share of step time, severity) of ``rows``' ``total_ns``; None when not worth a finding."""
+    total = sum(r["total_ns"] for r in rows)
+    share = ctx.share(total)
+    severity = severity_for(share, warn_share, th) if rows else None
+    return None if severity is None else (total, share, severity)
+
+
 def ai_cpu_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """NPU ops that ran on the AI CPU (the slow general-purpose cores) instead of the AI Core (seed 002:
     a dropout's random numbers on AI CPU took 76% of the step)."""
@@ -34,13 +42,10 @@ def ai_cpu_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         FROM device_ops d JOIN device_op_details x USING (window_index, device_op_id)
         WHERE d.step IS NOT NULL AND (x.accelerator_core = 'AI_CPU' OR x.task_type = 'AI_CPU')
         GROUP BY 1 ORDER BY total_ns DESC""")
-    if not ops:
+    judged = _judge(ctx, th, ops, th.ai_cpu_warn_share)
+    if judged is None:
         return []
-    total = sum(o["total_ns"] for o in ops)
-    share = ctx.share(total)
-    severity = severity_for(share, th.ai_cpu_warn_share, th)
-    if severity is None:
-        return []
+    total, share, severity = judged
     device_ns = ctx.store.rows("SELECT sum(dur_ns) FROM device_ops WHERE kind = 'kernel' AND step IS NOT NULL "
                                "AND NOT is_communication")[0][0] or 0
     top = ops[0]["name"]
@@ -70,13 +75,10 @@ def npu_op_compile(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                           AND p.start_ns <= r.start_ns AND r.start_ns + r.dur_ns <= p.start_ns + p.dur_ns
                           AND p.call_id <> r.call_id AND p.dur_ns > r.dur_ns)
         GROUP BY r.name ORDER BY total_ns DESC""")
-    if not calls:
+    judged = _judge(ctx, th, calls, th.compile_warn_share)
+    if judged is None:
         return []
-    total = sum(c["total_ns"] for c in calls)
-    share = ctx.share(total)
-    severity = severity_for(share, th.compile_warn_share, th)
-    if severity is None:
-        return []
+    total, share, severity = judged
     compiling = ctx.store.rows("SELECT coalesce(sum(dur_ns), 0) FROM runtime_calls WHERE step IS NOT NULL "
                                "AND name IN ('AscendCL@opCompile', 'AscendCL@aclopCompile')")[0][0]
     ops = ctx.store.dicts(f"""
