@@ -207,3 +207,15 @@ def test_parse_of_npu_output_needs_no_torch(tmp_path):
     r = run_cli("parse", str(src), "--output", str(tmp_path / "out"), "--json", block_torch=True)
     assert r.returncode == 0, r.stderr
     assert '"ascend_db"' in r.stdout
+
+
+def test_dashboard_lists_an_unparsed_npu_rank_folder(tmp_path):
+    if not SHARED_ASCEND.is_dir():
+        pytest.skip("shared Ascend data not found")
+    from mlprof.ui.api import runs_answer
+
+    shutil.copytree(SHARED_ASCEND / "db" / "level1", tmp_path / "job")
+    answer = runs_answer(tmp_path)
+    assert answer["runs"] == []
+    assert answer["unparsed"] == [{"path": "job/rank0_ascend_pt", "kind": "ascend"},
+                                  {"path": "job/rank1_ascend_pt", "kind": "ascend"}]
