@@ -154,17 +154,17 @@ def _read_trace(path: Path, rows: AscendRows) -> _Trace:
         ph = e.ph
         if ph == "M":
             continue
-        pid, tid = _int(e.pid), _int(e.tid)
+        pid = e.pid if type(e.pid) is int else _int(e.pid)
+        tid = e.tid if type(e.tid) is int else _int(e.tid)
         ts = us_text_to_ns(e.ts, path, "ts")
         if ph == "X":
             dur = us_text_to_ns(e.dur, path, "dur") or 0
             proc = names.get(pid, "")
             if pid == py:
                 a = _ARGS.decode(e.args) if len(e.args) else _Args()
-                rows.host.add(name=e.name, category=e.cat or "cpu_op", pid=pid, tid=tid, start_ns=ts, dur_ns=dur,
-                              external_id=_int(a.correlation_id), sequence_number=a.sequence_number,
-                              fwd_thread_id=a.fwd_thread_id, input_dims=shapes_json(a.input_dims, True),
-                              input_types=shapes_json(a.input_types, False))
+                rows.host.row(e.name, e.cat or "cpu_op", pid, tid, ts, dur, _int(a.correlation_id),
+                              a.sequence_number, a.fwd_thread_id, shapes_json(a.input_dims, True),
+                              shapes_json(a.input_types, False))
             elif proc == "CANN":
                 a = _ARGS.decode(e.args)
                 rows.runtime.add(name=e.name, category=f"cann_{a.level or 'api'}", pid=py, tid=tid, start_ns=ts,
@@ -188,12 +188,12 @@ def _read_trace(path: Path, rows: AscendRows) -> _Trace:
             args = _RAW_ARGS.decode(e.args) if len(e.args) else {}
             for key, value in args.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    rows.counters.add(name=e.name, series=key, pid=pid, ts_ns=ts, value=value)
+                    rows.counters.row(e.name, key, pid, ts, value)
         elif ph in ("s", "f"):
             fid = _int(e.id)
             if fid is not None and not -2**63 < fid < 2**63:  # ids are opaque: fold into int64
                 fid = fid % 2**63
-            rows.flows.add(ph=0 if ph == "s" else 2, category=e.cat, flow_id=fid, pid=pid, tid=tid, ts_ns=ts)
+            rows.flows.row(0 if ph == "s" else 2, e.cat, fid, pid, tid, ts)
             if e.cat == "async_npu":
                 if ph == "s":
                     flow_starts[fid] = (tid, ts)
