@@ -60,9 +60,9 @@ def ascend_tables(item: AscendInput) -> tuple[dict[str, dict[str, np.ndarray]], 
     """Table columns of one rank folder (string columns as codes of the returned pool)."""
     rows = _read_rows(item)
     pool = StringPool()
-    k = rows.kineto_columns(pool)
+    k, launch = rows.kineto_columns(pool)
     columns = build_tables([WindowData(index=0, kineto=k)], pool, _metadata(item, rows))
-    link_host_ops(columns, k.launch, int(rows.metadata.get("ascend.python_pid") or 0), pool)
+    link_host_ops(columns, launch, int(rows.metadata.get("ascend.python_pid") or 0), pool)
     for name, part in (("device_op_details", rows.details), ("device_op_metrics", rows.metrics)):
         cols = _extra(part, pool, 0)
         if cols:

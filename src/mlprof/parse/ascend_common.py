@@ -247,7 +247,9 @@ class AscendRows:
     unknown: Counter = field(default_factory=Counter)
     event_count: int = 0
 
-    def kineto_columns(self, pool: StringPool) -> KinetoColumns:
+    def kineto_columns(self, pool: StringPool) -> tuple[KinetoColumns, dict[str, np.ndarray]]:
+        """The rows as the Kineto parser's columns, and each device op's launch point
+        (``launch_tid``, ``launch_ns``) for :func:`link_host_ops`."""
         dev = self.device.arrays(pool)
         launch = {k: dev.pop(k) for k in ("launch_tid", "launch_ns")} if dev else {}
         coll = self.collectives.arrays(pool)
@@ -262,8 +264,7 @@ class AscendRows:
             host=self.host.arrays(pool), runtime=self.runtime.arrays(pool), device=dev, collectives=coll,
             flows=flows, memory=self.memory.arrays(pool), counters=self.counters.arrays(pool),
             threads=list(self.threads), unknown=Counter(self.unknown), event_count=self.event_count)
-        k.launch = launch  # type: ignore[attr-defined]  # read by link_host_ops
-        return k
+        return k, launch
 
 
 def link_host_ops(columns: dict[str, dict[str, np.ndarray]], launch: dict[str, np.ndarray], pid: int,

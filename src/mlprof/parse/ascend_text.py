@@ -127,14 +127,19 @@ class _Trace:
         self.comm_ops: dict[str, tuple[int, int, _Args]] = {}
         self.comm_streams: dict[int, int] = {}  # connection id -> stream of its hardware tasks
         self.comm_ranks: set[int] = set()
-        self.launch_at: dict[tuple[int, int], tuple[int, int]] = {}  # (device pid, tid, ts) -> (host tid, ts)
+        self.launch_at: dict[tuple[int, int, int], tuple[int, int]] = {}  # (device pid, tid, ts) -> (host tid, ts)
+        self.names: dict[int, str] = {}  # pid -> process name
+        self.by_name: dict[str, list] | None = None  # hardware tasks by name, built when first needed
+
+    def pid_of(self, process: str) -> int | None:
+        return next((p for p, n in self.names.items() if n == process), None)
 
 
 def _read_trace(path: Path, rows: AscendRows) -> _Trace:
     events = _read_events(path)
     rows.event_count = len(events)
     tr = _Trace()
-    names: dict[int, str] = {}
+    names = tr.names
     threads: dict[tuple[int, int], str] = {}
     for e in events:
         if e.ph == "M":
@@ -147,7 +152,7 @@ def _read_trace(path: Path, rows: AscendRows) -> _Trace:
                 threads[(pid, tid)] = value
             rows.threads.append((pid, None if e.name.startswith("process") else tid, e.name, str(value)))
     # The framework's process is named "Python" (CANN is labelled CPU too).
-    py = tr.python_pid = next((p for p, n in names.items() if n == "Python"), 0)
+    py = tr.python_pid = tr.pid_of("Python") or 0
     flow_starts: dict[int, tuple[int, int]] = {}
     flow_ends: list[tuple[int, int, int, int]] = []
     for e in events:
@@ -204,7 +209,6 @@ def _read_trace(path: Path, rows: AscendRows) -> _Trace:
     for fid, pid, tid, ts in flow_ends:
         if fid in flow_starts:
             tr.launch_at[(pid, tid, ts)] = flow_starts[fid]
-    tr.names = names  # type: ignore[attr-defined]
     return tr
 
 
@@ -213,8 +217,8 @@ def _match_task(tr: _Trace, stream: int | None, task_id: int | None, start: int,
     (level0 writes neither) the task of that name starting at the same time (1 us slack)."""
     cands = tr.tasks.get((stream, task_id)) if task_id is not None else None
     if not cands:
-        if not hasattr(tr, "by_name"):
-            tr.by_name = defaultdict(list)  # type: ignore[attr-defined]
+        if tr.by_name is None:
+            tr.by_name = defaultdict(list)
             for tasks in tr.tasks.values():
                 for t in tasks:
                     tr.by_name[t[4]].append(t)
@@ -238,8 +242,7 @@ def _na(value: str | None) -> str | None:
 
 def _add_kernels(path: Path, tr: _Trace, rows: AscendRows, device: int, groups: dict[str, str]) -> set:
     used = set()
-    hw_pid = next((p for p, n in tr.names.items() if n == "Ascend Hardware"), None)
-    hccl_pid = next((p for p, n in tr.names.items() if n == "HCCL"), None)
+    hw_pid, hccl_pid = tr.pid_of("Ascend Hardware"), tr.pid_of("HCCL")
     for r in read_csv_rows(path):
         name = r.get("Name", "")
         start = us_text_to_ns(r.get("Start Time(us)"), path, "Start Time(us)")
@@ -290,7 +293,7 @@ def _add_kernels(path: Path, tr: _Trace, rows: AscendRows, device: int, groups: 
 
 
 def _add_memcpy_tasks(tr: _Trace, rows: AscendRows, device: int, used: set) -> None:
-    hw_pid = next((p for p, n in tr.names.items() if n == "Ascend Hardware"), None)
+    hw_pid = tr.pid_of("Ascend Hardware")
     for (stream, task_id), cands in tr.tasks.items():
         for task in cands:
             if task in used:
