@@ -256,6 +256,11 @@ def test_a_folder_of_rank_folders_is_found(ascend_data):
     assert [type(f) for f in found] == [AscendInput, AscendInput]
     assert [(f.format, f.rank) for f in found] == [("text", 0), ("text", 1)]
     assert [(f.format, f.rank) for f in find_inputs(ascend_data / "db" / "level1")] == [("db", 0), ("db", 1)]
+    # Pointing at the rank folder's output dir or one of its files finds the rank folder.
+    rank0 = ascend_data / "text" / "level0" / "rank0_ascend_pt"
+    for path in (rank0, rank0 / "ASCEND_PROFILER_OUTPUT", rank0 / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"):
+        (found,) = find_inputs(path)
+        assert isinstance(found, AscendInput) and found.root == rank0
 
 
 def _copy_rank(ascend_data, tmp_path, level="text/level1"):

@@ -26,8 +26,8 @@ from mlprof.capture import layout
 from mlprof.errors import CaptureError, TraceFormatError
 from mlprof.parse.kineto_events import MISSING, KinetoColumns, StringPool
 
-__all__ = ["AscendInput", "AscendRows", "is_ascend_dir", "read_ascend_dir", "us_text_to_ns", "shapes_json",
-           "FLOAT_COLUMNS", "NPU_DEVICE_TYPE", "MEMCPY_TASKS", "COMM_SUBTASKS", "collective_kind", "torch_dtype",
+__all__ = ["AscendInput", "AscendRows", "is_ascend_dir", "ascend_root_of", "read_ascend_dir", "us_text_to_ns",
+           "shapes_json", "FLOAT_COLUMNS", "NPU_DEVICE_TYPE", "MEMCPY_TASKS", "COMM_SUBTASKS", "collective_kind", "torch_dtype",
            "link_host_ops"]
 
 OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
@@ -74,6 +74,15 @@ def is_ascend_dir(path: Path) -> bool:
     """A torch_npu output folder: ASCEND_PROFILER_OUTPUT with a trace_view.json or a profiler db."""
     out = Path(path) / OUTPUT_SUBDIR
     return out.is_dir() and ((out / TEXT_MARKER).is_file() or _db_file(out) is not None)
+
+
+def ascend_root_of(path: Path) -> Path | None:
+    """The rank folder of ``path`` when it is one, its ASCEND_PROFILER_OUTPUT, or a file in there."""
+    path = Path(path)
+    for candidate in (path, path.parent, path.parent.parent):
+        if is_ascend_dir(candidate) and (candidate == path or OUTPUT_SUBDIR in path.relative_to(candidate).parts[:1]):
+            return candidate
+    return None
 
 
 def _load_json(path: Path) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mlprof.capture import layout
 from mlprof.errors import CaptureError
-from mlprof.parse.ascend_common import AscendInput, is_ascend_dir, read_ascend_dir
+from mlprof.parse.ascend_common import AscendInput, ascend_root_of, is_ascend_dir, read_ascend_dir
 
 __all__ = ["WindowFiles", "CaptureInput", "TraceInput", "find_inputs", "read_capture", "is_trace_file"]
 
@@ -132,12 +132,13 @@ def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
     path = Path(path)
     if not path.exists():
         raise CaptureError(f"{path}: no such file or directory")
+    ascend_root = ascend_root_of(path)  # a torch_npu rank folder, its output dir or one of its files
+    if ascend_root is not None:
+        return [read_ascend_dir(ascend_root)]
     if path.is_file():
         return [TraceInput(path)]
     if is_capture_dir(path):
         return [read_capture(path)]
-    if is_ascend_dir(path):
-        return [read_ascend_dir(path)]
     found: list[CaptureInput | TraceInput | AscendInput] = []
     for child in sorted(path.iterdir()):
         if child.is_symlink():
