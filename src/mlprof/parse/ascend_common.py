@@ -27,8 +27,8 @@ from mlprof.errors import CaptureError, TraceFormatError
 from mlprof.parse.kineto_events import MISSING, KinetoColumns, StringPool
 
 __all__ = ["AscendInput", "AscendRows", "is_ascend_dir", "ascend_root_of", "read_ascend_dir", "us_text_to_ns",
-           "shapes_json", "FLOAT_COLUMNS", "NPU_DEVICE_TYPE", "MEMCPY_TASKS", "COMM_SUBTASKS", "collective_kind", "torch_dtype",
-           "link_host_ops"]
+           "shapes_json", "FLOAT_COLUMNS", "NPU_DEVICE_TYPE", "MEMCPY_TASKS", "COMM_SUBTASKS", "collective_kind",
+           "torch_dtype", "link_host_ops"]
 
 OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
 TEXT_MARKER = "trace_view.json"
