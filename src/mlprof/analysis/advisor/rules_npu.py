@@ -81,8 +81,9 @@ def npu_op_compile(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     total, share, severity = judged
     compiling = ctx.store.rows("SELECT coalesce(sum(dur_ns), 0) FROM runtime_calls WHERE step IS NOT NULL "
                                "AND name IN ('AscendCL@opCompile', 'AscendCL@aclopCompile')")[0][0]
+    # The calls run in the task queue's Dequeue@<NPU op> on the worker thread: name the NPU op.
     ops = ctx.store.dicts(f"""
-        SELECT h.name, count(*) AS count, sum(r.dur_ns) AS compile_api_ns
+        SELECT regexp_replace(h.name, '^Dequeue@', '') AS name, count(*) AS count, sum(r.dur_ns) AS compile_api_ns
         FROM runtime_calls r JOIN host_ops h ON h.op_id = r.host_op_id
         WHERE r.step IS NOT NULL AND r.name = '{calls[0]["name"]}' GROUP BY 1 ORDER BY 3 DESC LIMIT 10""")
     return [Finding(
