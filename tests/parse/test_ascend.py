@@ -349,3 +349,27 @@ def test_memory_equals_operator_memory_and_memory_record_csv(parsed, level, rank
     reserved = store.rows("SELECT count(*), max(value) FROM counters WHERE series = 'reserved_bytes'")[0]
     assert reserved[0] == sum(1 for r in records if r["Total Reserved(MB)"].strip())
     assert close(reserved[1], max(float(r["Total Reserved(MB)"] or 0) for r in records) * 2**20, abs_ns=1)
+
+
+def test_wrongly_typed_args_are_an_error_naming_the_file(ascend_data, tmp_path):
+    root = _copy_rank(ascend_data, tmp_path)
+    path = root / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    events = json.loads(path.read_text())
+    task = next(e for e in events if e.get("args", {}).get("Task Type") == "AI_CORE")
+    task["args"]["Task Id"] = [1, 2]
+    events.append({"ph": "X", "name": "no args", "pid": task["pid"], "tid": 2, "ts": "1.000", "dur": 1})
+    path.write_text(json.dumps(events))
+    with pytest.raises(TraceFormatError, match="trace_view.json.*bad args"):
+        parse_path(root, ParseOptions(output_dir=tmp_path / "out"))
+
+
+def test_a_bad_number_in_a_csv_is_an_error_naming_the_folder(ascend_data, tmp_path):
+    root = _copy_rank(ascend_data, tmp_path)
+    path = root / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv"
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    rows[1][rows[0].index("Size(KB)")] = "lots"
+    with open(path, "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    with pytest.raises(TraceFormatError, match="ASCEND_PROFILER_OUTPUT.*unexpected content"):
+        parse_path(root, ParseOptions(output_dir=tmp_path / "out"))

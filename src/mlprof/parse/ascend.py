@@ -10,6 +10,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
@@ -38,14 +39,18 @@ def _metadata(item: AscendInput, rows: AscendRows) -> dict[str, object]:
 
 
 def _read_rows(item: AscendInput) -> AscendRows:
-    if item.format == "db":
-        from mlprof.parse.ascend_db import read_ascend_db
-        try:
+    try:
+        if item.format == "db":
+            from mlprof.parse.ascend_db import read_ascend_db
             return read_ascend_db(item)
-        except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(f"{item.db_path}: not a readable torch_npu profiler database ({exc})") from None
-    from mlprof.parse.ascend_text import read_ascend_text
-    return read_ascend_text(item)
+        from mlprof.parse.ascend_text import read_ascend_text
+        return read_ascend_text(item)
+    except sqlite3.DatabaseError as exc:
+        raise TraceFormatError(f"{item.db_path}: not a readable torch_npu profiler database ({exc})") from None
+    except (ValueError, TypeError, KeyError, IndexError, msgspec.MsgspecError) as exc:
+        # A value of an unexpected type or shape that the readers' own checks did not catch.
+        where = item.db_path if item.format == "db" else item.profiler_output
+        raise TraceFormatError(f"{where}: unexpected content ({type(exc).__name__}: {exc})") from None
 
 
 def _extra(rows, pool: StringPool, window: int) -> dict[str, np.ndarray]:

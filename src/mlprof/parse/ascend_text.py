@@ -135,6 +135,15 @@ class _Trace:
         return next((p for p, n in self.names.items() if n == process), None)
 
 
+def _args_of(e: _Event, path: Path) -> _Args:
+    if not len(e.args):
+        return _Args()
+    try:
+        return _ARGS.decode(e.args)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TraceFormatError(f"{path}: event {e.name!r} at ts {e.ts}: bad args ({exc})") from None
+
+
 def _read_trace(path: Path, rows: AscendRows) -> _Trace:
     events = _read_events(path)
     rows.event_count = len(events)
@@ -143,7 +152,7 @@ def _read_trace(path: Path, rows: AscendRows) -> _Trace:
     threads: dict[tuple[int, int], str] = {}
     for e in events:
         if e.ph == "M":
-            a = _ARGS.decode(e.args) if len(e.args) else _Args()
+            a = _args_of(e, path)
             value = a.name if a.name is not None else a.labels if a.labels is not None else a.sort_index
             pid, tid = _int(e.pid), _int(e.tid)
             if e.name == "process_name" and isinstance(value, str):
@@ -166,25 +175,25 @@ def _read_trace(path: Path, rows: AscendRows) -> _Trace:
             dur = us_text_to_ns(e.dur, path, "dur") or 0
             proc = names.get(pid, "")
             if pid == py:
-                a = _ARGS.decode(e.args) if len(e.args) else _Args()
+                a = _args_of(e, path)
                 rows.host.row(e.name, e.cat or "cpu_op", pid, tid, ts, dur, _int(a.correlation_id),
                               a.sequence_number, a.fwd_thread_id, shapes_json(a.input_dims, True),
                               shapes_json(a.input_types, False))
             elif proc == "CANN":
-                a = _ARGS.decode(e.args)
+                a = _args_of(e, path)
                 rows.runtime.add(name=e.name, category=f"cann_{a.level or 'api'}", pid=py, tid=tid, start_ns=ts,
                                  dur_ns=dur, correlation=_int(a.connection_id))
             elif proc == "Ascend Hardware":
-                a = _ARGS.decode(e.args)
+                a = _args_of(e, path)
                 conn = _int(a.connection_id)
                 tr.tasks[(_int(a.stream) if a.stream is not None else tid, _int(a.task_id))].append(
                     (ts, dur, a.task_type or "", conn, e.name, tid))
                 if a.task_type in COMM_SUBTASKS and conn is not None:
                     tr.comm_streams.setdefault(conn, tid)
             elif proc == "HCCL" and threads.get((pid, tid), "").endswith("Communication"):
-                tr.comm_ops[e.name] = (ts, dur, _ARGS.decode(e.args))
+                tr.comm_ops[e.name] = (ts, dur, _args_of(e, path))
             elif proc == "HCCL":
-                a = _ARGS.decode(e.args)
+                a = _args_of(e, path)
                 tr.comm_ranks.update(r for r in (a.src_rank, a.dst_rank) if r is not None and r < 2**31)
                 rows.unknown[("X", "hccl_plane_task")] += 1
             else:
