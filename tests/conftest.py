@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared_data import SHARED_TRACES
+from shared_data import SHARED_ASCEND, SHARED_TRACES
 
 
 @pytest.fixture
@@ -18,6 +18,14 @@ def shared_traces() -> Path:
     if not SHARED_TRACES.is_dir():
         pytest.skip(f"shared traces not found at {SHARED_TRACES}")
     return SHARED_TRACES
+
+
+@pytest.fixture
+def ascend_data() -> Path:
+    """The real torch_npu output of ../shared/data/ascend/alexnet_ddp_910b (read-only); skips when absent."""
+    if not SHARED_ASCEND.is_dir():
+        pytest.skip(f"shared Ascend data not found at {SHARED_ASCEND}")
+    return SHARED_ASCEND
 
 
 @pytest.fixture(autouse=True)

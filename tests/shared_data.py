@@ -17,3 +17,5 @@ GPU_TRACES = [
     "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
 ]
+# Real torch_npu (Ascend PyTorch Profiler) output: text export (level0, level1) and SQLite export (level1).
+SHARED_ASCEND = REPO_ROOT.parent / "shared" / "data" / "ascend" / "alexnet_ddp_910b"

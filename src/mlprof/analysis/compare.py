@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mlprof.analysis.devices import RunDevice, run_device
 from mlprof.analysis.inputs import single_output
 from mlprof.analysis.ops import HOST_OP_FILTER
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
@@ -61,6 +62,14 @@ class Comparison:
     ops: list[Delta]
     kernels: list[Delta]
     memory: list[Delta]  # peak bytes, not ns (names say so)
+    # The device each side ran on, and plain-words warnings (devices differ, ...).
+    base_device: RunDevice | None = None
+    new_device: RunDevice | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cross_device(self) -> bool:
+        return bool(self.base_device and self.new_device and self.base_device.kind != self.new_device.kind)
 
     @property
     def speedup(self) -> float | None:
@@ -73,6 +82,10 @@ class Comparison:
     def to_dict(self) -> dict:
         out = asdict(self)
         out["speedup"] = self.speedup
+        out["cross_device"] = self.cross_device
+        for side in ("base_device", "new_device"):
+            value = getattr(self, side)
+            out[side] = value.to_dict() if value else None
         return out
 
 
@@ -117,24 +130,29 @@ def _per_step(store: TableStore, query: str, n: int) -> dict[tuple, dict]:
 _JOIN = "JOIN _cmp_steps s USING (window_index, step)"
 
 
-def _op_types(store: TableStore, n: int) -> dict:
+# Across devices only framework ops are a common key (torch_npu adds its own op
+# records such as Conv2D or Enqueue; kernels differ by device).
+_FRAMEWORK_OPS = "name LIKE 'aten::%'"
+
+
+def _op_types(store: TableStore, n: int, only: str = "TRUE") -> dict:
     return _per_step(store, f"""
         WITH dev AS (SELECT host_op_id, sum(dur_ns) AS device_ns FROM device_ops
                      WHERE host_op_id IS NOT NULL AND kind IN ('kernel', 'memcpy', 'memset') GROUP BY 1)
         SELECT h.name AS key_name, count(*) AS count, sum(h.folded_self_ns) AS host_self_ns,
                coalesce(sum(d.device_ns), 0) AS device_ns
-        FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%') h {_JOIN}
-        LEFT JOIN dev d ON d.host_op_id = h.op_id GROUP BY h.name""", n)
+        FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%' AND {only}) h
+        {_JOIN} LEFT JOIN dev d ON d.host_op_id = h.op_id GROUP BY h.name""", n)
 
 
-def _ops(store: TableStore, n: int) -> dict:
+def _ops(store: TableStore, n: int, only: str = "TRUE") -> dict:
     return _per_step(store, f"""
         WITH dev AS (SELECT host_op_id, sum(dur_ns) AS device_ns FROM device_ops
                      WHERE host_op_id IS NOT NULL AND kind IN ('kernel', 'memcpy', 'memset') GROUP BY 1)
         SELECT h.name AS key_name, coalesce(h.input_dims, '') AS key_dims, count(*) AS count,
                sum(h.folded_self_ns) AS host_self_ns, coalesce(sum(d.device_ns), 0) AS device_ns
-        FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%') h {_JOIN}
-        LEFT JOIN dev d ON d.host_op_id = h.op_id GROUP BY h.name, h.input_dims""", n)
+        FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%' AND {only}) h
+        {_JOIN} LEFT JOIN dev d ON d.host_op_id = h.op_id GROUP BY h.name, h.input_dims""", n)
 
 
 def _kernels(store: TableStore, n: int) -> dict:
@@ -186,6 +204,8 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
                                 step_delta, view=view))
     _mark_steps(base, b_steps)
     _mark_steps(new, n_steps)
+    devices = run_device(base), run_device(new)
+    cross = devices[0].kind != devices[1].kind
     device_view = any(s.computing_ns is not None for s in b_steps + n_steps)
 
     def cost(row: dict | None) -> float:
@@ -194,27 +214,55 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
             return 0.0
         return row["device_ns"] if device_view else row["host_self_ns"]
 
-    def section(b: dict, nw: dict, value, label) -> list[Delta]:
+    def side_cost(steps: list[StepBreakdown]):
+        # Across devices each side is costed by its own hardware: kernel time on a
+        # device run, host self time on a CPU-only one (there the CPU computes).
+        if not cross or any(s.computing_ns is not None for s in steps):
+            return cost
+        return lambda row: row["host_self_ns"] if row else 0.0
+
+    def section(b: dict, nw: dict, value, label, value_new=None) -> list[Delta]:
+        value_new = value_new or value
         rows = []
         for key in b.keys() | nw.keys():
             rb, rn = b.get(key) or {}, nw.get(key) or {}
-            detail = {"base_count": rb.get("count", 0), "new_count": rn.get("count", 0)}
+            detail = {"base_count": rb.get("count", 0), "new_count": rn.get("count", 0),
+                      "present_in": "both" if rb and rn else "base" if rb else "new"}
             if len(key) > 1 and label is _op_label:
                 detail["input_dims"] = key[1] or None
             if device_view and "host_self_ns" in {**rb, **rn}:
                 # The host side of a device op, for host-bound runs where launch cost matters.
                 detail["host_self_delta_ns"] = rn.get("host_self_ns", 0) - rb.get("host_self_ns", 0)
-            rows.append(_delta(label(key), value(rb), value(rn), step_delta, **detail))
+            rows.append(_delta(label(key), value(rb), value_new(rn), step_delta, **detail))
         return _rank(rows)[:top]
 
-    op_types = section(_op_types(base, n), _op_types(new, n), cost, lambda k: k[0])
-    ops = section(_ops(base, n), _ops(new, n), cost, _op_label)
+    cost_b, cost_n = side_cost(b_steps), side_cost(n_steps)
+    only = _FRAMEWORK_OPS if cross else "TRUE"
+    op_types = section(_op_types(base, n, only), _op_types(new, n, only), cost_b, lambda k: k[0], cost_n)
+    ops = section(_ops(base, n, only), _ops(new, n, only), cost_b, _op_label, cost_n)
     kernels = section(_kernels(base, n), _kernels(new, n), lambda r: r.get("total_ns", 0.0), lambda k: k[0])
     mb, mn = _memory_peaks(base), _memory_peaks(new)
     memory = [_delta(k, mb.get(k, 0), mn.get(k, 0), None) for k in sorted(mb.keys() | mn.keys())]
     return Comparison(aligned_by=aligned_by, steps=n, step_time=step_time,
                       step_pairs=[StepPair(b.step, w.step, b.dur_ns, w.dur_ns, w.dur_ns - b.dur_ns) for b, w in pairs],
-                      breakdown=_rank(breakdown), op_types=op_types, ops=ops, kernels=kernels, memory=memory)
+                      breakdown=_rank(breakdown), op_types=op_types, ops=ops, kernels=kernels, memory=memory,
+                      base_device=devices[0], new_device=devices[1], notes=_device_notes(*devices))
+
+
+def _device_notes(base: RunDevice, new: RunDevice) -> list[str]:
+    if base.kind == new.kind:
+        return []
+    return [
+        f"devices differ: base ran on {base.label}, new on {new.label}; every base figure is measured on "
+        f"{base.kind.upper()}, every new figure on {new.kind.upper()}",
+        "ops are matched by framework op name (aten::...), the only key both devices share; "
+        "an op's time is the time of the kernels it launched on its own device "
+        "(its host self time on a CPU-only run)",
+        "kernels are device-specific: a kernel row holds one side's kernel (present_in says which), "
+        "never a matched pair",
+        "step phases follow each side's own timeline (its device's tasks and kernels); "
+        "a difference can come from the device, its software stack, or the job's settings (batch size, world size)",
+    ]
 
 
 def _op_label(key: tuple) -> str:

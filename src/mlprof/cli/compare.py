@@ -61,13 +61,16 @@ def _table(title: str, rows: list[Delta], top: int, unit: str = "ms") -> list[st
 def format_comparison(base: str, new: str, c: Comparison, top: int) -> list[str]:
     st = c.step_time
     verdict = "faster" if st.delta_ns < 0 else "slower" if st.delta_ns > 0 else "unchanged"
-    lines = [f"base: {base}", f"new:  {new}",
+    dev = {side: f" [{d.label}]" if d else "" for side, d in (("base", c.base_device), ("new", c.new_device))}
+    lines = [f"base: {base}{dev['base']}", f"new:  {new}{dev['new']}",
+             *(f"note: {note}" for note in c.notes),
              f"{c.steps} steps aligned by {c.aligned_by}: step time {_ms(st.base_ns)} -> {_ms(st.new_ns)} ms "
              f"({_pct(st)}, {verdict}" + (f", speedup x{c.speedup:.2f})" if c.speedup else ")"), ""]
     lines += _table("Step breakdown", c.breakdown, top)
     lines += _table("Op types", c.op_types, top)
     lines += _table("Ops by input shape", c.ops, top)
-    lines += _table("Kernels", c.kernels, top)
+    lines += _table("Kernels (each row from one side when the devices differ)" if c.cross_device else "Kernels",
+                    c.kernels, top)
     lines += _table("Memory peak", c.memory, top, unit="MiB")
     return lines
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mlprof.capture import layout
 from mlprof.errors import CaptureError
+from mlprof.parse.ascend_common import AscendInput, ascend_root_of, is_ascend_dir, read_ascend_dir
 
 __all__ = ["WindowFiles", "CaptureInput", "TraceInput", "find_inputs", "read_capture", "is_trace_file"]
 
@@ -129,16 +130,20 @@ def read_capture(root: Path) -> CaptureInput:
     return capture
 
 
-def find_inputs(path: Path) -> list[CaptureInput | TraceInput]:
-    """Captures and trace files under ``path`` (a capture, a dir of them, or a trace)."""
+def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
+    """Captures, trace files and torch_npu ``*_ascend_pt`` folders under ``path``
+    (one of them, or a dir of them)."""
     path = Path(path)
     if not path.exists():
         raise CaptureError(f"{path}: no such file or directory")
+    ascend_root = ascend_root_of(path)  # a torch_npu rank folder, its output dir or one of its files
+    if ascend_root is not None:
+        return [read_ascend_dir(ascend_root)]
     if path.is_file():
         return [TraceInput(path)]
     if is_capture_dir(path):
         return [read_capture(path)]
-    found: list[CaptureInput | TraceInput] = []
+    found: list[CaptureInput | TraceInput | AscendInput] = []
     for child in sorted(path.iterdir()):
         if child.is_symlink():
             continue
@@ -146,6 +151,8 @@ def find_inputs(path: Path) -> list[CaptureInput | TraceInput]:
             found.append(read_capture(child))
         elif is_trace_file(child):
             found.append(TraceInput(child))
+        elif is_ascend_dir(child):
+            found.append(read_ascend_dir(child))
     if not found:
-        raise CaptureError(f"{path}: no mlprof capture or *.pt.trace.json(.gz) file found")
+        raise CaptureError(f"{path}: no mlprof capture, *_ascend_pt folder or *.pt.trace.json(.gz) file found")
     return found

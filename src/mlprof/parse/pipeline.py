@@ -25,6 +25,7 @@ from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.attribution import attribute_phases
 from mlprof.parse.capture_files import read_gc, read_markers, read_modules, read_python_samples, read_steps
 from mlprof.parse.host_samples import read_host_counters
+from mlprof.parse.ascend_common import AscendInput
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
@@ -69,7 +70,7 @@ class ParseOptions:
 class ParseResult:
     source: str
     output_dir: str
-    kind: str  # "capture" or "trace"
+    kind: str  # "capture", "trace", "ascend_text" or "ascend_db"
     windows: list[int] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     event_count: int = 0
@@ -118,7 +119,8 @@ def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[Parse
         source = getattr(item, "root", None) or item.path
         out = Path(options.output_dir) if options.output_dir else item.output_dir
         results.append(ParseResult(source=str(source), output_dir=str(out),
-                                   kind="capture" if isinstance(item, CaptureInput) else "trace",
+                                   kind="capture" if isinstance(item, CaptureInput) else
+                                   f"ascend_{item.format}" if isinstance(item, AscendInput) else "trace",
                                    error=str(exc), error_type=type(exc).__name__))
     return results
 
@@ -169,6 +171,9 @@ def _count_events(result: ParseResult, event_count: int, unknown: list) -> None:
 
 
 def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseResult:
+    if isinstance(item, AscendInput):  # torch_npu output: its own parsers (docs/ascend.md)
+        from mlprof.parse.ascend import parse_ascend
+        return parse_ascend(item, options, ParseResult)
     if isinstance(item, TraceInput):
         return _parse_trace(item, options)
     return _parse_capture(item, options)

@@ -320,3 +320,41 @@ HOST_COUNTERS = {
 # The busiest processes outside the job (host_samples.json ``top_processes``):
 # counter rows named this, series = process name, pid = its pid, value = CPU % of one core.
 HOST_TOP_PROCESSES_COUNTER = "host_top_processes"
+
+
+# Ascend NPU tables (torch_npu imports, docs/ascend.md): what an NPU task has
+# beyond the device_ops columns. Empty for Kineto traces.
+TABLES.update({t.name: t for t in (
+    _t(
+        "device_op_details",
+        "Ascend attributes of a device op (kernel_details.csv / the db's TASK and COMPUTE_TASK_INFO).",
+        _WINDOW,
+        ("device_op_id", "BIGINT", "the op's row in device_ops", "device"),
+        ("task_type", "VARCHAR", "Ascend task type: AI_CORE, AI_CPU, MIX_AIV, HCCL, PCIE_DMA_SQE, ..."),
+        ("accelerator_core", "VARCHAR", "unit that ran it (kernel_details Accelerator Core): AI_CORE, "
+                                        "AI_VECTOR_CORE, AI_CPU, MIX_AIC, MIX_AIV, HCCL, DSA_SQE, ..."),
+        ("op_type", "VARCHAR", "operator type (kernel_details Type, e.g. Conv2D, TransData)"),
+        ("op_state", "VARCHAR", "dynamic or static shape (kernel_details OP State)"),
+        ("task_id", "BIGINT", "device task id"),
+        ("context_id", "BIGINT", "context id of a sub-task (mix/FFTS ops)"),
+        ("block_dim", "BIGINT", "cores the task ran on (Block Dim)"),
+        ("mix_block_dim", "BIGINT", "cores of the second kind for mix ops (Mix Block Dim)"),
+        ("wait_ns", "BIGINT", "device idle before the task on its stream (Wait Time), ns"),
+        ("input_shapes", "VARCHAR", "input shapes as written by the tool"),
+        ("input_dtypes", "VARCHAR", "input data types"),
+        ("input_formats", "VARCHAR", "input memory formats (NCHW, NC1HWC0, FRACTAL_Z, ...)"),
+        ("output_shapes", "VARCHAR", "output shapes"),
+        ("output_dtypes", "VARCHAR", "output data types"),
+        ("output_formats", "VARCHAR", "output memory formats"),
+        ("source", "VARCHAR", "file or db table the row came from"),
+    ),
+    _t(
+        "device_op_metrics",
+        "Per-task hardware counters of an NPU op (the PMU columns of kernel_details.csv / TASK_PMU_INFO), long format.",
+        _WINDOW,
+        ("device_op_id", "BIGINT", "the op's row in device_ops", "device"),
+        ("metric", "VARCHAR", "counter name as the tool writes it, e.g. aic_mac_ratio, aiv_time(us)"),
+        ("value", "DOUBLE", "counter value, in the unit its name says"),
+    ),
+)})
+>>>>>>> ascend

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mlprof.errors import ConfigError
+from mlprof.parse.ascend_common import is_ascend_dir
 
 __all__ = ["Run", "Unparsed", "Discovery", "RunPathRefused", "discover", "resolve_run_dir", "MAX_DEPTH"]
 
@@ -107,6 +108,10 @@ def discover(logdir: Path) -> Discovery:
         is_capture = "profiler_info.json" in names or "raw" in names
         if is_capture and "mlprof_output" not in names:
             unparsed.append(Unparsed(here.relative_to(logdir).as_posix(), "capture"))
+        # A torch_npu rank folder (docs/ascend.md): parsed by `mlprof parse` like a capture.
+        is_ascend = "ASCEND_PROFILER_OUTPUT" in names and is_ascend_dir(here)
+        if is_ascend and "mlprof_output" not in names:
+            unparsed.append(Unparsed(here.relative_to(logdir).as_posix(), "ascend"))
         for entry in entries:
             seen += 1
             if seen > MAX_ENTRIES:
@@ -119,7 +124,8 @@ def discover(logdir: Path) -> Discovery:
                 stem = entry.name.removesuffix(".gz").removesuffix(".json").removesuffix(".pt.trace")
                 if f"{stem}_mlprof_output" not in names:
                     unparsed.append(Unparsed(Path(entry.path).relative_to(logdir).as_posix(), "trace"))
-            elif entry.is_dir() and depth < MAX_DEPTH and not (is_capture and entry.name == "raw"):
+            elif entry.is_dir() and depth < MAX_DEPTH and not (is_capture and entry.name == "raw") \
+                    and not (is_ascend and entry.name == "ASCEND_PROFILER_OUTPUT"):
                 stack.append((Path(entry.path), depth + 1))
     runs.sort(key=lambda r: r.id)
     unparsed.sort(key=lambda u: u.path)

@@ -19,6 +19,7 @@ from mlprof.analysis.advisor.rules_host import (
     step_outliers,
 )
 from mlprof.analysis.advisor.rules_modules import dominant_module
+from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile, npu_wording
 from mlprof.analysis.advisor.whole_trace import whole_trace_store
 from mlprof.tables.store import TableStore
 
@@ -30,6 +31,7 @@ Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 RULES: tuple[Rule, ...] = (
     dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, device_idle, synchronization,
     communication_overlap, memory_churn, recompilation, dynamic_shapes, step_outliers, cpu_oversubscription,
+    ai_cpu_ops, npu_op_compile,
 )
 
 
@@ -83,6 +85,7 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(rule(ctx, th))
+    findings = npu_wording(ctx, findings)
     return AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
                          findings=sort_findings(findings), rules_run=[r.__name__ for r in rules])
 

@@ -59,6 +59,8 @@ class Thresholds:
     slow_rank_warn_share: float = 0.10
     # Threads per core above which CPU threads are oversubscribed.
     threads_per_core: float = 1.0
+    # Step time in ops on an Ascend NPU's AI CPU (slow cores) worth a warning.
+    ai_cpu_warn_share: float = 0.05
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -8,12 +8,16 @@ from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severit
 __all__ = ["device_idle", "synchronization", "memory_churn"]
 
 _SYNC_API = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
-             "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize")
+             "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
+             # Ascend NPU (CANN runtime calls of a torch_npu import, docs/ascend.md)
+             "AscendCL@aclrtSynchronizeDevice", "AscendCL@aclrtSynchronizeStream",
+             "AscendCL@aclrtSynchronizeStreamWithTimeout", "AscendCL@aclrtSynchronizeEvent")
 _SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero",
              "aten::equal", "aten::masked_select", "aten::unique", "aten::_unique2", "aten::repeat_interleave")
 _ALLOC_API = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "cudaHostAlloc", "cudaMallocAsync",
               "cudaFreeAsync", "hipMalloc", "hipFree", "hipHostMalloc", "hipHostFree", "hipMallocAsync",
-              "hipFreeAsync")
+              "hipFreeAsync", "AscendCL@aclrtMalloc", "AscendCL@aclrtFree", "AscendCL@aclrtMallocHost",
+              "AscendCL@aclrtFreeHost")
 
 
 def _in_list(names: tuple[str, ...]) -> str:
