@@ -357,4 +357,3 @@ TABLES.update({t.name: t for t in (
         ("value", "DOUBLE", "counter value, in the unit its name says"),
     ),
 )})
->>>>>>> ascend
