@@ -18,6 +18,7 @@ from mlprof.errors import TraceFormatError
 from mlprof.parse.ascend_common import AscendInput, AscendRows, link_host_ops
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.kineto_events import StringPool
+from mlprof.parse.attribution import write_attribution
 from mlprof.tables.store import write_tables
 
 __all__ = ["parse_ascend", "ascend_tables"]
@@ -88,6 +89,7 @@ def parse_ascend(item: AscendInput, options, result_cls):
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_tables_{os.getpid()}"
         write_tables(tmp, columns, pool.values())
+        write_attribution(tmp)
         replace_dir(tmp, out_dir / "tables")
         result.parse_seconds = round(time.perf_counter() - started, 3)
         atomic_write(out_dir / "parse_info.json", json.dumps(result.to_dict(), indent=2))

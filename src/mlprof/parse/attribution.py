@@ -35,9 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlprof.parse.phase_rules import HOST_PHASES, idle_cause, is_sync_call, span_phase
-from mlprof.tables.store import TableStore
+from mlprof.tables.store import TableStore, replace_table
 
-__all__ = ["attribute_phases", "window_extents"]
+__all__ = ["attribute_phases", "window_extents", "write_attribution"]
 
 _NONE = -1  # no op covers the moment
 _NEUTRAL = -2  # ops cover it, none defines a phase
@@ -379,3 +379,13 @@ def attribute_phases(store: TableStore) -> dict[str, np.ndarray]:
         else:
             out[key] = np.array([-(2**63) if v is None else v for v in values], dtype=np.int64)
     return out
+
+
+def write_attribution(tables_dir) -> None:
+    """Add ``phase_spans`` to a tables directory being built, from its other tables.
+
+    Every parser calls this once its tables are written, before they are published.
+    """
+    with TableStore(tables_dir) as store:
+        spans = attribute_phases(store)
+    replace_table(tables_dir, "phase_spans", spans)

@@ -20,7 +20,7 @@ import re
 
 __all__ = [
     "HOST_PHASES", "DEVICE_PHASES", "IDLE_CAUSES", "PHASE_LABELS", "CAUSE_LABELS",
-    "span_phase", "idle_cause", "is_sync_call", "COMMUNICATION_PREFIXES",
+    "span_phase", "idle_cause", "is_sync_call", "COMMUNICATION_PREFIXES", "SYNC_CALLS",
 ]
 
 # Host view: every nanosecond of a step is exactly one of these.
@@ -55,8 +55,12 @@ _ANNOTATION_WORDS = (
     ("communication", {"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "barrier", "comm",
                        "communication"}),
 )
-_SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
-               "hipStreamSynchronize", "hipEventSynchronize")
+# Runtime calls that block the host until the device has drained (or an event fired).
+SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+              "cudaMemcpy", "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+              # Ascend NPU (CANN runtime calls of a torch_npu import, docs/ascend.md)
+              "AscendCL@aclrtSynchronizeDevice", "AscendCL@aclrtSynchronizeStream",
+              "AscendCL@aclrtSynchronizeStreamWithTimeout", "AscendCL@aclrtSynchronizeEvent")
 
 
 def _annotation_phase(name: str) -> str | None:
@@ -100,4 +104,4 @@ def idle_cause(host_phase: str) -> str:
 
 def is_sync_call(name: str) -> bool:
     """A device runtime call that blocks the host until the device has drained."""
-    return name.startswith(_SYNC_CALLS) or name in ("cudaMemcpy", "hipMemcpy")
+    return name in SYNC_CALLS

@@ -22,7 +22,7 @@ from mlprof._version import __version__
 from mlprof.capture import layout
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.parse.build import WindowData, build_tables
-from mlprof.parse.attribution import attribute_phases
+from mlprof.parse.attribution import write_attribution
 from mlprof.parse.capture_files import read_gc, read_markers, read_modules, read_python_samples, read_steps
 from mlprof.parse.host_samples import read_host_counters
 from mlprof.parse.ascend_common import AscendInput
@@ -30,7 +30,7 @@ from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, f
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.tables.schema import TABLES
-from mlprof.tables.store import TableStore, combine_tables, replace_table, write_tables
+from mlprof.tables.store import combine_tables, write_tables
 
 __all__ = ["ParseOptions", "ParseResult", "parse_path", "TABLES_DIR", "PARSE_INFO_FILE"]
 
@@ -194,18 +194,11 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         write_tables(tmp, columns, pool.values())
-        _attribute(tmp)
+        write_attribution(tmp)
         replace_dir(tmp, out_dir / TABLES_DIR)
         result.parse_seconds = round(time.perf_counter() - started, 3)
         atomic_write(out_dir / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
     return result
-
-
-def _attribute(tables_dir: Path) -> None:
-    """Add the attribution (phase_spans) computed from the other tables."""
-    with TableStore(tables_dir) as store:
-        spans = attribute_phases(store)
-    replace_table(tables_dir, "phase_spans", spans)
 
 
 def _window_stamp(wf: WindowFiles) -> dict:
@@ -293,7 +286,7 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
         host_counters = read_host_counters(item.root, int(item.manifest.get("pid") or 0))
         counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
                                 host_counters)
-        _attribute(tmp)
+        write_attribution(tmp)
         replace_dir(tmp, out_dir / TABLES_DIR)
         result.table_rows = {name: n for name, n in counts.items() if n}
         result.parse_seconds = round(time.perf_counter() - started, 3)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.parse.phase_rules import SYNC_CALLS
 
 __all__ = ["device_idle", "synchronization", "memory_churn"]
 
-_SYNC_API = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
-             "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
-             # Ascend NPU (CANN runtime calls of a torch_npu import, docs/ascend.md)
-             "AscendCL@aclrtSynchronizeDevice", "AscendCL@aclrtSynchronizeStream",
-             "AscendCL@aclrtSynchronizeStreamWithTimeout", "AscendCL@aclrtSynchronizeEvent")
+_SYNC_API = SYNC_CALLS  # one definition: mlprof.parse.phase_rules
 _SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero",
              "aten::equal", "aten::masked_select", "aten::unique", "aten::_unique2", "aten::repeat_interleave")
 _ALLOC_API = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "cudaHostAlloc", "cudaMallocAsync",
