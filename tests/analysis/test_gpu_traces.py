@@ -22,7 +22,12 @@ def test_device_findings_match_the_step_breakdown(gpu_traces, key):
         report, steps = advise(store), step_breakdown(store)
     total = sum(s.dur_ns for s in steps)
     assert report.total_step_ns == total > 0
-    idle = sum(s.free_ns + s.preparing_ns for s in steps)
+    # Device idle of cause "launch" only: idle while the host loads data, runs Python, collects
+    # garbage or syncs belongs to those findings (no millisecond counted twice).
+    idle = sum(s.idle_launch_ns for s in steps)
+    assert sum(s.free_ns + s.preparing_ns for s in steps) == sum(
+        s.idle_launch_ns + s.idle_data_loading_ns + s.idle_python_ns + s.idle_gc_ns + s.idle_synchronization_ns
+        + s.idle_communication_ns for s in steps)
     exposed = sum(s.communication_not_overlapped_ns for s in steps)
     by_id = {f.id: f for f in report.findings}
     for rule, expected in (("device_idle", idle), ("communication_overlap", exposed)):

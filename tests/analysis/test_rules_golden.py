@@ -68,7 +68,12 @@ def test_sync_memory_and_recompile_rules_report_exact_shares(tmp_path):
     assert rec.severity == "warning" and "0/1" in rec.evidence.metrics["recompiled_regions"]
     # Device busy 4 of every 10 ms, from 0.5 ms into the step: idle 6 ms a step.
     idle = by_id["device_idle"]
-    assert idle.impact_ns == 4 * 6_000_000 and idle.severity == "critical"
+    m = idle.evidence.metrics
+    causes = sum(v for k, v in m.items() if k.startswith("idle_") and k != "idle_ns" and k.endswith("_ns"))
+    assert causes == 4 * 6_000_000  # every idle ns has one cause
+    # The .item() returns before the kernel ends, so no idle gap begins in the sync; after 4.5 ms the
+    # host is back in Python: that idle is the Python rule's, not a launch problem.
+    assert idle.impact_ns == m["idle_launch_ns"] and m["idle_python_ns"] > m["idle_launch_ns"]
 
 
 def test_cheap_syncs_and_allocations_stay_silent(tmp_path):

@@ -75,6 +75,14 @@ class AdvisorContext:
                  "share": round(key(s) / s.dur_ns, 4) if s.dur_ns and key(s) else 0.0} for s in self.steps]
         return sorted(rows, key=lambda r: -r["value_ns"])
 
+    def phase_call_sites(self, phase: str, limit: int = 5) -> list[dict]:
+        """The user's lines behind a host phase, from the Python sampler (docs/attribution.md); [] without samples."""
+        from mlprof.analysis.call_sites import call_sites
+
+        return [{"call_site": r["call_site"], "leaf": r["leaf"], "self_ns": r["est_ns"], "samples": r["samples"],
+                 "share_of_phase": round(r["share_of_phase"], 4)}
+                for r in call_sites(self.store, phase=phase, limit=limit)]
+
     def call_sites(self, op_filter_sql: str, params: list, limit: int = 5) -> list[dict]:
         """Where the matching ops were called from: innermost user Python frame and nn.Module.
 

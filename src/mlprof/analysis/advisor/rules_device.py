@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.analysis.steps import IDLE_FIELDS
 from mlprof.parse.phase_rules import SYNC_CALLS
 
 __all__ = ["device_idle", "synchronization", "memory_churn"]
@@ -22,10 +23,18 @@ def _in_list(names: tuple[str, ...]) -> str:
 
 
 def device_idle(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
-    """Device idle inside steps, with the signs of host-bound launching (tiny kernels, many ops)."""
+    """Device idle while the host was busy issuing work (launch-bound), with its signs (tiny kernels, many ops).
+
+    Only idle time of cause ``launch`` (docs/attribution.md) is this finding's: idle
+    while the host loads data, collects garbage, runs Python or waits in a sync is
+    the data_loading, gc_pauses, host_outside_ops or synchronization finding's, so
+    the same milliseconds are never reported twice.
+    """
     if not ctx.has_device:
         return []
-    idle_ns = sum((s.free_ns or 0) + (s.preparing_ns or 0) for s in ctx.steps)
+    idle_ns = sum(s.idle_launch_ns or 0 for s in ctx.steps)
+    by_cause = {f.removeprefix("idle_").removesuffix("_ns"): sum(getattr(s, f) or 0 for s in ctx.steps)
+                for f in IDLE_FIELDS.values()}
     share = ctx.share(idle_ns)
     severity = severity_for(share, th.device_idle_warn_share, th)
     if severity is None:
@@ -53,11 +62,13 @@ def device_idle(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         signs.append(f"{k['kernels'] / steps_n:.0f} kernels per step")
     return [Finding(
         id="device_idle", severity=severity, share=round(share, 4), impact_ns=int(idle_ns),
-        title=f"Device idle {share:.0%} of step time" + (f" ({'; '.join(signs)})" if signs else ""),
+        title=f"Launch-bound: the device idles {share:.0%} of step time while the host issues work"
+              + (f" ({'; '.join(signs)})" if signs else ""),
         evidence=Evidence(
-            metrics={"idle_ns": idle_ns, "total_step_ns": ctx.total_step_ns, **k, "tiny_kernel_fraction":
-                     round(tiny_frac, 4), **launches, **gaps},
-            steps=ctx.step_rows(lambda s: (s.free_ns or 0) + (s.preparing_ns or 0))[:5]),
+            metrics={"idle_ns": idle_ns, "total_step_ns": ctx.total_step_ns,
+                     **{f"idle_{cause}_ns": ns for cause, ns in by_cause.items()}, **k,
+                     "tiny_kernel_fraction": round(tiny_frac, 4), **launches, **gaps},
+            steps=ctx.step_rows(lambda s: s.idle_launch_ns or 0)[:5]),
         fix=("The host does not launch work fast enough. Fewer, larger kernels: torch.compile (fusion), "
              "CUDA graphs (torch.compile mode='reduce-overhead'), fused optimizers (foreach/fused=True), "
              "larger batches; remove host work between launches (Python logic, syncs, logging) and start "

@@ -115,7 +115,8 @@ def data_loading(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         title=f"Input-bound: {share:.0%} of step time waits for the next batch",
         evidence=Evidence(metrics={"data_loading_ns": wait_ns, "total_step_ns": ctx.total_step_ns,
                                    "single_process_loader": single},
-                          steps=ctx.step_rows(lambda s: s.data_loading_ns)[:5], ops=loaders),
+                          steps=ctx.step_rows(lambda s: s.data_loading_ns)[:5], ops=loaders,
+                          call_sites=ctx.phase_call_sites("data_loading")),
         fix=fix, rank=ctx.rank)]
 
 
@@ -144,7 +145,8 @@ def gc_pauses(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         title=f"Python GC pauses take {share:.0%} of step time",
         evidence=Evidence(metrics={"pause_ns": pause_ns, "total_step_ns": ctx.total_step_ns,
                                    "pauses": sum(r["count"] for r in rows)},
-                          steps=per_step, ops=[{"name": f"gc generation {r['generation']}", **r} for r in rows]),
+                          steps=per_step, ops=[{"name": f"gc generation {r['generation']}", **r} for r in rows],
+                          call_sites=ctx.phase_call_sites("gc")),
         fix=("Call gc.freeze() after model/data set-up so long-lived objects leave the collector's scans, "
              "drop gc.collect() calls from the training loop (or run them every N steps), avoid creating "
              "reference cycles per step, or raise gc.set_threshold()." + hint),
@@ -198,12 +200,23 @@ def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     severity = severity_for(typical, th.host_outside_ops_warn_share, th)
     if severity is None or typical < th.host_outside_ops_warn_share:
         return []  # below the bar this is ordinary loop glue, not worth a line
+    sites = ctx.phase_call_sites("python")
+    where = f", mostly at {short_site(sites[0]['call_site'])}" if sites and sites[0]["share_of_phase"] >= 0.5 else ""
+    fix = ("Move that work off the training loop or into a background thread: checkpoint writes every N steps "
+           "(or asynchronously), logging and metrics every N steps, no time.sleep / queue.get / file reads "
+           "between steps.")
+    if not sites:
+        fix = ("Find the Python doing it: `mlprof run` samples Python stacks by default (`mlprof callsites "
+               "--phase python`); then " + fix[0].lower() + fix[1:])
     return [Finding(
         id="host_outside_ops", severity=severity, share=round(share, 4), impact_ns=int(outside_ns),
-        title=f"{share:.0%} of step time runs no op at all (Python code, sleeps or I/O between ops)",
+        title=f"{share:.0%} of step time runs no op at all (Python code, sleeps or I/O between ops){where}",
         evidence=Evidence(metrics={"outside_ops_ns": outside_ns, "gc_ns": gc_ns, "total_step_ns": ctx.total_step_ns},
-                          steps=ctx.step_rows(lambda s: s.python_ns)[:5]),
-        fix=("Find the Python doing it: profile with with_stack=True (or py-spy) and look between the ops of a "
-             "step; move logging, checkpoint I/O, metric computation and waits (time.sleep, queue.get, "
-             "file reads) off the training loop or into a background thread."),
-        rank=ctx.rank)]
+                          steps=ctx.step_rows(lambda s: s.python_ns)[:5], call_sites=sites),
+        fix=fix, rank=ctx.rank)]
+
+
+def short_site(site: str) -> str:
+    """'/long/path/train.py:76 checkpoint' -> 'train.py:76 checkpoint'."""
+    path, _, rest = site.partition(":")
+    return f"{path.rsplit('/', 1)[-1]}:{rest}"
