@@ -228,3 +228,13 @@ def test_cli_fails_a_real_slowdown_and_is_explicit_with_too_few_steps(tmp_path):
     assert "cannot tell" in res.stderr and "3 vs 3 steps" in res.stderr and "Traceback" not in res.stderr
     data = json.loads(res.stdout)
     assert data["verdict"]["verdict"] == "inconclusive" and data["gate"]["inconclusive"] is True
+
+
+def test_long_runs_are_thinned_not_exhausting_memory():
+    rng = np.random.default_rng(4)
+    base, new = _noisy(rng, 5_000, 20), _noisy(rng, 4_000, 22)
+    s = shift(base, new, log=True)
+    assert s.base_count * s.new_count <= 1_000_000 and s.base_count > 1_000
+    assert 0.08 < s.low < s.estimate < s.high < 0.12
+    v = relative_verdict(base, new)
+    assert v.verdict == "slower" and "5000 vs 4000 steps" in v.sentence

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -34,6 +35,9 @@ MIN_STEPS = 5
 RECOMMENDED_STEPS = 20
 # Exact null distribution of U up to this many steps per run, normal approximation beyond.
 _EXACT_MAX = 60
+# At most this many pairwise differences: longer runs are thinned to evenly spaced
+# order statistics first (a wider, never narrower, interval; memory stays bounded).
+_MAX_PAIRS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class Shift:
     high: float | None
     confidence: float
     base_count: int
-    new_count: int
+    new_count: int  # values used per side (long runs thinned to at most 1,000,000 pairs)
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ def _u_null_counts(m: int, n: int) -> list[int]:
     return poly
 
 
+@lru_cache(maxsize=256)
 def _interval_rank(m: int, n: int, confidence: float) -> int:
     """The ``c`` of the interval [D_(c), D_(mn+1-c)] (1-based); 0 when no interval reaches ``confidence``."""
     alpha_half = (1 - confidence) / 2
@@ -149,6 +154,7 @@ def shift(base, new, log: bool = False, confidence: float = CONFIDENCE) -> Shift
         return None
     if log:
         b, w = np.log(np.maximum(b, 1.0)), np.log(np.maximum(w, 1.0))
+    b, w = _thin(b, w)
     diffs = np.sort((w[None, :] - b[:, None]).ravel())
     est = float(np.median(diffs))
     c = _interval_rank(b.size, w.size, confidence)
@@ -163,14 +169,28 @@ def shift(base, new, log: bool = False, confidence: float = CONFIDENCE) -> Shift
                  new_count=int(w.size))
 
 
+def _thin(b: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Evenly spaced order statistics of each side when ``b.size * w.size`` exceeds ``_MAX_PAIRS``."""
+    if b.size * w.size <= _MAX_PAIRS:
+        return b, w
+    keep = math.sqrt(_MAX_PAIRS / (b.size * w.size))
+
+    def pick(v: np.ndarray) -> np.ndarray:
+        k = max(int(v.size * keep), 1)
+        return np.sort(v)[np.linspace(0, v.size - 1, k).round().astype(int)]
+
+    return pick(b), pick(w)
+
+
 def _pct(x: float) -> str:
     return f"{abs(x) * 100:.{1 if abs(x) < 0.1 else 0}f}%"
 
 
 def relative_verdict(base, new, confidence: float = CONFIDENCE) -> Verdict:
     """The verdict on step times ``base`` vs ``new`` (ns), with a plain sentence."""
+    base, new = list(base), list(new)
     s = shift(base, new, log=True, confidence=confidence)
-    m, n = (s.base_count, s.new_count) if s else (len(list(base)), len(list(new)))
+    m, n = len(base), len(new)  # the steps measured (the shift may have thinned long runs)
     steps = f"{m} vs {n} steps"
     if s is None or min(m, n) < MIN_STEPS or s.low is None:
         change = None if s is None else round(100 * s.estimate, 3)
