@@ -167,6 +167,8 @@ def test_compare_warns_when_gpus_world_size_or_batch_differ(tmp_path):
     assert "world size: base 8, new 4" in text
     assert "batch shape" in text and "[[64, 64]" in text and "[[32, 64]" in text
     assert c.verdict.verdict == "no change"
+    res = _cli(b, n)
+    assert res.returncode == 0 and "warning: runs differ in world size: base 8, new 4" in res.stdout
 
 
 def test_capture_facts_warn_on_level_versions_and_threads():
