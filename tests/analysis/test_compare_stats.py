@@ -181,6 +181,9 @@ def test_capture_facts_warn_on_level_versions_and_threads():
     assert fact_warnings(same, same) == []
     other = facts_from_metadata(meta("Level1", "2.6.0+cu126", "8", 32))
     got = fact_warnings(same, other)
+    model = {"profiler_metadata.system": {"cpu_model": "AMD EPYC 7763"}}
+    assert fact_warnings(facts_from_metadata(model), facts_from_metadata({"profiler_metadata.system": {
+        "cpu_model": "Intel Xeon 8480"}})) == ["runs differ in CPU model: base AMD EPYC 7763, new Intel Xeon 8480"]
     assert [w.split(":")[0] for w in got] == ["runs differ in CPU count", "runs differ in torch version",
                                              "runs differ in profiler level", "runs differ in thread settings"]
     assert "base OMP_NUM_THREADS=4, torch threads=4, new OMP_NUM_THREADS=8, torch threads=8" in got[-1]

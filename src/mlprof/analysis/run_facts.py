@@ -20,6 +20,7 @@ __all__ = ["run_facts", "facts_from_metadata", "fact_warnings", "FACT_LABELS"]
 # Fact -> what a warning calls it, in the order warnings are given.
 FACT_LABELS = {
     "gpus": "GPUs",
+    "cpu_model": "CPU model",
     "host": "host",
     "cpu_count": "CPU count",
     "platform": "platform",
@@ -51,6 +52,8 @@ def facts_from_metadata(meta: dict) -> dict:
     host = meta.get("capture.host") or system.get("host") or meta.get("host_name")
     if host:
         facts["host"] = str(host)
+    if system.get("cpu_model"):  # when the collector records it
+        facts["cpu_model"] = system["cpu_model"]
     cpus = system.get("cpu_affinity_count") or system.get("cpu_count")
     if cpus:
         facts["cpu_count"] = cpus
