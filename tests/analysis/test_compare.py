@@ -31,6 +31,10 @@ def test_compare_slow_vs_fixed_reports_the_improvement_with_sign_and_size(runs):
         base_steps = b.rows("SELECT avg(dur_ns) FROM steps")[0][0]
         new_steps = n.rows("SELECT avg(dur_ns) FROM steps")[0][0]
     assert c.aligned_by == "step number" and c.steps == 6
+    # Beyond noise, and the same set-up on both sides (real captures carry the facts compared).
+    assert c.verdict.verdict == "faster" and c.verdict.high_pct < 0 and c.warnings == []
+    assert c.facts["base"]["profiler_level"] == c.facts["new"]["profiler_level"]
+    assert "aten::linear" in c.facts["base"]["batch_shape"]
     assert c.step_time.delta_ns < 0 and c.speedup > 2
     assert c.step_time.base_ns == pytest.approx(base_steps) and c.step_time.new_ns == pytest.approx(new_steps)
     # Size: the step got faster by about what the slow dropout module cost per step.

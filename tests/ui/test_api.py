@@ -112,6 +112,12 @@ def test_compare_two_runs(client, run_id, slow_run_id):
     rows = list(csv.DictReader(io.StringIO(client.get("/api/compare/breakdown", params={
         "run": slow_run_id, "base": run_id, "format": "csv"}).text)))
     assert {r["name"]: float(r["delta_ns"]) for r in rows}["forward"] == extra_ns
+    (summary,) = csv.DictReader(io.StringIO(client.get("/api/compare/summary", params={
+        "run": slow_run_id, "base": run_id, "format": "csv"}).text))
+    # Flat columns: the verdict and the step time's distributions, no nested objects.
+    assert summary["verdict"] == c["verdict"]["verdict"] and int(summary["base_count"]) == STEPS
+    assert float(summary["new_median_ns"]) > float(summary["base_median_ns"]) and "{" not in "".join(summary.values())
+    assert c["more"] == {k: 0 for k in ("breakdown", "op_types", "ops", "kernels", "memory")} and c["warnings"] == []
     same = get(client, "/api/compare", run=run_id, base=run_id)
     assert same["step_time"]["delta_ns"] == 0
     assert client.get("/api/compare", params={"run": run_id, "base": "../.."}).status_code == 403

@@ -274,6 +274,7 @@ def test_compare_page_shows_the_slower_run(page, base_url, run_id, slow_run_id, 
     c = api(base_url, f"/api/compare?run={urllib.parse.quote(slow_run_id)}&base={urllib.parse.quote(run_id)}")
     assert page.inner_text("#compare-summary .big-number") == f"+{c['step_time']['delta_pct']:.1f} %"
     assert "delta-slower" in page.get_attribute("#compare-summary .big-number", "class")
+    assert c["verdict"]["sentence"] in page.inner_text("#compare-verdict")
     assert len(page.query_selector_all("#page-compare svg.grouped rect")) == 2 * STEPS
     page.screenshot(path=str(shots / "compare.png"), full_page=True)
 

@@ -1,8 +1,16 @@
 """Compare two runs: what got faster or slower, by how much, ranked by impact on step time.
 
 Steps are aligned first (by step number when the runs share them, else by
-position), and every figure is a mean per aligned step, so runs of different
-lengths compare fairly. A delta is ``new - base``: negative is faster.
+position), and every section's figure is a mean per aligned step, so runs of
+different lengths compare fairly. A delta is ``new - base``: negative is faster.
+
+Step time and its breakdown also carry their per-step distributions (median,
+mean, quartiles, MAD, min, max over every profiled step of each run) and a
+rank-based shift with its confidence interval (:mod:`mlprof.analysis.stats`);
+the verdict (faster, slower, no change, inconclusive) comes from the step
+time's interval, so a few noisy steps cannot flip it. Warnings say when the
+two runs differ in hardware, versions, world size or profiler settings
+(:mod:`mlprof.analysis.run_facts`).
 
 Sections: step time, its breakdown (host and, on device traces, device
 columns of :mod:`mlprof.analysis.steps`), op types (by op name), ops (by name
@@ -11,21 +19,26 @@ and input shapes), kernels (device ops by name) and memory peaks.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from mlprof.analysis.devices import RunDevice, run_device
 from mlprof.analysis.inputs import single_output
 from mlprof.analysis.ops import HOST_OP_FILTER
+from mlprof.analysis.run_facts import fact_warnings, run_facts
+from mlprof.analysis.stats import Distribution, Shift, Verdict, describe, relative_verdict, shift
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
 from mlprof.errors import MlprofError
 from mlprof.tables.store import TableStore
 
-__all__ = ["Delta", "StepPair", "Comparison", "compare", "compare_paths", "align_steps", "BREAKDOWN_FIELDS"]
+__all__ = ["Delta", "StepPair", "Comparison", "Gate", "compare", "compare_paths", "align_steps", "BREAKDOWN_FIELDS",
+           "SECTIONS"]
 
 BREAKDOWN_FIELDS = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "host_communication_ns",
                     "gc_ns", "python_ns", "other_ns",
                     "computing_ns", "communication_not_overlapped_ns", "preparing_ns", "free_ns")
+# The ranked sections of a Comparison, each a list of Delta.
+SECTIONS = ("breakdown", "op_types", "ops", "kernels", "memory")
 _DEVICE_FIELDS = ("computing_ns", "communication_not_overlapped_ns", "preparing_ns", "free_ns")
 
 
@@ -40,6 +53,13 @@ class Delta:
     delta_pct: float | None  # relative to base; None when base is 0
     share_of_step_delta: float | None  # delta_ns / the step time's delta (how much of the change it explains)
     detail: dict = field(default_factory=dict)  # e.g. counts, input shapes
+    # "both", "new" (absent from the base run) or "gone" (absent from the new run).
+    presence: str = "both"
+    # Step time and breakdown rows: the per-step distributions over every step of each run ...
+    base_stats: Distribution | None = None
+    new_stats: Distribution | None = None
+    # ... and the shift new - base with its confidence interval (ns; relative for step time).
+    change: Shift | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +69,16 @@ class StepPair:
     base_ns: int
     new_ns: int
     delta_ns: int
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The answer to ``--fail-if-slower PCT``."""
+
+    limit_pct: float
+    failed: bool  # NEW is slower than the limit even at the lower end of the confidence interval
+    inconclusive: bool  # too few steps to tell
+    reason: str  # one sentence saying why it failed or not
 
 
 @dataclass
@@ -62,10 +92,14 @@ class Comparison:
     ops: list[Delta]
     kernels: list[Delta]
     memory: list[Delta]  # peak bytes, not ns (names say so)
-    # The device each side ran on, and plain-words warnings (devices differ, ...).
+    # The device each side ran on, and plain-words notes (devices differ, ...).
     base_device: RunDevice | None = None
     new_device: RunDevice | None = None
     notes: list[str] = field(default_factory=list)
+    verdict: Verdict | None = None  # step time: faster / slower / no change / inconclusive, with its interval
+    warnings: list[str] = field(default_factory=list)  # the runs differ in hardware, versions, settings
+    facts: dict = field(default_factory=dict)  # {"base": {...}, "new": {...}}: what the warnings compare
+    more: dict = field(default_factory=dict)  # section -> rows left out by ``top`` (0: nothing cut)
 
     @property
     def cross_device(self) -> bool:
@@ -76,8 +110,26 @@ class Comparison:
         return self.step_time.base_ns / self.step_time.new_ns if self.step_time.new_ns else None
 
     def slower_than(self, pct: float) -> bool:
-        """True when the new run's mean step is more than ``pct`` percent slower than the base."""
+        """True when the new run's mean step is more than ``pct`` percent slower than the base.
+
+        The plain means, blind to noise: :meth:`gate` is what ``--fail-if-slower`` uses.
+        """
         return self.step_time.new_ns > self.step_time.base_ns * (1 + pct / 100.0)
+
+    def gate(self, pct: float) -> Gate:
+        """Fail only when the step time's slowdown exceeds ``pct`` % at the lower end of its interval."""
+        v = self.verdict
+        if v is None or v.verdict == "inconclusive" or v.low_pct is None:
+            why = v.sentence if v else "no verdict"
+            return Gate(pct, False, True, f"cannot tell whether NEW is more than {pct:g}% slower: {why}")
+        ci = f"{v.confidence * 100:g}% CI {v.low_pct:+.1f}%..{v.high_pct:+.1f}%"
+        if v.low_pct > pct:
+            return Gate(pct, True, False, f"NEW is slower by {v.change_pct:.1f}% ({ci}): beyond the {pct:g}% "
+                                          f"limit even at the interval's lower end")
+        if v.change_pct > pct:
+            return Gate(pct, False, False, f"slower by {v.change_pct:.1f}% but within noise of the {pct:g}% limit "
+                                           f"({ci}): not failing; record more steps to decide")
+        return Gate(pct, False, False, f"not slower by more than {pct:g}%: {v.sentence}")
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -179,8 +231,15 @@ def _rank(rows: list[Delta]) -> list[Delta]:
     return sorted(rows, key=lambda d: (-abs(d.delta_ns), d.name))
 
 
-def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
-    """Compare ``new`` against ``base``; each section keeps its ``top`` items by impact."""
+def _with_stats(d: Delta, base: list, new: list, log: bool = False) -> Delta:
+    return replace(d, base_stats=describe(base), new_stats=describe(new), change=shift(base, new, log=log))
+
+
+def compare(base: TableStore, new: TableStore, top: int | None = None) -> Comparison:
+    """Compare ``new`` against ``base``; each section keeps its ``top`` items by impact (None: all).
+
+    ``Comparison.more`` counts, per section, the rows ``top`` left out.
+    """
     base_steps, new_steps = step_breakdown(base), step_breakdown(new)
     if not base_steps or not new_steps:
         which = "base" if not base_steps else "new"
@@ -191,7 +250,9 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
     mean_b = sum(s.dur_ns for s in b_steps) / n
     mean_n = sum(s.dur_ns for s in n_steps) / n
     step_delta = mean_n - mean_b
-    step_time = _delta("step time", mean_b, mean_n, step_delta)
+    step_time = _with_stats(_delta("step time", mean_b, mean_n, step_delta),
+                            [s.dur_ns for s in base_steps], [s.dur_ns for s in new_steps], log=True)
+    verdict = relative_verdict([s.dur_ns for s in base_steps], [s.dur_ns for s in new_steps])
     breakdown = []
     for f in BREAKDOWN_FIELDS:
         vb = [getattr(s, f) for s in b_steps]
@@ -200,8 +261,10 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
             continue  # a device column on CPU-only runs
         # Host columns partition the step, and so do device columns: say which view a row is.
         view = "device" if f in _DEVICE_FIELDS else "host"
-        breakdown.append(_delta(f.removesuffix("_ns"), sum(v or 0 for v in vb) / n, sum(v or 0 for v in vn) / n,
-                                step_delta, view=view))
+        row = _delta(f.removesuffix("_ns"), sum(v or 0 for v in vb) / n, sum(v or 0 for v in vn) / n,
+                     step_delta, view=view)
+        breakdown.append(_with_stats(row, [getattr(s, f) or 0 for s in base_steps],
+                                     [getattr(s, f) or 0 for s in new_steps]))
     _mark_steps(base, b_steps)
     _mark_steps(new, n_steps)
     devices = run_device(base), run_device(new)
@@ -233,8 +296,10 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
             if device_view and "host_self_ns" in {**rb, **rn}:
                 # The host side of a device op, for host-bound runs where launch cost matters.
                 detail["host_self_delta_ns"] = rn.get("host_self_ns", 0) - rb.get("host_self_ns", 0)
-            rows.append(_delta(label(key), value(rb), value_new(rn), step_delta, **detail))
-        return _rank(rows)[:top]
+            presence = "both" if key in b and key in nw else "new" if key in nw else "gone"
+            rows.append(replace(_delta(label(key), value(rb), value_new(rn), step_delta, **detail),
+                                presence=presence))
+        return _rank(rows)
 
     cost_b, cost_n = side_cost(b_steps), side_cost(n_steps)
     only = _FRAMEWORK_OPS if cross else "TRUE"
@@ -242,11 +307,19 @@ def compare(base: TableStore, new: TableStore, top: int = 50) -> Comparison:
     ops = section(_ops(base, n, only), _ops(new, n, only), cost_b, _op_label, cost_n)
     kernels = section(_kernels(base, n), _kernels(new, n), lambda r: r.get("total_ns", 0.0), lambda k: k[0])
     mb, mn = _memory_peaks(base), _memory_peaks(new)
-    memory = [_delta(k, mb.get(k, 0), mn.get(k, 0), None) for k in sorted(mb.keys() | mn.keys())]
+    memory = [replace(_delta(k, mb.get(k, 0), mn.get(k, 0), None),
+                      presence="both" if k in mb and k in mn else "new" if k in mn else "gone")
+              for k in sorted(mb.keys() | mn.keys())]
+    sections = {"breakdown": _rank(breakdown), "op_types": op_types, "ops": ops, "kernels": kernels,
+                "memory": memory}
+    more = {k: max(len(rows) - top, 0) if top is not None else 0 for k, rows in sections.items()}
+    if top is not None:
+        sections = {k: rows[:top] for k, rows in sections.items()}
+    facts = {"base": run_facts(base), "new": run_facts(new)}
     return Comparison(aligned_by=aligned_by, steps=n, step_time=step_time,
                       step_pairs=[StepPair(b.step, w.step, b.dur_ns, w.dur_ns, w.dur_ns - b.dur_ns) for b, w in pairs],
-                      breakdown=_rank(breakdown), op_types=op_types, ops=ops, kernels=kernels, memory=memory,
-                      base_device=devices[0], new_device=devices[1], notes=_device_notes(*devices))
+                      **sections, verdict=verdict, warnings=fact_warnings(facts["base"], facts["new"]), facts=facts,
+                      more=more, base_device=devices[0], new_device=devices[1], notes=_device_notes(*devices))
 
 
 def _device_notes(base: RunDevice, new: RunDevice) -> list[str]:
@@ -269,7 +342,7 @@ def _op_label(key: tuple) -> str:
     return f"{key[0]} {key[1]}" if len(key) > 1 and key[1] else key[0]
 
 
-def compare_paths(base: str | Path, new: str | Path, top: int = 50) -> Comparison:
+def compare_paths(base: str | Path, new: str | Path, top: int | None = None) -> Comparison:
     """:func:`compare` for two captures, traces or parsed outputs (parsed first when needed)."""
     b, n = single_output(Path(base)), single_output(Path(new))
     with TableStore(b.tables_dir) as bs, TableStore(n.tables_dir) as ns:

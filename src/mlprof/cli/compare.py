@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from mlprof.analysis.compare import Comparison, Delta, compare
@@ -11,10 +12,13 @@ from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_f
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 
-__all__ = ["register", "run", "EXIT_SLOWER"]
+__all__ = ["register", "run", "EXIT_SLOWER", "EXIT_INCONCLUSIVE"]
 
 # Exit status when --fail-if-slower trips: distinct from every error status of main.py.
 EXIT_SLOWER = 9
+# Exit status when --fail-if-slower cannot decide: too few steps for a confidence interval.
+EXIT_INCONCLUSIVE = 10
+TERMINAL_TOP = 10
 
 
 def register(sub) -> None:
@@ -24,9 +28,13 @@ def register(sub) -> None:
                                    "ranked by impact on step time. Deltas are NEW - BASE.")
     p.add_argument("base", type=Path, metavar="BASE")
     p.add_argument("new", type=Path, metavar="NEW")
-    p.add_argument("--top", type=int, default=10, help="rows per section in the terminal table (default 10)")
+    p.add_argument("--top", type=int, default=None, metavar="N",
+                   help=f"rows per section (default: {TERMINAL_TOP} in the terminal, all with --json); "
+                        "the rows left out are counted ('N more', \"more\" in JSON)")
     p.add_argument("--fail-if-slower", type=float, default=None, metavar="PCT",
-                   help=f"exit with status {EXIT_SLOWER} when NEW's mean step is more than PCT%% slower than BASE's")
+                   help=f"exit with status {EXIT_SLOWER} when NEW's step time is more than PCT%% slower than "
+                        "BASE's even at the lower end of the 95%% confidence interval (beyond noise); "
+                        f"status {EXIT_INCONCLUSIVE} when too few steps to tell")
     add_common(p)
     p.set_defaults(run=run)
 
@@ -39,55 +47,108 @@ def _one(path: Path, progress) -> tuple[str, Path]:
     return outs[0]
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f}"
+_UNITS = (("ms", 1e6), ("us", 1e3), ("ns", 1.0))
+
+
+def _unit(values) -> tuple[str, float]:
+    """One unit for a whole table: the largest value decides (ms, us or ns)."""
+    biggest = max((abs(v) for v in values if v is not None), default=0.0)
+    return next((u for u in _UNITS if biggest >= 10 * u[1]), _UNITS[-1])
+
+
+def _num(ns: float, scale: float) -> str:
+    return f"{ns / scale:,.3f}" if scale > 1 else f"{ns:,.0f}"
 
 
 def _pct(d: Delta) -> str:
-    return "new" if d.delta_pct is None else f"{d.delta_pct:+.1f}%"
+    if d.presence != "both":
+        return d.presence  # "new": absent from BASE; "gone": absent from NEW
+    if d.delta_pct is None:
+        return "0%" if d.new_ns == d.base_ns else "from 0"
+    return f"{d.delta_pct:+.1f}%"
 
 
-def _table(title: str, rows: list[Delta], top: int, unit: str = "ms") -> list[str]:
+def _table(title: str, rows: list[Delta], top: int, more: int, unit: str = "time") -> list[str]:
     if not rows:
         return []
-    conv = _ms if unit == "ms" else (lambda b: f"{b / 2**20:,.1f}")
-    lines = [f"{title} (per step, {unit})", f"  {'base':>12} {'new':>12} {'delta':>12} {'change':>8}  name"]
-    for d in rows[:top]:
+    shown = rows[:top]
+    more += len(rows) - len(shown)
+    if unit == "MiB":
+        name_u, scale = "MiB", 2**20
+    else:
+        name_u, scale = _unit(v for d in shown for v in (d.base_ns, d.new_ns, d.delta_ns))
+
+    def conv(value: float) -> str:
+        return f"{value / scale:,.1f}" if unit == "MiB" else _num(value, scale)
+    with_shift = any(d.change is not None for d in shown)
+    lines = [f"{title} (mean per step, {name_u})",
+             f"  {'base':>12} {'new':>12} {'delta':>12} {'change':>8}"
+             + (f"  {'median shift [95% CI]':>30}" if with_shift else "") + "  name"]
+    for d in shown:
         name = f"{d.name} ({d.detail['view']})" if d.detail.get("view") else d.name
-        lines.append(f"  {conv(d.base_ns):>12} {conv(d.new_ns):>12} {conv(d.delta_ns):>12} {_pct(d):>8}  {name}")
+        line = f"  {conv(d.base_ns):>12} {conv(d.new_ns):>12} {conv(d.delta_ns):>12} {_pct(d):>8}"
+        if with_shift:
+            c = d.change
+            text = "" if c is None else conv(c.estimate) + (
+                f" [{conv(c.low)}..{conv(c.high)}]" if c.low is not None else " [too few steps]")
+            line += f"  {text:>30}"
+        lines.append(f"{line}  {name}")
+    if more:
+        lines.append(f"  ... {more} more (--top N to show more; --json lists all)")
     return lines + [""]
+
+
+def _distribution_lines(c: Comparison) -> list[str]:
+    st = c.step_time
+    if st.base_stats is None or st.new_stats is None:
+        return []
+    name_u, scale = _unit([st.base_stats.max_ns, st.new_stats.max_ns])
+    lines = [f"step time ({name_u}):  {'median':>10} {'mean':>10} {'IQR':>10} {'MAD':>10} {'min':>10} {'max':>10} "
+             f"{'steps':>6}"]
+    for label, d in (("base", st.base_stats), ("new", st.new_stats)):
+        lines.append(f"  {label:<17}" + " ".join(f"{_num(v, scale):>10}" for v in (
+            d.median_ns, d.mean_ns, d.iqr_ns, d.mad_ns, d.min_ns, d.max_ns)) + f" {d.count:>6}")
+    return lines
 
 
 def format_comparison(base: str, new: str, c: Comparison, top: int) -> list[str]:
     st = c.step_time
-    verdict = "faster" if st.delta_ns < 0 else "slower" if st.delta_ns > 0 else "unchanged"
     dev = {side: f" [{d.label}]" if d else "" for side, d in (("base", c.base_device), ("new", c.new_device))}
-    lines = [f"base: {base}{dev['base']}", f"new:  {new}{dev['new']}",
-             *(f"note: {note}" for note in c.notes),
-             f"{c.steps} steps aligned by {c.aligned_by}: step time {_ms(st.base_ns)} -> {_ms(st.new_ns)} ms "
-             f"({_pct(st)}, {verdict}" + (f", speedup x{c.speedup:.2f})" if c.speedup else ")"), ""]
-    lines += _table("Step breakdown", c.breakdown, top)
-    lines += _table("Op types", c.op_types, top)
-    lines += _table("Ops by input shape", c.ops, top)
+    lines = [f"base: {base}{dev['base']}", f"new:  {new}{dev['new']}", *(f"note: {note}" for note in c.notes)]
+    if c.verdict is not None:
+        lines.append(c.verdict.sentence)
+    lines += _distribution_lines(c)
+    lines += [f"{c.steps} steps aligned by {c.aligned_by}: mean step {st.base_ns / 1e6:,.3f} -> "
+              f"{st.new_ns / 1e6:,.3f} ms ({_pct(st)}" + (f", speedup x{c.speedup:.2f})" if c.speedup else ")")]
+    lines += [f"warning: {w}" for w in c.warnings]
+    lines.append("")
+    more = c.more or {}
+    lines += _table("Step breakdown", c.breakdown, top, more.get("breakdown", 0))
+    lines += _table("Op types", c.op_types, top, more.get("op_types", 0))
+    lines += _table("Ops by input shape", c.ops, top, more.get("ops", 0))
     lines += _table("Kernels (each row from one side when the devices differ)" if c.cross_device else "Kernels",
-                    c.kernels, top)
-    lines += _table("Memory peak", c.memory, top, unit="MiB")
+                    c.kernels, top, more.get("kernels", 0))
+    lines += _table("Memory peak", c.memory, top, more.get("memory", 0), unit="MiB")
     return lines
 
 
 def run(args: argparse.Namespace) -> int:
     progress = progress_for(args)
     (base_src, base_out), (new_src, new_out) = _one(args.base, progress), _one(args.new, progress)
+    if args.top is not None and args.top < 0:
+        raise ConfigError(f"--top: expected a count >= 0, got {args.top}")
     with TableStore(base_out / "tables") as b, TableStore(new_out / "tables") as n:
-        result = compare(b, n)
-    slower = args.fail_if_slower is not None and result.slower_than(args.fail_if_slower)
+        # The terminal cuts at print time (and counts the rest); JSON keeps all unless --top says otherwise.
+        result = compare(b, n, top=args.top if args.json else None)
+    gate = result.gate(args.fail_if_slower) if args.fail_if_slower is not None else None
     if args.json:
-        print_json({"base": base_src, "new": new_src, **result.to_dict(),
-                    "fail_if_slower_pct": args.fail_if_slower, "failed": slower})
+        print_json({"base": base_src, "new": new_src, **result.to_dict(), "top": args.top,
+                    "fail_if_slower_pct": args.fail_if_slower, "failed": bool(gate and gate.failed),
+                    "gate": asdict(gate) if gate else None})
     else:
-        print("\n".join(format_comparison(base_src, new_src, result, args.top)))
-    if slower:
-        print(f"mlprof compare: new run is {result.step_time.delta_pct:+.1f}% slower per step "
-              f"(limit {args.fail_if_slower:g}%)", file=sys.stderr)
-        return EXIT_SLOWER
-    return 0
+        print("\n".join(format_comparison(base_src, new_src, result,
+                                          TERMINAL_TOP if args.top is None else args.top)))
+    if gate is None:
+        return 0
+    print(f"mlprof compare: --fail-if-slower {gate.limit_pct:g}: {gate.reason}", file=sys.stderr)
+    return EXIT_SLOWER if gate.failed else EXIT_INCONCLUSIVE if gate.inconclusive else 0

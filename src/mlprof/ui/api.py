@@ -91,13 +91,20 @@ def advisor_answer(run: OpenRun) -> dict:
 def compare_answer(base: OpenRun, new: OpenRun) -> dict:
     from mlprof.analysis.compare import compare
 
-    return compare(base.store, new.store).to_dict()
+    # 50 rows a section for the page; ``more`` in the answer counts the rest.
+    return compare(base.store, new.store, top=50).to_dict()
 
 
 def _flat_delta(d: dict) -> dict:
-    detail = d.get("detail") or {}
-    row = {k: v for k, v in d.items() if k != "detail"}
-    row.update({k: v for k, v in detail.items() if k not in row})
+    """A Delta as one flat row: detail merged in, distributions as base_median_ns ..., the shift as change_*."""
+    nested = ("detail", "base_stats", "new_stats", "change")
+    row = {k: v for k, v in d.items() if k not in nested}
+    row.update({k: v for k, v in (d.get("detail") or {}).items() if k not in row})
+    for side in ("base", "new"):
+        for k, v in (d.get(f"{side}_stats") or {}).items():
+            row[f"{side}_{k}"] = v
+    for k, v in (d.get("change") or {}).items():
+        row[f"change_{k}"] = v
     return row
 
 
@@ -106,8 +113,10 @@ def compare_rows(answer: dict, section: str) -> list[dict]:
     if section not in COMPARE_SECTIONS:
         raise ConfigError(f"{section!r}: no such comparison section ({', '.join(COMPARE_SECTIONS)})")
     if section == "summary":
+        verdict = answer.get("verdict") or {}
         return [{"aligned_by": answer["aligned_by"], "steps": answer["steps"], "speedup": answer["speedup"],
-                 **_flat_delta(answer["step_time"])}]
+                 **{f"verdict_{k}" if k != "verdict" else k: v for k, v in verdict.items()},
+                 "warnings": "; ".join(answer.get("warnings") or []), **_flat_delta(answer["step_time"])}]
     if section == "step_pairs":
         return list(answer["step_pairs"])
     return [_flat_delta(d) for d in answer[section]]

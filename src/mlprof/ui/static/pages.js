@@ -254,7 +254,9 @@ const Pages = (() => {
       card("Step time", "/api/compare/summary", params, h("div", { id: "compare-summary" },
         h("div", { class: "big-number " + cls(st.delta_ns) }, `${st.delta_ns > 0 ? "+" : ""}${st.delta_pct === null ? "" : st.delta_pct.toFixed(1) + " %"}`),
         h("p", {}, `mean step ${fmtNs(st.base_ns)} → ${fmtNs(st.new_ns)} over ${c.steps} step(s) aligned by ${c.aligned_by}` +
-          (c.speedup ? `; speedup ×${c.speedup.toFixed(3)}` : "")))),
+          (c.speedup ? `; speedup ×${c.speedup.toFixed(3)}` : "")),
+        c.verdict ? h("p", { id: "compare-verdict" }, `Median-based verdict: ${c.verdict.sentence}`) : null,
+        (c.warnings || []).map(w => h("p", { class: "na-box compare-warning" }, `Warning: ${w}`)))),
       card("Aligned steps", "/api/compare/step_pairs", params, Charts.groupedBars(c.step_pairs.map(p => ({ label: `#${p.new_step}`, values: { base: p.base_ns, new: p.new_ns } })),
         [["base", "base"], ["new", "new"]])),
       section("Step breakdown (mean per step)", "breakdown"), section("Operator types", "op_types"), section("Operators by input shape", "ops"),
