@@ -257,3 +257,25 @@ def test_switches_must_be_booleans(name):
 def test_options_are_off_by_default_in_the_api():
     config = mlprof.ExperimentalConfig()
     assert (config.python_sampling, config.python_sampling_interval_ms, config.record_modules) == (False, 5.0, False)
+
+
+def test_a_profiler_failure_mid_window_stops_sampling_and_removes_the_hooks(tmp_path, monkeypatch):
+    from mlprof.collect import torch_backend
+
+    real_step = torch_backend.ScheduledBackend.step
+    calls = {"n": 0}
+
+    def step_that_fails_once(self):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("torch profiler broke")
+        return real_step(self)
+
+    monkeypatch.setattr(torch_backend.ScheduledBackend, "step", step_that_fails_once)
+    with profiled(tmp_path, schedule=mlprof.schedule(wait=0, warmup=0, active=4, repeat=1),
+                  python_sampling=True, record_modules=True) as prof:
+        losses = train_net(Net(), 5, prof)
+        assert not prof.enabled
+        # Already stopped here, before stop(): no sampler thread, no module hooks.
+        assert prof._stack_sampler is None and prof._module_recorder is None
+    assert len(losses) == 5

@@ -44,7 +44,9 @@ class StackSampler:
         self._samples: list[int] = []
         self.dropped = 0
         self.error: str | None = None
-        self._frame_index: dict[tuple[Any, int], int] = {}  # (code object, line) -> frame index
+        self._frame_index: dict[tuple[int, int], int] = {}  # (id(code), f_lasti) -> frame index
+        self._line_index: dict[tuple[str, int, str], int] = {}  # (file, line, function) -> frame index
+        self._codes: dict[int, Any] = {}
         self._stack_index: dict[tuple[int, ...], int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -92,12 +94,12 @@ class StackSampler:
         indices = []
         depth = 0
         while frame is not None and depth < MAX_STACK_DEPTH:
-            code = frame.f_code
-            line = frame.f_lineno or 0
-            index = frame_index.get((code, line))
+            # Keyed by the code object's id and the bytecode offset: hashing a code
+            # object hashes its bytecode, and f_lineno searches the line table.
+            key = (id(frame.f_code), frame.f_lasti)
+            index = frame_index.get(key)
             if index is None:
-                index = frame_index[(code, line)] = len(self.frames)
-                self.frames.append((code.co_filename, line, code.co_name))
+                index = frame_index[key] = self._intern_frame(frame)
             indices.append(index)
             frame = frame.f_back
             depth += 1
@@ -110,6 +112,17 @@ class StackSampler:
             self.stacks.append(key)
         self._samples.append(ts_ns)
         self._samples.append(stack)
+
+    def _intern_frame(self, frame: Any) -> int:
+        code = frame.f_code
+        line = frame.f_lineno or 0
+        self._codes[id(code)] = code  # alive for the window, so its id is not reused
+        key = (code.co_filename, line, code.co_name)
+        index = self._line_index.get(key)
+        if index is None:
+            index = self._line_index[key] = len(self.frames)
+            self.frames.append(key)
+        return index
 
     # -- results -----------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
