@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from mlprof.analysis.advisor import advise
 from mlprof.analysis.call_sites import call_sites
 from mlprof.analysis.modules import module_tree
 from mlprof.tables.store import TableStore
@@ -59,6 +60,11 @@ def test_row_by_row_dropout_is_named_by_module_and_line(tmp_path):
     assert next(m for m in tree if m.path == "Net.drop").module_type == "RowDropout"
     top = call_sites(store, phase="forward")[0]
     assert top["call_site"].startswith(cost_site("row_dropout")) and top["share_of_phase"] > 0.5
+    # The advisor names the loop, not an op: its time is spread over many tiny op types.
+    finding = advise(store).findings[0]
+    assert finding.id == "op_storm" and finding.severity in ("warning", "critical")
+    assert finding.evidence.call_sites[0]["call_site"] == cost_site("row_dropout") + " forward"
+    assert not re.search(r"\b(amp|autocast|bf16)\b", finding.fix.lower()), "no mixed-precision advice for a host loop"
 
 
 def test_per_sample_python_loop_is_named_by_its_line(tmp_path):
@@ -72,6 +78,9 @@ def test_per_sample_python_loop_is_named_by_its_line(tmp_path):
     per_step = store.rows("SELECT step, count(*) FROM module_calls WHERE module_path = 'Net' AND step IS NOT NULL "
                           "GROUP BY step")
     assert per_step and {n for _, n in per_step} == {256}
+    finding = advise(store).findings[0]
+    assert finding.id == "op_storm" and "Net (Net) is called 256 times per step" in finding.title
+    assert finding.evidence.call_sites[0]["call_site"].startswith(cost_site("per_sample"))
 
 
 def test_per_step_torch_save_is_python_time_at_the_save_line(tmp_path):
@@ -81,6 +90,9 @@ def test_per_step_torch_save_is_python_time_at_the_save_line(tmp_path):
     top = call_sites(store, phase="python")[0]
     assert top["call_site"].startswith(cost_site("torch_save"))
     assert top["leaf"] and "/torch/" in top["leaf"], "the innermost frame is inside torch.save"
+    finding = advise(store).findings[0]
+    assert finding.id == "host_outside_ops" and finding.evidence.call_sites[0]["call_site"].startswith(
+        cost_site("torch_save"))
 
 
 def test_gen2_gc_storm_is_garbage_collection(tmp_path):
@@ -89,6 +101,7 @@ def test_gen2_gc_storm_is_garbage_collection(tmp_path):
     assert largest(phases) == "gc"
     assert store.rows("SELECT count(*) FROM gc_pauses WHERE generation = 2 AND step IS NOT NULL")[0][0] >= 3
     assert call_sites(store, phase="gc")[0]["call_site"].startswith(cost_site("gc_storm"))
+    assert advise(store).findings[0].id == "gc_pauses"
 
 
 def _module_calls_phases(store: TableStore) -> set[str]:

@@ -19,6 +19,7 @@ from mlprof.analysis.advisor.rules_host import (
     step_outliers,
 )
 from mlprof.analysis.advisor.rules_modules import dominant_module
+from mlprof.analysis.advisor.rules_storm import op_storm
 from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile, npu_wording
 from mlprof.analysis.advisor.whole_trace import whole_trace_store
 from mlprof.tables.store import TableStore
@@ -29,7 +30,7 @@ Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 
 # Every rule, in reporting order for equal severity and share.
 RULES: tuple[Rule, ...] = (
-    dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, device_idle, synchronization,
+    op_storm, dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, device_idle, synchronization,
     communication_overlap, memory_churn, recompilation, dynamic_shapes, step_outliers, cpu_oversubscription,
     ai_cpu_ops, npu_op_compile,
 )

@@ -57,6 +57,14 @@ class Thresholds:
     compile_warn_share: float = 0.05
     # A rank whose mean step exceeds the ranks' median by this share is slow.
     slow_rank_warn_share: float = 0.10
+    # Host-bound op storm: an op name called at least this many times per step ...
+    op_storm_calls_per_step: int = 64
+    # ... at under this many ns a call (tiny: dispatch costs as much as the work) ...
+    tiny_op_ns: int = 50_000
+    # ... with Python gaps shorter than this between consecutive calls counted as the loop's ...
+    op_storm_gap_ns: int = 200_000
+    # ... warns at this share of step time.
+    op_storm_warn_share: float = 0.20
     # Threads per core above which CPU threads are oversubscribed.
     threads_per_core: float = 1.0
     # Step time in ops on an Ascend NPU's AI CPU (slow cores) worth a warning.

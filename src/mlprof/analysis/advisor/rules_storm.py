@@ -1,0 +1,137 @@
+"""Host-bound op storms: a Python loop issuing many tiny ops per step.
+
+A loop over rows or samples turns one tensor operation into hundreds of
+framework calls. Each call costs microseconds of dispatch. The time is
+spread over many op types, so no single op dominates, and mixed precision
+does not help: the host is launching work, not computing. The rule looks for
+op names called at least ``op_storm_calls_per_step`` times per step at under
+``tiny_op_ns`` each. It counts the outermost of them once, plus the short
+Python gaps between consecutive ones (the loop itself). It then names the
+line that loops, from the sampled Python stacks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.analysis.advisor.rules_host import short_site
+
+__all__ = ["op_storm"]
+
+_FIX = ("Vectorise the loop: one tensor op over the whole batch instead of one per row or sample (a mask from "
+        "torch.bernoulli(torch.full_like(x, p)), model(x) on the batch instead of model(x[i:i+1]), torch.vmap for "
+        "per-sample functions), or torch.compile the function so its small ops fuse. Mixed precision or a "
+        "faster device will not help: the time goes to issuing ops, not to arithmetic.")
+
+
+def _storm_ops_sql(th: Thresholds) -> str:
+    """Repeated tiny ops (name-level), as a CTE body."""
+    return f"""
+        SELECT name, count(*) AS calls, count(DISTINCT (window_index, step)) AS steps, avg(dur_ns) AS avg_ns
+        FROM host_ops WHERE step IS NOT NULL AND category = 'cpu_op'
+        GROUP BY name
+        HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step))
+           AND avg(dur_ns) < {int(th.tiny_op_ns)}"""
+
+
+def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
+    """Time in storm ops (outermost only) plus the short gaps between them; the envelopes per step/thread."""
+    rows = ctx.store.dicts(f"""
+        WITH storm AS ({_storm_ops_sql(th)}),
+        ops AS (
+            SELECT h.window_index, h.step, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns
+            FROM host_ops h JOIN storm s ON s.name = h.name
+            LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
+            WHERE h.step IS NOT NULL AND h.category = 'cpu_op'
+              AND (p.name IS NULL OR p.name NOT IN (SELECT name FROM storm))),
+        gaps AS (
+            SELECT *, start_ns - lag(end_ns) OVER (PARTITION BY window_index, step, tid ORDER BY start_ns) AS gap_ns
+            FROM ops)
+        SELECT window_index, step, tid, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
+               sum(end_ns - start_ns) + coalesce(sum(gap_ns) FILTER (WHERE gap_ns > 0
+                                                   AND gap_ns < {int(th.op_storm_gap_ns)}), 0) AS cost_ns
+        FROM gaps GROUP BY window_index, step, tid""")
+    return sum(int(r["cost_ns"]) for r in rows), rows
+
+
+def _loop_site(ctx: AdvisorContext, envelopes: list[dict], module_loop: bool) -> dict | None:
+    """The line that loops: the most common innermost user frame of the samples taken in the storm.
+
+    When a whole module is called many times per step, its forward is the loop's
+    body: the caller's line (the innermost frame that is not a ``forward``) is
+    the one to change.
+    """
+    if not envelopes or not ctx.store.rows("SELECT count(*) FROM python_samples")[0][0]:
+        return None
+    ctx.store.con.execute("CREATE OR REPLACE TEMP TABLE _storm_env (window_index INTEGER, tid BIGINT, "
+                          "start_ns BIGINT, end_ns BIGINT)")
+    ctx.store.con.executemany("INSERT INTO _storm_env VALUES (?, ?, ?, ?)",
+                              [(e["window_index"], e["tid"], e["start_ns"], e["end_ns"]) for e in envelopes])
+    # Backward samples only show the `.backward()` call: the loop is seen in the other phases.
+    rows = ctx.store.rows("""
+        SELECT k.user_frames, p.phase = 'backward' AS in_backward, count(*) FROM python_samples s
+        JOIN _storm_env e ON e.window_index = s.window_index AND s.ts_ns >= e.start_ns AND s.ts_ns < e.end_ns
+        JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id
+        JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
+         AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
+        GROUP BY ALL""")
+    outside_backward = [(f, n) for f, in_backward, n in rows if not in_backward]
+    stacks = outside_backward or [(f, n) for f, _, n in rows]
+    sites: Counter[str] = Counter()
+    total = 0
+    for frames_json, count in stacks:
+        frames = json.loads(frames_json or "[]")
+        if module_loop:
+            frames = [f for f in frames if not f.endswith((" forward", " _call_impl", " __call__"))]
+        if frames:
+            sites[frames[-1]] += count
+            total += count
+    if not sites:
+        return None
+    site, count = sites.most_common(1)[0]
+    return {"call_site": site, "samples": count, "share_of_samples": round(count / total, 4)}
+
+
+def _with_cost(site: dict | None, cost_ns: int) -> list[dict]:
+    return [{**site, "self_ns": int(cost_ns * site["share_of_samples"])}] if site else []
+
+
+def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
+    """Many tiny ops per step from a Python loop (see the module doc)."""
+    if not ctx.steps:
+        return []
+    cost_ns, envelopes = _storm_cost(ctx, th)
+    share = ctx.share(cost_ns)
+    severity = severity_for(share, th.op_storm_warn_share, th)
+    if severity is None or share < th.info_share:
+        return []
+    steps_n = max(len(ctx.steps), 1)
+    repeated = ctx.store.dicts(f"""
+        WITH storm AS ({_storm_ops_sql(th)})
+        SELECT name, calls, round(calls / steps, 1) AS calls_per_step, CAST(avg_ns AS BIGINT) AS avg_ns
+        FROM storm ORDER BY calls DESC, name LIMIT 8""")
+    modules = ctx.store.dicts(f"""
+        SELECT module_path, any_value(module_type) AS module_type, count(*) AS calls,
+               round(count(*) / count(DISTINCT (window_index, step)), 1) AS calls_per_step
+        FROM module_calls WHERE step IS NOT NULL GROUP BY module_path
+        HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step))
+        ORDER BY calls DESC LIMIT 3""")
+    site = _loop_site(ctx, envelopes, module_loop=bool(modules))
+    ops_per_step = ctx.store.rows("SELECT count(*) FROM host_ops WHERE step IS NOT NULL AND category = 'cpu_op'")[0][0]
+    what = (f"{modules[0]['module_path']} ({modules[0]['module_type']}) is called {modules[0]['calls_per_step']:g} "
+            f"times per step" if modules else
+            f"{repeated[0]['name']} runs {repeated[0]['calls_per_step']:g} times per step" if repeated else "")
+    where = f" from {short_site(site['call_site'])}" if site else ""
+    return [Finding(
+        id="op_storm", severity=severity, share=round(share, 4), impact_ns=int(cost_ns),
+        title=f"Host-bound Python loop: {share:.0%} of step time issues tiny ops one by one ({what}{where})",
+        evidence=Evidence(
+            metrics={"storm_ns": cost_ns, "total_step_ns": ctx.total_step_ns,
+                     "ops_per_step": round(ops_per_step / steps_n, 1), "repeated_op_names": len(repeated)},
+            ops=repeated, call_sites=_with_cost(site, cost_ns),
+            steps=sorted(({"step": e["step"], "window": e["window_index"], "value_ns": int(e["cost_ns"])}
+                          for e in envelopes), key=lambda r: -r["value_ns"])[:5]),
+        fix=_FIX, rank=ctx.rank)]
