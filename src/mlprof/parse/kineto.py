@@ -29,7 +29,7 @@ import numpy as np
 from mlprof.errors import TraceFormatError
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
-    StringPool, TimeRangeError, TopLevel, split_chunk)
+    StringPool, TimeRangeError, TopLevel, first_bad_field, split_chunk)
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["KinetoColumns", "StringPool", "read_kineto", "MISSING", "FLOW_START", "FLOW_END"]
@@ -107,6 +107,50 @@ def _decode_error(path: Path, exc: Exception, first_index: int = 0) -> TraceForm
     return TraceFormatError(f"{path}: not a valid Kineto trace: {msg}")
 
 
+# Errors of hostile or corrupt input that msgspec and numpy raise as such.
+_BAD_INPUT = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError,
+              OverflowError, TimeRangeError)
+
+
+def _input_problem(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "invalid UTF-8 text"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deep"
+    return str(exc)
+
+
+def _what_json_is(data) -> str:
+    """Name the kind of a JSON object that has no traceEvents (refused by name)."""
+    try:
+        keys = set(msgspec.json.decode(data, type=dict[str, msgspec.Raw]))
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        return "a JSON object"
+    if {"nodes", "schema"} <= keys:
+        return "a PyTorch Execution Trace (execution graph observer output)"
+    if not keys:
+        return "an empty JSON object"
+    if "schema_version" in keys and "windows" in keys:
+        return "an mlprof capture manifest (profiler_info.json; parse its directory)"
+    return f"a JSON object with keys {', '.join(sorted(keys)[:5])}"
+
+
+def _bad_event(path: Path, raws, start: int, exc: BaseException) -> TraceFormatError:
+    """The error of a chunk that failed, naming the first bad event's JSON path."""
+    if isinstance(exc, (msgspec.DecodeError, msgspec.ValidationError)):
+        return _decode_error(path, exc, start)
+    for i, raw in enumerate(raws):
+        where = f"$.traceEvents[{start + i}]"
+        try:
+            problem = first_bad_field(bytes(raw))
+        except (UnicodeDecodeError, RecursionError) as inner:
+            return TraceFormatError(f"{path}: not a valid Kineto trace: {where}: {_input_problem(inner)}")
+        if problem is not None:
+            return TraceFormatError(f"{path}: not a valid Kineto trace: {where}{problem}")
+    return TraceFormatError(f"{path}: not a valid Kineto trace: {_input_problem(exc)} "
+                            f"(in $.traceEvents[{start}:{start + len(raws)}])")
+
+
 def read_kineto(
     path: Path,
     pool: StringPool,
@@ -146,6 +190,10 @@ def _decode_text(path: Path, text: _FileText, pool: StringPool, progress) -> Kin
             top = TOP_DECODER.decode(text.data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise _decode_error(path, exc) from None
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise TraceFormatError(f"{path}: not a valid Kineto trace: $: {_input_problem(exc)}") from None
+    if top.traceEvents is None:
+        raise TraceFormatError(f"{path}: {_what_json_is(text.data)}, not a Kineto/Chrome trace (no traceEvents)")
     text.release()
     base_ns = top.baseTimeNanoseconds or 0
     if not 0 <= base_ns < 2**62:
@@ -210,15 +258,9 @@ def _decode_range(path, raws, first, last, base_ns, pool, cols, accs, progress, 
         chunk_raws = raws[start:end]
         try:
             events = EVENTS_DECODER.decode(b"[" + b",".join(chunk_raws) + b"]")
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise _decode_error(path, exc, start) from None
-        try:
             split_chunk(events, chunk_raws, base_ns, pool, cols, accs)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise TraceFormatError(f"{path}: not a valid Kineto trace: counter args: {exc}") from None
-        except TimeRangeError as exc:
-            raise TraceFormatError(f"{path}: not a valid Kineto trace: {exc} "
-                                   f"(in $.traceEvents[{start}:{end}])") from None
+        except _BAD_INPUT as exc:
+            raise _bad_event(path, chunk_raws, start, exc) from None
         del chunk_raws, events
         if progress is not None:
             progress(end)

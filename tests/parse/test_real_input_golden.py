@@ -1,0 +1,69 @@
+"""Golden tests for traces real tools write (issue 12, items 1-10): tiny inline
+traces that show each defect class, and the rows expected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mlprof.errors import TraceFormatError
+from mlprof.parse import ParseOptions, parse_path
+
+from .conftest import BASE_NS, parse_one, write_trace
+from .test_golden import X
+
+
+def test_trace_with_runtime_calls_and_no_host_ops_parses(tmp_path):
+    events = [X("cudaLaunchKernel", 10.0, 5.0, cat="cuda_runtime", correlation=1),
+              X("k", 20.0, 3.0, cat="kernel", pid=0, tid=7, correlation=1)]
+    store, _ = parse_one(write_trace(tmp_path / "t.pt.trace.json", events), tmp_path / "out")
+    assert store.rows("SELECT name, host_op_id FROM runtime_calls") == [("cudaLaunchKernel", None)]
+    assert store.rows("SELECT name, host_op_id FROM device_ops") == [("k", None)]
+
+
+def test_zero_duration_host_ops_alone_parse(tmp_path):
+    store, _ = parse_one(write_trace(tmp_path / "t.pt.trace.json", [X("a", 1.0, 0.0)]), tmp_path / "out")
+    assert store.rows("SELECT name, dur_ns, parent_op_id FROM host_ops") == [("a", 0, None)]
+
+
+@pytest.mark.parametrize("doc, kind", [
+    ({"schema": "1.1.1-chakra.0.0.4", "pid": 7, "time": "2024", "start_ts": 1,
+      "nodes": [{"id": 1, "name": "[pytorch|profiler|execution_trace|process]"}]}, "PyTorch Execution Trace"),
+    ({}, "empty JSON object"),
+    ({"foo": 1}, "keys foo"),
+])
+def test_json_that_is_not_a_kineto_trace_is_refused_by_name(tmp_path, doc, kind):
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError, match=kind):
+        parse_path(path, ParseOptions(output_dir=tmp_path / "out"))
+    assert not (tmp_path / "out" / "tables").exists()
+
+
+def test_absolute_microsecond_times_are_read_to_the_nanosecond(tmp_path):
+    # Epoch µs with ns digits: through float64 these round to 250 ns and the
+    # child would end after its parent.
+    events = [X("parent", "1682725898242253.001", "0.010"), X("child", "1682725898242253.002", "0.009")]
+    text = json.dumps({"traceEvents": events}).replace('"1682725898242253.001"', "1682725898242253.001")
+    text = text.replace('"1682725898242253.002"', "1682725898242253.002")
+    text = text.replace('"0.010"', "0.010").replace('"0.009"', "0.009")
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(text)
+    store, _ = parse_one(path, tmp_path / "out")
+    assert store.rows("SELECT name, start_ns, dur_ns, depth, parent_op_id FROM host_ops ORDER BY start_ns") == [
+        ("parent", 1682725898242253001, 10, 0, None),
+        ("child", 1682725898242253002, 9, 1, 0),
+    ]
+
+
+def test_decimal_microseconds_to_ns_exactly():
+    from mlprof.parse.kineto_events import decimal_us_to_ns
+
+    got = decimal_us_to_ns([b"1682725898242253.123", b"-1.5", b"0", b"1.2345", b"1.2344", b"1e3", b"2.0000"])
+    assert got.tolist() == [1682725898242253123, -1500, 0, 1235, 1234, 1_000_000, 2000]
+
+
+def test_relative_times_with_base_keep_their_ns(tmp_path):
+    store, _ = parse_one(write_trace(tmp_path / "t.pt.trace.json", [X("a", 1.001, 2.002)]), tmp_path / "out")
+    assert store.rows("SELECT start_ns, dur_ns FROM host_ops") == [(BASE_NS + 1001, 2002)]
