@@ -67,3 +67,32 @@ def test_decimal_microseconds_to_ns_exactly():
 def test_relative_times_with_base_keep_their_ns(tmp_path):
     store, _ = parse_one(write_trace(tmp_path / "t.pt.trace.json", [X("a", 1.001, 2.002)]), tmp_path / "out")
     assert store.rows("SELECT start_ns, dur_ns FROM host_ops") == [(BASE_NS + 1001, 2002)]
+
+
+def test_nccl_kernels_are_named_by_the_op_that_launched_them(tmp_path):
+    send_recv = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+    events = []
+    for i, op in enumerate(["nccl:all_reduce", "nccl:all_to_all", "nccl:_all_gather_base"]):
+        t = 100.0 * i
+        events += [X("record_param_comms", t, 50.0), X(op, t + 1, 40.0, cat="user_annotation"),
+                   X("cudaLaunchKernel", t + 2, 3.0, cat="cuda_runtime", correlation=i + 1),
+                   X(send_recv, t + 10, 20.0, cat="kernel", pid=0, tid=7, correlation=i + 1)]
+    # No launch record: the kernel's own name is all there is.
+    events.append(X("ncclKernel_AllReduce_RING_LL_Sum_float", 400.0, 5.0, cat="kernel", pid=0, tid=7,
+                    correlation=99))
+    store, _ = parse_one(write_trace(tmp_path / "t.pt.trace.json", events), tmp_path / "out")
+    assert store.rows("SELECT collective_name FROM collectives ORDER BY start_ns") == [
+        ("nccl:all_reduce",), ("nccl:all_to_all",), ("nccl:_all_gather_base",), ("allreduce",)]
+
+
+def test_device_time_of_a_folded_op_counts_for_the_op_it_folds_into(tmp_path):
+    from mlprof.analysis.ops import op_statistic
+
+    events = [X("aten::div", 10.0, 10.0), X("aten::div", 11.0, 8.0),
+              X("cudaLaunchKernel", 12.0, 2.0, cat="cuda_runtime", correlation=5),
+              X("div_kernel", 20.0, 144.0, cat="kernel", pid=0, tid=7, correlation=5)]
+    store, _ = parse_one(write_trace(tmp_path / "t.pt.trace.json", events), tmp_path / "out")
+    rows = {r["name"]: r for r in op_statistic(store)}
+    assert rows["aten::div"]["count"] == 1
+    assert rows["aten::div"]["device_self_ns"] == 144_000
+    assert rows["aten::div"]["host_self_ns"] == 8_000

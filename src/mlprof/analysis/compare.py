@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mlprof.analysis.inputs import single_output
-from mlprof.analysis.ops import HOST_OP_FILTER
+from mlprof.analysis.ops import DEVICE_NS_PER_OP, HOST_OP_FILTER
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
 from mlprof.errors import MlprofError
 from mlprof.tables.store import TableStore
@@ -119,8 +119,7 @@ _JOIN = "JOIN _cmp_steps s USING (window_index, step)"
 
 def _op_types(store: TableStore, n: int) -> dict:
     return _per_step(store, f"""
-        WITH dev AS (SELECT host_op_id, sum(dur_ns) AS device_ns FROM device_ops
-                     WHERE host_op_id IS NOT NULL AND kind IN ('kernel', 'memcpy', 'memset') GROUP BY 1)
+        {DEVICE_NS_PER_OP}
         SELECT h.name AS key_name, count(*) AS count, sum(h.folded_self_ns) AS host_self_ns,
                coalesce(sum(d.device_ns), 0) AS device_ns
         FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%') h {_JOIN}
@@ -129,8 +128,7 @@ def _op_types(store: TableStore, n: int) -> dict:
 
 def _ops(store: TableStore, n: int) -> dict:
     return _per_step(store, f"""
-        WITH dev AS (SELECT host_op_id, sum(dur_ns) AS device_ns FROM device_ops
-                     WHERE host_op_id IS NOT NULL AND kind IN ('kernel', 'memcpy', 'memset') GROUP BY 1)
+        {DEVICE_NS_PER_OP}
         SELECT h.name AS key_name, coalesce(h.input_dims, '') AS key_dims, count(*) AS count,
                sum(h.folded_self_ns) AS host_self_ns, coalesce(sum(d.device_ns), 0) AS device_ns
         FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%') h {_JOIN}

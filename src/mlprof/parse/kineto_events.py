@@ -495,8 +495,9 @@ def _device_columns(device: list[_Event], base_ns: int, pool: StringPool, accs) 
         sel = [args[i] for i in comm_idx]
         accs["collectives"].add({
             "device_row": comm_idx.astype(np.int64) + rows_before,
-            "collective_name": pool.codes([_collective_name(a.collective_name, names[i])
-                                           for a, i in zip(sel, comm_idx)]),
+            # Kineto's own name; else (in build) the launching op's; else the kernel's.
+            "collective_name": pool.codes([_opt_str(a.collective_name) for a in sel]),
+            "kernel_collective": pool.codes([_collective_name(None, names[i]) for i in comm_idx]),
             "group_name": pool.codes([_opt_str(a.pg_name) for a in sel]),
             "group_desc": pool.codes([_opt_str(a.pg_desc) for a in sel]),
             "group_ranks": _raw_text(pool, [a.pg_ranks for a in sel]),
