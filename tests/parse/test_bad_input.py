@@ -36,3 +36,46 @@ def test_hostile_values_are_bad_input_with_their_json_path(tmp_path, text, where
     assert str(path) in str(err.value) and where in str(err.value)
     assert "\n" not in str(err.value)
     assert not (tmp_path / "out" / "tables").exists()
+
+
+def test_full_disk_while_writing_tables_names_the_file_and_leaves_nothing(tmp_path, monkeypatch):
+    import duckdb
+
+    from mlprof.errors import MlprofError
+    from mlprof.parse import pipeline
+
+    real = pipeline.write_tables
+
+    def write_then_fail(out_dir, columns, strings):
+        real(out_dir, columns, strings)
+        raise duckdb.IOException(f'IO Error: {{"exception_message":"Could not write file \\"{out_dir}/steps.parquet'
+                                 f'\\": No space left on device","errno":"28"}}')
+
+    monkeypatch.setattr(pipeline, "write_tables", write_then_fail)
+    trace = tmp_path / "in" / "t.pt.trace.json"
+    trace.parent.mkdir()
+    trace.write_text('{"traceEvents":[' + _EV % "" + "]}")
+    before = sorted(p.name for p in trace.parent.iterdir())
+    with pytest.raises(MlprofError, match=r"steps\.parquet: cannot write: No space left on device"):
+        parse_path(trace, ParseOptions())
+    assert sorted(p.name for p in trace.parent.iterdir()) == before  # no output dir, no .tmp_*
+
+
+def test_failed_rewrite_keeps_the_previous_complete_tables(tmp_path, monkeypatch):
+    from mlprof.errors import MlprofError
+    from mlprof.parse import pipeline
+
+    trace = tmp_path / "t.pt.trace.json"
+    trace.write_text('{"traceEvents":[' + _EV % "" + "]}")
+    out = tmp_path / "out"
+    parse_path(trace, ParseOptions(output_dir=out))
+    info = (out / "parse_info.json").read_text()
+
+    def fail(*_a, **_k):
+        raise OSError(28, "No space left on device", str(out / ".tmp_tables_1" / "host_ops.parquet"))
+
+    monkeypatch.setattr(pipeline, "write_tables", fail)
+    with pytest.raises(MlprofError, match="host_ops.parquet: cannot write: No space left"):
+        parse_path(trace, ParseOptions(output_dir=out))
+    assert (out / "parse_info.json").read_text() == info
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".tmp")) == []

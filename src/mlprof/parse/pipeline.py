@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+
+import duckdb
 
 from mlprof._version import __version__
 from mlprof.capture import layout
@@ -126,6 +130,15 @@ def _parse_guarded(item: CaptureInput | TraceInput,
         if options.on_error == "raise" and options.jobs <= 1:
             raise
         return None, exc
+    except Exception as exc:  # a bug met on one input must not lose the others
+        if options.on_error == "raise":
+            raise
+        return None, InternalParseError(f"{getattr(item, 'root', None) or item.path}: internal error: "
+                                        f"{type(exc).__name__}: {exc}")
+
+
+class InternalParseError(MlprofError):
+    """An unexpected failure on one input of several (on_error="continue"): a bug, reported."""
 
 
 def _capture_metadata(item: CaptureInput) -> dict[str, object]:
@@ -164,9 +177,53 @@ def _count_events(result: ParseResult, event_count: int, unknown: list) -> None:
 
 
 def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseResult:
-    if isinstance(item, TraceInput):
-        return _parse_trace(item, options)
-    return _parse_capture(item, options)
+    out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
+    existed = out_dir.exists()
+    try:
+        with _writing(out_dir):
+            if isinstance(item, TraceInput):
+                return _parse_trace(item, options)
+            return _parse_capture(item, options)
+    except BaseException:
+        # An output dir this run made and that holds no tables is debris.
+        if not existed and not (out_dir / TABLES_DIR).exists():
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+_DUCKDB_WRITE = re.compile(r'Could not write file \\?"(?P<file>[^"\\]+)\\?": (?P<why>[^"\\]+)')
+
+
+@contextmanager
+def _writing(out_dir: Path) -> Iterator[None]:
+    """A write that fails (disk full, read-only) is an error naming the file
+    (exit 5), and this run's temporary files are removed."""
+    try:
+        yield
+    except MlprofError:
+        _remove_temporaries(out_dir)
+        raise
+    except (OSError, duckdb.Error) as exc:
+        _remove_temporaries(out_dir)
+        if isinstance(exc, OSError):
+            where, why = exc.filename or out_dir, exc.strerror or str(exc)
+        else:
+            m = _DUCKDB_WRITE.search(str(exc))
+            where, why = (m.group("file"), m.group("why")) if m else (out_dir, str(exc).splitlines()[0])
+        raise MlprofError(f"{where}: cannot write: {why}") from None
+
+
+def _remove_temporaries(out_dir: Path) -> None:
+    for tmp in out_dir.glob(f".tmp_*_{os.getpid()}"):
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _publish_tables(tmp: Path, out_dir: Path, result: ParseResult, started: float) -> None:
+    """Swap finished tables in with their parse_info.json, both complete or neither."""
+    result.parse_seconds = round(time.perf_counter() - started, 3)
+    atomic_write(tmp / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
+    replace_dir(tmp, out_dir / TABLES_DIR)
+    os.replace(out_dir / TABLES_DIR / PARSE_INFO_FILE, out_dir / PARSE_INFO_FILE)
 
 
 def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
@@ -184,9 +241,7 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         write_tables(tmp, columns, pool.values())
-        replace_dir(tmp, out_dir / TABLES_DIR)
-        result.parse_seconds = round(time.perf_counter() - started, 3)
-        atomic_write(out_dir / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
+        _publish_tables(tmp, out_dir, result, started)
     return result
 
 
@@ -273,8 +328,6 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
         host_counters = read_host_counters(item.root, int(item.manifest.get("pid") or 0))
         counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
                                 host_counters)
-        replace_dir(tmp, out_dir / TABLES_DIR)
         result.table_rows = {name: n for name, n in counts.items() if n}
-        result.parse_seconds = round(time.perf_counter() - started, 3)
-        atomic_write(out_dir / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
+        _publish_tables(tmp, out_dir, result, started)
     return result
