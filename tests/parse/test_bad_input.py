@@ -3,6 +3,8 @@ file and the JSON path, never an internal error."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from mlprof.errors import TraceFormatError
@@ -79,3 +81,48 @@ def test_failed_rewrite_keeps_the_previous_complete_tables(tmp_path, monkeypatch
         parse_path(trace, ParseOptions(output_dir=out))
     assert (out / "parse_info.json").read_text() == info
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".tmp")) == []
+
+
+def _one_window_capture(tmp_path):
+    from .conftest import make_capture
+    from .test_golden import EVENTS
+
+    return make_capture(tmp_path / "cap", {0: {"events": EVENTS}, 1: {"events": EVENTS}})
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda k: k.unlink(), "listed in window.json but missing"),
+    (lambda k: (k.unlink(), os.mkfifo(k)), "not a regular file"),
+    (lambda k: (k.unlink(), k.symlink_to("/etc/hostname")), "a symlink"),
+])
+def test_window_with_missing_or_hostile_trace_is_skipped_not_empty(tmp_path, damage, why):
+    from mlprof.errors import CaptureError
+
+    root = _one_window_capture(tmp_path)
+    damage(root / "raw" / "window_0001" / "kineto.pt.trace.json")
+    result = parse_path(root, ParseOptions())[0]
+    assert result.windows == [0] and any(why in s for s in result.skipped)
+    damage(root / "raw" / "window_0000" / "kineto.pt.trace.json")
+    with pytest.raises(CaptureError, match="no complete window to parse"):
+        parse_path(root, ParseOptions())
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"schema_version": 99}, "schema_version 99 is not supported"),
+    ({"schema_version": "1"}, "schema_version '1'"),
+    ({"rank": "zero"}, "rank must be int"),
+    ({"windows": {}}, "windows must be list"),
+    ({"pid": 2**70}, "pid .* out of range"),
+])
+def test_bad_manifest_is_a_capture_error(tmp_path, change, why):
+    import json
+
+    from mlprof.errors import CaptureError
+
+    root = _one_window_capture(tmp_path)
+    info = json.loads((root / "profiler_info.json").read_text())
+    info.update(change)
+    (root / "profiler_info.json").write_text(json.dumps(info))
+    with pytest.raises(CaptureError, match=why):
+        parse_path(root, ParseOptions())
+    assert not (root / "mlprof_output").exists()

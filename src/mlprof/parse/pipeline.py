@@ -320,6 +320,11 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
             _count_events(result, info.get("event_count", 0), info.get("unknown", []))
         if errors and not parts:
             raise errors[0]
+        if not parts:
+            # Nothing parsed (every window skipped, or none written yet): an error, not 0 events.
+            why = f": {result.skipped[0]}" + (f" (and {len(result.skipped) - 1} more)" if len(result.skipped) > 1
+                                              else "") if result.skipped else ""
+            raise CaptureError(f"{item.root}: no complete window to parse{why}")
         kept = {p.name for p in parts}
         for stale in cache_root.iterdir():  # windows gone, or bad now
             if stale.name not in kept:
