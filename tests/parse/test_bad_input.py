@@ -126,3 +126,33 @@ def test_bad_manifest_is_a_capture_error(tmp_path, change, why):
     with pytest.raises(CaptureError, match=why):
         parse_path(root, ParseOptions())
     assert not (root / "mlprof_output").exists()
+
+
+def test_gzip_that_expands_beyond_the_cap_is_refused_naming_the_cap(tmp_path, monkeypatch):
+    import gzip
+
+    path = tmp_path / "bomb.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents":[' + b" " * 200_000 + b"]}"))
+    monkeypatch.setenv("MLPROF_MAX_TRACE_BYTES", "100000")
+    with pytest.raises(TraceFormatError, match="expands beyond 100,000 bytes.*MLPROF_MAX_TRACE_BYTES"):
+        parse_path(path, ParseOptions(output_dir=tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_multi_member_gzip_is_read_whole_and_truncated_gzip_refused(tmp_path):
+    import gzip
+
+    text = ('{"traceEvents":[' + ",".join([_EV % ""] * 3) + "]}").encode()
+    path = tmp_path / "t.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(text[:40]) + gzip.compress(text[40:]))
+    assert parse_path(path, ParseOptions(output_dir=tmp_path / "out"))[0].event_count == 3
+    path.write_bytes(gzip.compress(text)[:-12])
+    with pytest.raises(TraceFormatError, match="corrupt or truncated gzip"):
+        parse_path(path, ParseOptions(output_dir=tmp_path / "out2"))
+
+
+def test_huge_op_name_is_refused_with_its_path(tmp_path):
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text('{"traceEvents":[' + (_EV % "").replace('"a"', '"' + "x" * (2**20 + 1) + '"') + "]}")
+    with pytest.raises(TraceFormatError, match=r"length <= 1048576.*\$\.traceEvents\[0\]\.name"):
+        parse_path(path, ParseOptions(output_dir=tmp_path / "out"))

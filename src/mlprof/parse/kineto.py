@@ -14,10 +14,10 @@ split between forked worker processes (:mod:`mlprof.parse.workers`).
 from __future__ import annotations
 
 import gc
-import gzip
 import mmap
 import os
 import re
+import tempfile
 import zlib
 from collections.abc import Callable
 from functools import partial
@@ -26,7 +26,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from mlprof.errors import TraceFormatError
+from mlprof.errors import MlprofError, TraceFormatError
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
     StringPool, TimeRangeError, TopLevel, first_bad_field, split_chunk)
@@ -56,7 +56,9 @@ class _FileText:
                 magic = fh.read(2)
                 size = os.fstat(fh.fileno()).st_size
                 if magic == b"\x1f\x8b":
-                    self.data = self._gunzip(path, magic + fh.read())
+                    fh.seek(0)
+                    self._mm = _gunzip_to_map(path, fh, size)
+                    self.data = self._mm if self._mm is not None else b""
                 elif size == 0:
                     self.data = b""
                 else:
@@ -70,12 +72,6 @@ class _FileText:
             raise TraceFormatError(f"{path}: empty file, not a Kineto/Chrome trace")
         self.first_char = self.data[end:end + 1]
 
-    @staticmethod
-    def _gunzip(path: Path, raw: bytes) -> bytes:
-        try:
-            return gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceFormatError(f"{path}: corrupt or truncated gzip data ({exc})") from None
 
     def release(self) -> None:
         if self._mm is not None and hasattr(mmap, "MADV_DONTNEED"):
@@ -89,6 +85,65 @@ class _FileText:
             except BufferError:  # a Raw slice is still referenced somewhere; GC closes it
                 pass
             self._mm = None
+
+
+# Caps on what a gzip trace may expand to: a decompression bomb (a small file
+# of ever-repeating bytes) must not fill memory or disk. Real Kineto traces
+# compress about 20:1.
+MAX_EXPANDED_ENV = "MLPROF_MAX_TRACE_BYTES"
+_DEFAULT_MAX_EXPANDED = 32 * 2**30
+_MAX_RATIO = 1000
+_RATIO_FROM = 256 * 2**20
+_GZIP_PIECE = 4 * 2**20
+
+
+def _max_expanded() -> tuple[int, int]:
+    """(size cap, ratio cap); an explicit MLPROF_MAX_TRACE_BYTES replaces both."""
+    try:
+        return max(1, int(os.environ[MAX_EXPANDED_ENV])), 2**62
+    except (KeyError, ValueError):
+        return _DEFAULT_MAX_EXPANDED, _MAX_RATIO
+
+
+def _gunzip_to_map(path: Path, fh, size: int) -> mmap.mmap | None:
+    """Stream-decompress a gzip file (all members) into an unlinked temporary
+    file and map it, so memory stays that of a plain mapped trace. Refuses
+    (naming the cap) output beyond the size cap, or beyond 1000x the file from 256 MiB on."""
+    cap, ratio = _max_expanded()
+    out = tempfile.TemporaryFile(prefix="mlprof_gunzip_")
+    try:
+        written = 0
+        inflater, fresh, data = zlib.decompressobj(wbits=31), True, b""
+        while True:
+            if not data:
+                data = fh.read(_GZIP_PIECE)
+                if not data:
+                    if not fresh:
+                        raise TraceFormatError(f"{path}: corrupt or truncated gzip data (ends inside a member)")
+                    break
+            piece = inflater.decompress(data, _GZIP_PIECE)
+            fresh = False
+            written += len(piece)
+            if written > cap or (written > _RATIO_FROM and written > ratio * max(size, 1)):
+                limit = f"{cap:,} bytes" if written > cap else f"{ratio}x its size"
+                raise TraceFormatError(f"{path}: gzip data expands beyond {limit}: a decompression bomb or "
+                                       f"not a trace; refused (set {MAX_EXPANDED_ENV} to allow more)")
+            out.write(piece)
+            if inflater.eof:  # another gzip member may follow
+                data = inflater.unused_data
+                inflater, fresh = zlib.decompressobj(wbits=31), True
+            else:
+                data = inflater.unconsumed_tail
+        out.flush()
+        if written == 0:
+            return None
+        return mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ)
+    except (zlib.error, EOFError) as exc:
+        raise TraceFormatError(f"{path}: corrupt or truncated gzip data ({exc})") from None
+    except OSError as exc:
+        raise MlprofError(f"{path}: cannot decompress to a temporary file: {exc.strerror or exc}") from None
+    finally:
+        out.close()  # the mapping keeps the (already unlinked) data alive
 
 
 _LEADING_SPACE = re.compile(rb"\s*")

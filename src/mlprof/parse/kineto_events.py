@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Annotated, Union
 
 import msgspec
 import numpy as np
@@ -74,10 +74,16 @@ class _Args(msgspec.Struct, gc=False):
 
 
 
+# Longest event name or category kept (1 MiB): a longer one is refused with
+# its JSON path, so one hostile string cannot blow memory up many times its size.
+MAX_NAME_CHARS = 2**20
+_Name = Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]
+
+
 class _Event(msgspec.Struct, gc=False):
     ph: str = ""
-    name: str = ""
-    cat: str = ""
+    name: _Name = ""
+    cat: _Name = ""
     pid: Union[int, str] = 0
     tid: Union[int, str] = 0
     ts: float = 0.0
