@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from mlprof.analysis.compare import Comparison, Delta, compare
-from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.cli.common import add_common, finite_float, parsed_outputs, print_json, progress_for
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 
@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("base", type=Path, metavar="BASE")
     p.add_argument("new", type=Path, metavar="NEW")
     p.add_argument("--top", type=int, default=10, help="rows per section in the terminal table (default 10)")
-    p.add_argument("--fail-if-slower", type=float, default=None, metavar="PCT",
+    p.add_argument("--fail-if-slower", type=finite_float, default=None, metavar="PCT",
                    help=f"exit with status {EXIT_SLOWER} when NEW's mean step is more than PCT%% slower than BASE's")
     add_common(p)
     p.set_defaults(run=run)
