@@ -96,3 +96,22 @@ def test_device_time_of_a_folded_op_counts_for_the_op_it_folds_into(tmp_path):
     assert rows["aten::div"]["count"] == 1
     assert rows["aten::div"]["device_self_ns"] == 144_000
     assert rows["aten::div"]["host_self_ns"] == 8_000
+
+
+def test_older_launch_flow_categories_give_one_arrow_per_launch_and_instants_no_dur(tmp_path):
+    from mlprof.export import ExportOptions, run_exports
+
+    events = [X("aten::mm", 1.0, 10.0), X("cudaLaunchKernel", 2.0, 2.0, cat="cuda_runtime", correlation=7),
+              X("gemm", 20.0, 5.0, cat="kernel", pid=0, tid=7, correlation=7),
+              {"ph": "i", "s": "t", "name": "note", "pid": 10, "tid": 11, "ts": 3.0, "cat": "instant"}]
+    for cat in ("async", "async_cpu_to_gpu", "ac2g"):
+        events += [{"ph": "s", "id": 7, "pid": 10, "tid": 11, "ts": 2.0, "cat": cat, "name": cat},
+                   {"ph": "f", "id": 7, "pid": 0, "tid": 7, "ts": 20.0, "cat": cat, "name": cat, "bp": "e"}]
+    out = tmp_path / "out"
+    parse_one(write_trace(tmp_path / "t.pt.trace.json", events), out)
+    run_exports(out, ExportOptions())
+    doc = json.loads((out / "trace_view.json").read_text())
+    starts = [e for e in doc["traceEvents"] if e["ph"] == "s"]
+    assert len(starts) == 1
+    instants = [e for e in doc["traceEvents"] if e["ph"] == "i"]
+    assert instants and all("dur" not in e for e in instants)
