@@ -115,3 +115,18 @@ def test_older_launch_flow_categories_give_one_arrow_per_launch_and_instants_no_
     assert len(starts) == 1
     instants = [e for e in doc["traceEvents"] if e["ph"] == "i"]
     assert instants and all("dur" not in e for e in instants)
+
+
+def test_directory_scan_finds_traces_by_content_not_name(tmp_path):
+    import gzip
+
+    from mlprof.parse.capture_reader import find_inputs
+
+    events = [X("a", 1.0, 2.0)]
+    write_trace(tmp_path / "rank0.json", events)
+    (tmp_path / "rank1.trace.gz").write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    (tmp_path / "array.json").write_text(json.dumps(events))
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    (tmp_path / "notes.txt").write_text("traceEvents")
+    found = sorted(i.path.name for i in find_inputs(tmp_path))
+    assert found == ["array.json", "rank0.json", "rank1.trace.gz"]

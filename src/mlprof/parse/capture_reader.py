@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,8 +64,29 @@ def _trace_stem(name: str) -> str:
     return name
 
 
+_SNIFF_BYTES = 1 << 16
+
+
 def is_trace_file(path: Path) -> bool:
-    return path.is_file() and (path.name.endswith(".pt.trace.json") or path.name.endswith(".pt.trace.json.gz"))
+    """A Kineto/Chrome trace, whatever its name: a regular file (plain or gzip)
+    whose first 64 KiB start a JSON object with ``traceEvents`` (Kineto writes
+    it after deviceProperties), or a JSON array of events."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, _SNIFF_BYTES)
+        except zlib.error:
+            return False
+    head = head.lstrip()
+    if head[:1] == b"{":
+        return b'"traceEvents"' in head
+    return head[:1] == b"[" and head[1:].lstrip()[:1] in (b"{", b"]") and b'"ph"' in head
 
 
 def is_capture_dir(path: Path) -> bool:
@@ -198,5 +220,5 @@ def find_inputs(path: Path) -> list[CaptureInput | TraceInput]:
         elif is_trace_file(child):
             found.append(TraceInput(child))
     if not found:
-        raise CaptureError(f"{path}: no mlprof capture or *.pt.trace.json(.gz) file found")
+        raise CaptureError(f"{path}: no mlprof capture or Kineto trace file (plain or gzip JSON) found")
     return found
