@@ -130,3 +130,15 @@ def test_directory_scan_finds_traces_by_content_not_name(tmp_path):
     (tmp_path / "notes.txt").write_text("traceEvents")
     found = sorted(i.path.name for i in find_inputs(tmp_path))
     assert found == ["array.json", "rank0.json", "rank1.trace.gz"]
+
+
+def test_mtia_runtime_calls_and_device_events_are_modelled(tmp_path):
+    events = [X("aten::mm", 1.0, 10.0),
+              X("mtiaLaunchKernel", 2.0, 2.0, cat="mtia_runtime", correlation=3),
+              X("mm_kernel", 20.0, 5.0, cat="mtia_ccp_events", pid=0, tid=7, correlation=3)]
+    store, result = parse_one(write_trace(tmp_path / "t.pt.trace.json", events), tmp_path / "out")
+    assert result.unknown_events == {}
+    assert store.rows("SELECT r.name, h.name FROM runtime_calls r JOIN host_ops h ON h.op_id = r.host_op_id") == [
+        ("mtiaLaunchKernel", "aten::mm")]
+    assert store.rows("SELECT d.name, d.kind, h.name FROM device_ops d JOIN host_ops h ON h.op_id = d.host_op_id") == [
+        ("mm_kernel", "kernel", "aten::mm")]

@@ -121,10 +121,13 @@ class _RawArgs(msgspec.Struct):
 _RAW_ARGS_DECODER = msgspec.json.Decoder(_RawArgs)
 
 HOST_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "Operator"})
-RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
+# MTIA: mtia_runtime are its runtime API calls, mtia_ccp_events the work on
+# the device (as Holistic Trace Analysis reads them).
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"})
 DEVICE_KINDS = {
     "kernel": "kernel",
     "Kernel": "kernel",
+    "mtia_ccp_events": "kernel",
     "gpu_memcpy": "memcpy",
     "Memcpy": "memcpy",
     "gpu_memset": "memset",
