@@ -142,3 +142,28 @@ def test_mtia_runtime_calls_and_device_events_are_modelled(tmp_path):
         ("mtiaLaunchKernel", "aten::mm")]
     assert store.rows("SELECT d.name, d.kind, h.name FROM device_ops d JOIN host_ops h ON h.op_id = d.host_op_id") == [
         ("mm_kernel", "kernel", "aten::mm")]
+
+
+def test_query_counts_every_window_and_reparses_after_raw_data_changed(tmp_path):
+    import os
+
+    from mlprof.analysis.inputs import parsed_outputs_of
+    from mlprof.analysis.job import job_info
+    from mlprof.tables.store import TableStore
+
+    from .conftest import make_capture
+    from .test_golden import EVENTS
+
+    root = make_capture(tmp_path / "cap", {0: {"events": EVENTS}, 1: {"events": EVENTS[:5]}})
+
+    def events():
+        (out,) = parsed_outputs_of(root)
+        with TableStore(out.tables_dir) as store:
+            return job_info(store, root, out.output_dir).event_count
+
+    assert events() == len(EVENTS) + 5
+    trace = root / "raw" / "window_0001" / "kineto.pt.trace.json"
+    write_trace(trace, EVENTS[:3])
+    later = (root / "mlprof_output" / "parse_info.json").stat().st_mtime_ns + 10**9
+    os.utime(trace, ns=(later, later))
+    assert events() == len(EVENTS) + 3
