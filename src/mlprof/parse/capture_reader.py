@@ -98,8 +98,9 @@ def _load_json(path: Path, default):
         return default
     try:
         return json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise CaptureError(f"{path}: unreadable JSON ({exc})") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else exc
+        raise CaptureError(f"{path}: unreadable JSON ({why})") from None
 
 
 # Manifest keys and the JSON types they must have when present (None: null allowed).
@@ -209,6 +210,8 @@ def find_inputs(path: Path) -> list[CaptureInput | TraceInput]:
         raise CaptureError(f"{path}: no such file or directory")
     if path.is_file():
         return [TraceInput(path)]
+    if not path.is_dir():
+        raise CaptureError(f"{path}: not a regular file or directory (FIFO, socket or device); refusing to read it")
     if is_capture_dir(path):
         return [read_capture(path)]
     found: list[CaptureInput | TraceInput] = []
