@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from starlette.testclient import TestClient
 
 from mlprof.ui.server import LOOPBACK_HOSTS, create_app
 
-
-@pytest.fixture(scope="module")
-def client(logdir):
-    with TestClient(create_app(logdir), base_url="http://127.0.0.1") as c:
-        yield c
+from .test_api import TestClient, client  # noqa: F401 - the module's client fixture
 
 
 @pytest.mark.parametrize("query", [
