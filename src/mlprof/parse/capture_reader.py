@@ -68,12 +68,15 @@ _SNIFF_BYTES = 1 << 16
 
 
 def is_trace_file(path: Path) -> bool:
-    """A Kineto/Chrome trace, whatever its name: a regular file (plain or gzip)
-    whose first 64 KiB start a JSON object with ``traceEvents`` (Kineto writes
-    it after deviceProperties), or a JSON array of events."""
+    """A Kineto/Chrome trace: named ``*.pt.trace.json(.gz)`` (then a broken one is
+    still reported, not skipped), or, whatever its name, a regular file (plain or
+    gzip) whose first 64 KiB start a JSON object with ``traceEvents`` (Kineto
+    writes it after deviceProperties) or a JSON array of events."""
     try:
         if path.is_symlink() or not path.is_file():
             return False
+        if path.name.endswith((".pt.trace.json", ".pt.trace.json.gz")):
+            return True
         with open(path, "rb") as fh:
             head = fh.read(_SNIFF_BYTES)
     except OSError:
