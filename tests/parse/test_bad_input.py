@@ -156,3 +156,39 @@ def test_huge_op_name_is_refused_with_its_path(tmp_path):
     path.write_text('{"traceEvents":[' + (_EV % "").replace('"a"', '"' + "x" * (2**20 + 1) + '"') + "]}")
     with pytest.raises(TraceFormatError, match=r"length <= 1048576.*\$\.traceEvents\[0\]\.name"):
         parse_path(path, ParseOptions(output_dir=tmp_path / "out"))
+
+
+def test_a_bug_on_one_input_of_a_directory_still_writes_the_others_and_exits_partial(tmp_path, monkeypatch,
+                                                                                       capsys):
+    from mlprof.cli.main import EXIT_PARTIAL, main
+    from mlprof.parse import pipeline
+
+    for rank in range(3):
+        (tmp_path / f"rank{rank}.pt.trace.json").write_text('{"traceEvents":[' + _EV % "" + "]}")
+    real = pipeline._parse_trace
+
+    def buggy(item, options):
+        if item.path.name == "rank1.pt.trace.json":
+            raise IndexError("index 0 is out of bounds")
+        return real(item, options)
+
+    monkeypatch.setattr(pipeline, "_parse_trace", buggy)
+    assert main(["parse", str(tmp_path), "--tables-only"]) == EXIT_PARTIAL
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rank1.pt.trace.json: internal error: IndexError" in err
+    assert (tmp_path / "rank0_mlprof_output" / "tables").is_dir()
+    assert (tmp_path / "rank2_mlprof_output" / "tables").is_dir()
+    assert not (tmp_path / "rank1_mlprof_output").exists()
+
+
+def test_cluster_with_one_bad_rank_reports_it_and_exits_partial(tmp_path, capsys):
+    from mlprof.cli.main import EXIT_PARTIAL, main
+
+    for rank in range(2):
+        (tmp_path / f"rank{rank}.pt.trace.json").write_text(
+            '{"distributedInfo":{"rank":%d,"world_size":3},"traceEvents":[%s]}' % (rank, _EV % ""))
+    (tmp_path / "rank2.pt.trace.json").write_text('{"traceEvents":[')
+    assert main(["cluster", str(tmp_path), "--workers", "1"]) == EXIT_PARTIAL
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "rank2.pt.trace.json" in captured.err
+    assert "2 rank(s)" in captured.out
