@@ -29,7 +29,7 @@ import numpy as np
 from mlprof.errors import MlprofError, TraceFormatError
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
-    StringPool, TimeRangeError, TopLevel, first_bad_field, split_chunk)
+    StringPool, StringTooLongError, TimeRangeError, TopLevel, first_bad_field, split_chunk)
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["KinetoColumns", "StringPool", "read_kineto", "MISSING", "FLOW_START", "FLOW_END"]
@@ -164,7 +164,7 @@ def _decode_error(path: Path, exc: Exception, first_index: int = 0) -> TraceForm
 
 # Errors of hostile or corrupt input that msgspec and numpy raise as such.
 _BAD_INPUT = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError,
-              OverflowError, TimeRangeError)
+              OverflowError, TimeRangeError, StringTooLongError)
 
 
 def _input_problem(exc: BaseException) -> str:
@@ -253,7 +253,8 @@ def _decode_text(path: Path, text: _FileText, pool: StringPool, progress) -> Kin
     base_ns = top.baseTimeNanoseconds or 0
     if not 0 <= base_ns < 2**62:
         raise TraceFormatError(f"{path}: not a valid Kineto trace: baseTimeNanoseconds {base_ns} is out of range")
-    cols = KinetoColumns(base_time_ns=base_ns)
+    relative = bool(top.baseTimeNanoseconds)  # a base of 0 leaves the ts absolute
+    cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
     for key in TopLevel.__struct_fields__[2:]:
         raw = getattr(top, key)
         if raw:
@@ -273,7 +274,7 @@ def _decode_text(path: Path, text: _FileText, pool: StringPool, progress) -> Kin
     try:
         for i in range(1, n_parts):
             first, last = bounds[i], bounds[i + 1]
-            children.append(start_part(partial(_decode_part, path, raws, first, last, base_ns, text)))
+            children.append(start_part(partial(_decode_part, path, raws, first, last, base_ns, text, relative)))
         share = n_parts  # progress: the other parts run alongside this one
 
         def own_progress(done: int) -> None:
@@ -321,10 +322,10 @@ def _decode_range(path, raws, first, last, base_ns, pool, cols, accs, progress, 
             progress(end)
 
 
-def _decode_part(path, raws, first, last, base_ns, text) -> dict:
+def _decode_part(path, raws, first, last, base_ns, text, relative) -> dict:
     """A forked worker's share: its own string pool and columns, made picklable."""
     pool = StringPool()
-    cols = KinetoColumns(base_time_ns=base_ns)
+    cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
     accs = _new_accumulators()
     _decode_range(path, raws, first, last, base_ns, pool, cols, accs, None, text)
     return {"strings": pool.keys(), "threads": cols.threads, "unknown": dict(cols.unknown),

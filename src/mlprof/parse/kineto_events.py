@@ -11,14 +11,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Annotated, Union
+from typing import Union
 
 import msgspec
 import numpy as np
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
            "EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk", "TimeRangeError",
-           "MAX_US", "decimal_us_to_ns", "first_bad_field"]
+           "MAX_US", "decimal_us_to_ns", "first_bad_field", "StringTooLongError", "MAX_STRING_CHARS"]
 
 # Sentinel of absent integer fields inside the numpy columns (turned to NULL
 # when the tables are written). No real id, size or time takes this value.
@@ -74,16 +74,10 @@ class _Args(msgspec.Struct, gc=False):
 
 
 
-# Longest event name or category kept (1 MiB): a longer one is refused with
-# its JSON path, so one hostile string cannot blow memory up many times its size.
-MAX_NAME_CHARS = 2**20
-_Name = Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]
-
-
 class _Event(msgspec.Struct, gc=False):
     ph: str = ""
-    name: _Name = ""
-    cat: _Name = ""
+    name: str = ""
+    cat: str = ""
     pid: Union[int, str] = 0
     tid: Union[int, str] = 0
     ts: float = 0.0
@@ -141,6 +135,16 @@ FLOW_START, FLOW_STEP, FLOW_END = 0, 1, 2
 _FLOW_PHASES = {"s": FLOW_START, "t": FLOW_STEP, "f": FLOW_END}
 
 
+# Longest string (event name, category, raw args text) kept: 1 MiB. A longer
+# one is refused with its JSON path, so one hostile string cannot blow memory
+# up many times its size. Checked on new distinct strings only (cheap).
+MAX_STRING_CHARS = 2**20
+
+
+class StringTooLongError(ValueError):
+    """A string longer than MAX_STRING_CHARS."""
+
+
 class StringPool:
     """Interns strings to dense integer codes; code -1 is NULL."""
 
@@ -162,6 +166,8 @@ class StringPool:
         # new ones get a code, then one C-level map looks all of them up.
         for value in dict.fromkeys(values):
             if value not in codes:
+                if value is not None and len(value) > MAX_STRING_CHARS:
+                    raise StringTooLongError(f"a string of {len(value):,} characters (at most {MAX_STRING_CHARS:,})")
                 codes[value] = len(codes) - self._NULLS
         return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values))
 
@@ -197,6 +203,9 @@ class KinetoColumns:
     threads: list[tuple[int, int | None, str, str]] = field(default_factory=list)
     unknown: Counter = field(default_factory=Counter)
     event_count: int = 0
+    # ts are µs after baseTimeNanoseconds (small: a double holds them to the
+    # ns); False: absolute µs, read exactly from their text where needed.
+    relative_times: bool = False
 
 
 def _ints(values: list) -> np.ndarray:
@@ -376,7 +385,7 @@ def _decode_args(events: list[_Event]) -> list[_Args]:
 
 
 def split_chunk(events: list[_Event], raws: list[msgspec.Raw], base_ns: int, pool: StringPool, cols: KinetoColumns, accs) -> None:
-    if events and _needs_exact_times(events):
+    if not cols.relative_times and events and _needs_exact_times(events):
         _exact_times(events, raws)
     host, runtime, device, flows, instants, dev_ann, counters = [], [], [], [], [], [], []
     unknown = cols.unknown
@@ -621,12 +630,17 @@ def first_bad_field(raw: bytes) -> str | None:
         value = getattr(e, name)
         if value == value and not abs(value) < MAX_US:
             return f".{name}: {value!r} µs is out of range"
+    for name in ("name", "cat"):
+        if len(getattr(e, name)) > MAX_STRING_CHARS:
+            return f".{name}: a string of {len(getattr(e, name)):,} characters (at most {MAX_STRING_CHARS:,})"
     for name in ("pid", "tid"):
         value = getattr(e, name)
         if type(value) is int and not -_INT64 <= value < _INT64:
             return f".{name}: integer {str(value)[:30]} does not fit 64 bits"
     for f in msgspec.structs.fields(_Args):
         value = getattr(e.args, f.name)
+        if isinstance(value, (str, msgspec.Raw)) and len(value) > MAX_STRING_CHARS:
+            return f".args.{f.encode_name}: {len(value):,} characters (at most {MAX_STRING_CHARS:,})"
         if type(value) is int and not -_INT64 <= value < _INT64:
             return f".args.{f.encode_name}: integer {str(value)[:30]} does not fit 64 bits"
     return None
