@@ -196,3 +196,23 @@ def test_cluster_with_one_bad_rank_reports_it_and_exits_partial(tmp_path, capsys
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and "rank2.pt.trace.json" in captured.err
     assert "2 rank(s)" in captured.out
+
+
+def test_full_disk_while_exporting_names_the_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    from mlprof.errors import MlprofError
+    from mlprof.export import ExportOptions, run_exports, trace_view
+
+    trace = tmp_path / "t.pt.trace.json"
+    trace.write_text('{"traceEvents":[' + _EV % "" + "]}")
+    out = tmp_path / "out"
+    parse_path(trace, ParseOptions(output_dir=out))
+
+    def fail(store, tmp, base, step):
+        tmp.write_text('{"traceEvents": [')
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(trace_view, "_write_events", fail)
+    with pytest.raises(MlprofError, match=r"trace_view\.json: cannot write: No space left on device"):
+        run_exports(out, ExportOptions())
+    assert not [p for p in out.iterdir() if "tmp" in p.name]
+    assert not (out / "trace_view.json").exists()

@@ -134,6 +134,15 @@ def write_trace_view(store: TableStore, out_dir: Path, step: int | None = None,
     base = _base_ns(store)
     target = out_dir / file_name
     tmp = out_dir / f".tmp_{file_name}.{os.getpid()}"
+    try:
+        _write_events(store, tmp, base, step)
+    except OSError as exc:  # name the file being written (disk full, ...)
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
+    return publish_file(tmp, target)
+
+
+def _write_events(store: TableStore, tmp: Path, base: int, step: int | None) -> None:
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write('{"displayTimeUnit": "ms", "baseTimeNanoseconds": %d, "traceEvents": [\n' % base)
         first = True
@@ -149,4 +158,3 @@ def write_trace_view(store: TableStore, out_dir: Path, step: int | None = None,
                 fh.write(",\n".join(row[0] for row in batch))
                 first = False
         fh.write("\n]}\n")
-    return publish_file(tmp, target)

@@ -10,16 +10,12 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import re
 import shutil
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-
-import duckdb
 
 from mlprof._version import __version__
 from mlprof.capture import layout
@@ -31,7 +27,7 @@ from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, f
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.tables.schema import TABLES
-from mlprof.tables.store import combine_tables, write_tables
+from mlprof.tables.store import combine_tables, named_write_errors, write_tables
 
 __all__ = ["ParseOptions", "ParseResult", "parse_path", "TABLES_DIR", "PARSE_INFO_FILE"]
 
@@ -180,7 +176,7 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
     out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
     existed = out_dir.exists()
     try:
-        with _writing(out_dir):
+        with named_write_errors(out_dir):
             if isinstance(item, TraceInput):
                 return _parse_trace(item, options)
             return _parse_capture(item, options)
@@ -189,33 +185,6 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
         if not existed and not (out_dir / TABLES_DIR).exists():
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
-
-
-_DUCKDB_WRITE = re.compile(r'Could not write file \\?"(?P<file>[^"\\]+)\\?": (?P<why>[^"\\]+)')
-
-
-@contextmanager
-def _writing(out_dir: Path) -> Iterator[None]:
-    """A write that fails (disk full, read-only) is an error naming the file
-    (exit 5), and this run's temporary files are removed."""
-    try:
-        yield
-    except MlprofError:
-        _remove_temporaries(out_dir)
-        raise
-    except (OSError, duckdb.Error) as exc:
-        _remove_temporaries(out_dir)
-        if isinstance(exc, OSError):
-            where, why = exc.filename or out_dir, exc.strerror or str(exc)
-        else:
-            m = _DUCKDB_WRITE.search(str(exc))
-            where, why = (m.group("file"), m.group("why")) if m else (out_dir, str(exc).splitlines()[0])
-        raise MlprofError(f"{where}: cannot write: {why}") from None
-
-
-def _remove_temporaries(out_dir: Path) -> None:
-    for tmp in out_dir.glob(f".tmp_*_{os.getpid()}"):
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _publish_tables(tmp: Path, out_dir: Path, result: ParseResult, started: float) -> None:
