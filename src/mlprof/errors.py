@@ -10,6 +10,7 @@ __all__ = [
     "CaptureError",
     "TraceFormatError",
     "TorchUnavailableError",
+    "CommandStartError",
 ]
 
 
@@ -31,3 +32,7 @@ class TraceFormatError(MlprofError):
 
 class TorchUnavailableError(MlprofError, ImportError):
     """A collection feature needs torch (or torch_npu) and it is not installed."""
+
+
+class CommandStartError(MlprofError):
+    """``mlprof run``: the command could not be started (not found, not executable): exit 127."""

@@ -126,3 +126,27 @@ print("ok")
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@pytest.mark.parametrize("host, remote", [("127.0.0.2", False), ("0.0.0.0", True)])
+def test_ui_answers_its_own_url_and_warns_when_remote(tmp_path, logdir, host, remote):
+    env = _env(tmp_path)
+    cmd = [sys.executable, "-m", "mlprof", "ui", "--logdir", str(logdir), "--port", "0", "--host", host]
+    proc = subprocess.Popen(cmd + (["--allow-remote"] if remote else []),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"http://([0-9.]+):(\d+)/", line)
+        assert match, line + (proc.stderr.read() if proc.poll() is not None else "")
+        url_host = "127.0.0.1" if host == "0.0.0.0" else host
+        with urllib.request.urlopen(f"http://{url_host}:{match.group(2)}/api/runs", timeout=10) as resp:
+            assert resp.status == 200
+        stop = _mlprof("ui", "stop", "--port", match.group(2), env=env)
+        assert stop.returncode == 0, stop.stderr
+        proc.wait(timeout=15)
+        err = proc.stderr.read()
+        assert ("no login" in err) == remote, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -125,6 +125,8 @@ def _guarded(source: str):
         return parse_and_extract(source)
     except MlprofError as exc:
         return {"source": source, "error": str(exc)}
+    except Exception as exc:  # a bug met on one rank must not lose the others
+        return {"source": source, "error": f"internal error: {type(exc).__name__}: {exc}"}
 
 
 def extract_ranks(path: str | Path, workers: int | None = None, scheduler: str | None = None) -> list[dict]:

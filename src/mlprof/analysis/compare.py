@@ -24,7 +24,7 @@ from pathlib import Path
 
 from mlprof.analysis.devices import RunDevice, run_device
 from mlprof.analysis.inputs import single_output
-from mlprof.analysis.ops import HOST_OP_FILTER
+from mlprof.analysis.ops import DEVICE_NS_PER_OP, HOST_OP_FILTER
 from mlprof.analysis.run_facts import fact_warnings, run_facts
 from mlprof.analysis.stats import Distribution, Shift, Verdict, describe, relative_verdict, shift
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
@@ -189,8 +189,7 @@ _FRAMEWORK_OPS = "name LIKE 'aten::%'"
 
 def _op_types(store: TableStore, n: int, only: str = "TRUE") -> dict:
     return _per_step(store, f"""
-        WITH dev AS (SELECT host_op_id, sum(dur_ns) AS device_ns FROM device_ops
-                     WHERE host_op_id IS NOT NULL AND kind IN ('kernel', 'memcpy', 'memset') GROUP BY 1)
+        {DEVICE_NS_PER_OP}
         SELECT h.name AS key_name, count(*) AS count, sum(h.folded_self_ns) AS host_self_ns,
                coalesce(sum(d.device_ns), 0) AS device_ns
         FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%' AND {only}) h
@@ -199,8 +198,7 @@ def _op_types(store: TableStore, n: int, only: str = "TRUE") -> dict:
 
 def _ops(store: TableStore, n: int, only: str = "TRUE") -> dict:
     return _per_step(store, f"""
-        WITH dev AS (SELECT host_op_id, sum(dur_ns) AS device_ns FROM device_ops
-                     WHERE host_op_id IS NOT NULL AND kind IN ('kernel', 'memcpy', 'memset') GROUP BY 1)
+        {DEVICE_NS_PER_OP}
         SELECT h.name AS key_name, coalesce(h.input_dims, '') AS key_dims, count(*) AS count,
                sum(h.folded_self_ns) AS host_self_ns, coalesce(sum(d.device_ns), 0) AS device_ns
         FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%' AND {only}) h

@@ -16,7 +16,7 @@ from mlprof.errors import ConfigError
 from mlprof.parse.capture_reader import find_inputs
 from mlprof.parse.pipeline import PARSE_INFO_FILE, TABLES_DIR, ParseOptions, parse_path
 
-__all__ = ["ParsedOutput", "parsed_outputs_of", "single_output"]
+__all__ = ["ParsedOutput", "parsed_outputs_of", "single_output", "is_stale"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,26 @@ def _source_of(out: Path) -> str:
         return str(out)
 
 
+def _newest_input_ns(source: Path) -> int:
+    """Latest mtime among the files a parse of ``source`` reads (0 if unreadable)."""
+    try:
+        if source.is_file():
+            return source.stat().st_mtime_ns
+        files = [source / "profiler_info.json", *(source / "raw").rglob("*")]
+        return max((f.stat().st_mtime_ns for f in files if f.is_file() and not f.is_symlink()), default=0)
+    except OSError:
+        return 0
+
+
+def is_stale(source: str | Path, output_dir: Path) -> bool:
+    """True when the raw data changed after its tables were written (re-parse them)."""
+    try:
+        parsed_ns = (Path(output_dir) / PARSE_INFO_FILE).stat().st_mtime_ns
+    except OSError:
+        return True
+    return _newest_input_ns(Path(source)) > parsed_ns
+
+
 def parsed_outputs_of(path: Path, parse_missing: bool = True, output: Path | None = None,
                       progress=None) -> list[ParsedOutput]:
     """Every parsed output under ``path``, parsing inputs that have none yet (unless told not to).
@@ -46,12 +66,16 @@ def parsed_outputs_of(path: Path, parse_missing: bool = True, output: Path | Non
     """
     path = Path(path)
     if (path / TABLES_DIR).is_dir() and not (path / "raw").is_dir():
-        return [ParsedOutput(_source_of(path), path)]
+        source = _source_of(path)
+        if parse_missing and Path(source).exists() and is_stale(source, path):
+            parse_path(Path(source), ParseOptions(output_dir=path, progress=progress))
+        return [ParsedOutput(source, path)]
     found = []
     for item in find_inputs(path):
         source = str(getattr(item, "root", None) or item.path)
         out = Path(output) if output else Path(item.output_dir)
-        if not (out / TABLES_DIR).is_dir():
+        # No tables yet, or raw data newer than them (a window added, a trace rewritten): parse.
+        if not (out / TABLES_DIR).is_dir() or (parse_missing and is_stale(source, out)):
             if not parse_missing:
                 continue
             out = Path(parse_path(Path(source), ParseOptions(output_dir=output, progress=progress))[0].output_dir)

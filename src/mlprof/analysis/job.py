@@ -51,7 +51,9 @@ def job_info(store: TableStore, source: Path, output_dir: Path) -> JobInfo:
                           "ORDER BY dur_ns DESC, step LIMIT 5")
     devices = [r[0] for r in store.rows("SELECT DISTINCT device FROM device_ops WHERE device IS NOT NULL ORDER BY 1")]
     raw = Path(source) / "raw" if (Path(source) / "raw").is_dir() else Path(source)
-    events = sum(json.loads(v) for k, v in meta.items() if k == "eventCount") if "eventCount" in meta else 0
+    # One eventCount row per window: the capture's count is their sum.
+    events = sum(int(json.loads(v)) for (v,) in store.rows(
+        "SELECT value_json FROM metadata WHERE key = 'eventCount'"))
     return JobInfo(
         job=str(job), source=str(source), rank=rank_of(store), devices=devices,
         start_ns=start, end_ns=end, step_count=store.count("steps"), slowest_steps=slowest,

@@ -14,12 +14,26 @@ import numpy as np
 from mlprof.tables.store import TableStore
 
 __all__ = ["op_statistic", "operator_details", "kernel_statistic", "api_statistic",
-           "device_time_per_op", "HOST_OP_FILTER"]
+           "device_time_per_op", "HOST_OP_FILTER", "DEVICE_NS_PER_OP"]
 
 # Ops that appear in op statistics: framework ops and record_function
 # annotations, as torch's key_averages() counts them (python frames and
 # folded nested duplicates excluded; their time is in the parent's).
 HOST_OP_FILTER = "category IN ('cpu_op', 'user_annotation', 'Operator') AND NOT coalesce(folded, false)"
+
+
+# CTE ``dev(host_op_id, device_ns)``: device time launched by each counted op.
+# Work launched by a folded op (a nested same-name call) is its unfolded
+# ancestor's, as its host self time is (key_averages() does the same).
+DEVICE_NS_PER_OP = """
+    WITH RECURSIVE dev_owner(op_id, owner_id) AS (
+        SELECT op_id, op_id FROM host_ops WHERE NOT coalesce(folded, false)
+        UNION ALL
+        SELECT h.op_id, o.owner_id FROM host_ops h JOIN dev_owner o ON h.parent_op_id = o.op_id
+        WHERE coalesce(h.folded, false)),
+    dev AS (SELECT coalesce(o.owner_id, d.host_op_id) AS host_op_id, sum(d.dur_ns) AS device_ns
+            FROM device_ops d LEFT JOIN dev_owner o ON o.op_id = d.host_op_id
+            WHERE d.host_op_id IS NOT NULL AND d.kind IN ('kernel', 'memcpy', 'memset') GROUP BY 1)"""
 
 
 # key_averages() shows every ProfilerStep#N span as one "ProfilerStep*" row.
@@ -28,9 +42,7 @@ STEP_FOLD = "CASE WHEN h.name LIKE 'ProfilerStep#%' THEN 'ProfilerStep*' ELSE h.
 
 def device_time_per_op(store: TableStore) -> tuple[dict[int, int], dict[int, int]]:
     """(self, total) device ns per host op_id, for ops that launched device work."""
-    self_ns = dict(store.rows(
-        "SELECT host_op_id, sum(dur_ns) FROM device_ops WHERE host_op_id IS NOT NULL "
-        "AND kind IN ('kernel', 'memcpy', 'memset') GROUP BY host_op_id"))
+    self_ns = dict(store.rows(DEVICE_NS_PER_OP + " SELECT host_op_id, device_ns FROM dev"))
     if not self_ns:
         return {}, {}
     tree = store.sql("SELECT op_id, parent_op_id FROM host_ops WHERE parent_op_id IS NOT NULL").fetchnumpy()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from mlprof.analysis.advisor import Thresholds
 from mlprof.analysis.cluster import ClusterReport, cluster
 from mlprof.cli.common import add_common, print_json
+from mlprof.cli.main import EXIT_PARTIAL
 
 __all__ = ["register", "run"]
 
@@ -85,4 +87,6 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_dict())
     else:
         print("\n".join(format_cluster(report)))
-    return 0
+    for f in report.failed:
+        print(f"mlprof cluster: error: {f['error']}", file=sys.stderr)
+    return EXIT_PARTIAL if report.failed else 0

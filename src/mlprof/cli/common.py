@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
 from mlprof.analysis.inputs import parsed_outputs_of
 from mlprof.cli.progress import ProgressBar
 
-__all__ = ["add_common", "progress_for", "print_json", "parsed_outputs", "exit_code_for"]
+__all__ = ["add_common", "progress_for", "print_json", "parsed_outputs", "exit_code_for", "finite_float"]
 
 
 def exit_code_for(exc: BaseException) -> int:
@@ -18,6 +19,17 @@ def exit_code_for(exc: BaseException) -> int:
     from mlprof.cli.main import _exit_code
 
     return _exit_code(exc)
+
+
+def finite_float(text: str) -> float:
+    """argparse type: a real number; nan and inf are refused (exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def add_common(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mlprof.analysis.compare import Comparison, Delta, compare
-from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.cli.common import add_common, finite_float, parsed_outputs, print_json, progress_for
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 
@@ -31,7 +31,7 @@ def register(sub) -> None:
     p.add_argument("--top", type=int, default=None, metavar="N",
                    help=f"rows per section (default: {TERMINAL_TOP} in the terminal, all with --json); "
                         "the rows left out are counted ('N more', \"more\" in JSON)")
-    p.add_argument("--fail-if-slower", type=float, default=None, metavar="PCT",
+    p.add_argument("--fail-if-slower", type=finite_float, default=None, metavar="PCT",
                    help=f"exit with status {EXIT_SLOWER} when NEW's step time is more than PCT%% slower than "
                         "BASE's even at the lower end of the 95%% confidence interval (beyond noise); "
                         f"status {EXIT_INCONCLUSIVE} when too few steps to tell")

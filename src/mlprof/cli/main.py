@@ -11,9 +11,9 @@ import argparse
 import os
 import sys
 
-from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
+from mlprof.errors import CaptureError, CommandStartError, ConfigError, MlprofError, TraceFormatError
 
-__all__ = ["main", "build_parser", "EXIT_CODES"]
+__all__ = ["main", "build_parser", "EXIT_CODES", "EXIT_PARTIAL"]
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -21,9 +21,14 @@ EXIT_USAGE = 2
 EXIT_CAPTURE = 3
 EXIT_TRACE_FORMAT = 4
 EXIT_OTHER = 5
+# Several inputs: some parsed and written, others failed (each reported).
+EXIT_PARTIAL = 6
+# mlprof run: the command could not be started (as a shell says "not found").
+EXIT_NOT_STARTED = 127
 EXIT_INTERRUPTED = 130
 
-EXIT_CODES = {ConfigError: EXIT_USAGE, CaptureError: EXIT_CAPTURE, TraceFormatError: EXIT_TRACE_FORMAT}
+EXIT_CODES = {ConfigError: EXIT_USAGE, CaptureError: EXIT_CAPTURE, TraceFormatError: EXIT_TRACE_FORMAT,
+              CommandStartError: EXIT_NOT_STARTED}
 
 
 def build_parser() -> argparse.ArgumentParser:

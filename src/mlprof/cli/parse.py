@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mlprof.cli.common import add_common, exit_code_for, print_json, progress_for
+from mlprof.cli.main import EXIT_PARTIAL
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.export import EXPORT_TYPES, SUMMARY_FORMATS, ExportOptions, run_exports
 from mlprof.parse import ParseOptions, parse_path
@@ -43,8 +44,11 @@ def run(args: argparse.Namespace) -> int:
     results = parse_path(args.path, ParseOptions(output_dir=args.output, progress=progress_for(args),
                                                  on_error="continue", jobs=args.jobs))
     failures = [r for r in results if r.error is not None]
-    if len(results) == 1 and failures:
-        raise _ERRORS.get(failures[0].error_type, MlprofError)(failures[0].error)
+    if len(failures) == len(results):
+        if failures[0].error_type == "InternalParseError":
+            raise RuntimeError(failures[0].error)
+        if len(results) == 1:
+            raise _ERRORS.get(failures[0].error_type, MlprofError)(failures[0].error)
     report = []
     for result in results:
         entry = result.to_dict()
@@ -58,7 +62,13 @@ def run(args: argparse.Namespace) -> int:
                 options = replace(options, export_types=("text", "db"))
             entry["exports"] = [p.name for p in run_exports(Path(result.output_dir), options)]
         report.append(entry)
-    status = exit_code_for(_ERRORS.get(failures[0].error_type, MlprofError)("")) if failures else 0
+    # Some inputs failed: "partial" (6); all failed: the first failure's own code.
+    if not failures:
+        status = 0
+    elif len(failures) < len(results):
+        status = EXIT_PARTIAL
+    else:
+        status = exit_code_for(_ERRORS.get(failures[0].error_type, MlprofError)(""))
     if args.json:
         print_json(report)
         return status

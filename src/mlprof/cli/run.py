@@ -36,10 +36,13 @@ def run(args: argparse.Namespace) -> int:
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     options = RunOptions.from_namespace(args)
     result = run_command(options, command, parse_environment(args.environment))
+    if result.profiling_off:
+        print(f"mlprof run: warning: profiling was off: {result.profiling_off}", file=sys.stderr)
     parsed = [] if args.no_parse else [_parse(capture, options) for capture in result.captures]
     summary = {"exit_code": result.exit_code, "output": str(result.output),
                "captures": [str(c) for c in result.captures], "parsed": parsed,
-               "host_samples": str(result.samples_file) if result.samples_file else None}
+               "host_samples": str(result.samples_file) if result.samples_file else None,
+               "profiling_off": result.profiling_off}
     if args.json:
         print_json(summary)
     else:

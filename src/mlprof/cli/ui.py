@@ -51,7 +51,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"mlprof ui needs {exc.name}: pip install starlette uvicorn") from None
     sock = runtime.bind_socket(args.host, args.port)
     port = sock.getsockname()[1]
-    allowed = None if args.allow_remote else LOOPBACK_HOSTS
+    # The address asked for is one the browser will name (127.0.0.2 is loopback too).
+    allowed = None if args.allow_remote else LOOPBACK_HOSTS + (args.host, f"[{args.host.strip('[]')}]")
+    if args.allow_remote:
+        print(f"mlprof ui: warning: serving on {args.host} to the network; the dashboard has no login, "
+              f"anyone who can reach this port can read every run under {logdir}", file=sys.stderr, flush=True)
     app = create_app(logdir, allowed_hosts=allowed)
     runtime.write_record(runtime.ServerRecord(pid=os.getpid(), host=args.host, port=port, logdir=str(logdir),
                                               started_ns=time.time_ns()))

@@ -8,16 +8,18 @@ a run on some devices shares ``all`` and takes each device's lock.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
 
 from ..errors import MlprofError
 
-__all__ = ["DeviceLock", "LOCK_DIR_ENV", "devices_of"]
+__all__ = ["DeviceLock", "LOCK_DIR_ENV", "devices_of", "default_lock_dir"]
 
 LOCK_DIR_ENV = "MLPROF_LOCK_DIR"
 
@@ -30,16 +32,58 @@ def devices_of(environment: dict[str, str]) -> list[str]:
     return [d.strip() for d in visible.split(",") if d.strip()]
 
 
+def default_lock_dir() -> Path:
+    """A private per-user directory: $XDG_RUNTIME_DIR/mlprof-locks, else /tmp/mlprof-locks-<uid>.
+
+    Never a directory shared between users: a lock file there could be a
+    symlink planted by another user, and a root run would write through it.
+    """
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        return Path(runtime) / "mlprof-locks"
+    return Path(tempfile.gettempdir()) / f"mlprof-locks-{os.geteuid()}"
+
+
+def _private_dir(path: Path) -> Path:
+    """Create ``path`` 0700, or check an existing one is a real directory of ours, not open to others."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as exc:
+        raise MlprofError(f"{path}: cannot create the device lock directory: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise MlprofError(f"{path}: device lock directory is a symlink or not a directory; refusing to use it")
+    if st.st_uid != os.geteuid():
+        raise MlprofError(f"{path}: device lock directory belongs to uid {st.st_uid}, not to this user; "
+                          "refusing to use it")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
 class DeviceLock:
     def __init__(self, devices: list[str], lock_dir: Path | None = None) -> None:
         self.devices = devices
-        self.lock_dir = lock_dir or Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "mlprof-locks")
+        self.lock_dir = lock_dir or Path(os.environ.get(LOCK_DIR_ENV) or default_lock_dir())
         self._fds: list[int] = []
 
+    def _open(self, name: str) -> int:
+        path = _private_dir(self.lock_dir) / f"device-{name.replace('/', '_')}.lock"
+        try:
+            # O_NOFOLLOW: a symlink planted as the lock file is refused, never written through.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise MlprofError(f"{path}: lock file is a symlink; refusing to use it") from None
+            raise MlprofError(f"{path}: cannot open the device lock: {exc.strerror or exc}") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+            os.close(fd)
+            raise MlprofError(f"{path}: lock file is not a plain file of this user; refusing to use it")
+        return fd
+
     def _take(self, name: str, exclusive: bool) -> None:
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
-        path = self.lock_dir / f"device-{name.replace('/', '_')}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open(name)
         try:
             fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
         except BlockingIOError:

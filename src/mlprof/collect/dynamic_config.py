@@ -15,7 +15,7 @@ from typing import Any
 from ..config import ExperimentalConfig, ProfilerActivity, check_activities
 from ..errors import ConfigError
 
-__all__ = ["DynamicConfig", "CONFIG_FILE_NAME", "read_config_file", "template"]
+__all__ = ["DynamicConfig", "CONFIG_FILE_NAME", "read_config_file", "template", "MAX_ACTIVE_STEPS"]
 
 CONFIG_FILE_NAME = "profiler_config.json"
 # Ascend-only experimental keys of the seed: accepted so torch_npu configs load, then ignored.
@@ -24,6 +24,9 @@ MAX_CONFIG_BYTES = 1 << 20
 # Where dynamic profiling departs from the API's ExperimentalConfig defaults: GC
 # pauses are cheap to watch and explain many slow steps, so they are on.
 EXPERIMENTAL_DEFAULTS: dict[str, Any] = {"gc_detect_threshold": 1.0}
+# Longest capture a config edit can ask for: a running job must not be
+# profiled (and slowed) for hours by one typo.
+MAX_ACTIVE_STEPS = 1000
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,9 @@ class DynamicConfig:
     with_stack: bool = False
     with_flops: bool = False
     with_modules: bool = False
-    # Steps recorded per capture (>= 1), after `warmup` unrecorded warm-up steps.
+    # Steps recorded per capture, after `warmup` unrecorded warm-up steps; at
+    # most MAX_ACTIVE_STEPS (more is cut down, and logged). 0 cancels the
+    # capture that is running (and any queued one) and starts none.
     active: int = 1
     warmup: int = 0
     # First step to record; 0 means "as soon as possible" (aligned across ranks).
@@ -54,7 +59,7 @@ class DynamicConfig:
     def __post_init__(self) -> None:
         _check_bools(self, ("analyse", "record_shapes", "profile_memory", "with_stack", "with_flops",
                             "with_modules", "is_rank"))
-        _check_int(self.active, "active", 1)
+        _check_int(self.active, "active", 0)
         _check_int(self.warmup, "warmup", 0)
         _check_int(self.start_step, "start_step", 0)
         if not isinstance(self.activities, (list, tuple)) or not all(isinstance(a, str) for a in self.activities):

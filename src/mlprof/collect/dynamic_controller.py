@@ -17,11 +17,11 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import ConfigError, MlprofError
-from .dynamic_config import CONFIG_FILE_NAME, DynamicConfig, read_config_file, write_template
+from .dynamic_config import CONFIG_FILE_NAME, MAX_ACTIVE_STEPS, DynamicConfig, read_config_file, write_template
 from .dynamic_logs import DynamicLogs
 from .environment import rank_info
 
@@ -54,7 +54,7 @@ class _Capture:
             activities=config.activity_enums(),
             schedule=mlprof.schedule(wait=0, warmup=config.warmup, active=config.active, repeat=1,
                                      skip_first=first_step),
-            on_trace_ready=mlprof.tensorboard_trace_handler(Path(config.prof_dir).absolute(),
+            on_trace_ready=mlprof.tensorboard_trace_handler(Path(config.prof_dir),
                                                             analyse_flag=config.analyse),
             record_shapes=config.record_shapes,
             profile_memory=config.profile_memory,
@@ -100,6 +100,7 @@ class DynamicController:
         self._t_step10 = 0.0
         self._pending: collections.deque[_PendingCapture] = collections.deque()
         self._capture: _Capture | None = None
+        self._cancel = threading.Event()  # set by the watcher: stop the running capture
         self._seen = self._signature()  # the file as it is now is not a request
         self._seen_digest = self._digest()
         self._stop = threading.Event()
@@ -131,15 +132,29 @@ class DynamicController:
             self.logs.actions.info("step interval %.3f s: polling every %.3f s", now - self._t_step10, self.poll_s)
 
     def _advance(self) -> None:
+        if self._cancel.is_set():
+            self._cancel.clear()
+            if self._capture is not None:
+                self._capture.prof.stop()
+                self.logs.actions.info("capture started at step %d cancelled by a config edit at step %d",
+                                       self._capture.first_step, self.step_num)
+                self._capture = None
         if self._capture is not None:
             if self._capture.step():
-                capture_dir = self._capture.prof.capture_dir
-                ok = self._capture.prof.enabled
-                self.logs.actions.info("capture of steps %d-%d %s: %s", self._capture.first_step,
-                                       self.step_num - 1, "written" if ok else "FAILED", capture_dir)
+                prof = self._capture.prof
+                capture_dir = prof.capture_dir
+                ok = prof.enabled
+                if ok:
+                    self.logs.actions.info("capture of steps %d-%d written: %s", self._capture.first_step,
+                                           self.step_num - 1, capture_dir)
+                else:
+                    self.logs.actions.error("capture of steps %d-%d FAILED: %s", self._capture.first_step,
+                                            self.step_num - 1, _failure_reason(prof))
                 if ok and capture_dir is not None:
                     self.captures_done.append(capture_dir)
                 self._capture = None
+            return
+        if not self._pending:
             return
         pending = self._pending[0]
         start_at = self._start_step_for(pending)
@@ -164,7 +179,13 @@ class DynamicController:
 
     def start_capture_now(self, config_path: Path) -> None:
         """mlprof.dynamic.start(): collect from the current step with the options of ``config_path``."""
-        config = read_config_file(Path(config_path))
+        try:
+            config = read_config_file(Path(config_path))
+            config = replace(config, active=max(1, min(config.active, MAX_ACTIVE_STEPS)),
+                             prof_dir=str(_contained_prof_dir(config.prof_dir)))
+        except ConfigError as exc:
+            self.logs.actions.error("start(%s) refused: %s", config_path, exc)
+            raise
         if self._capture is not None:
             self.logs.actions.warning("start(%s) ignored: a capture is already running", config_path)
             return
@@ -216,6 +237,23 @@ class DynamicController:
             self.logs.monitor.info("change took no effect here: rank %d is not in rank_list %s",
                                    rank, list(config.rank_list))
             return
+        if config.active == 0:
+            self._pending.clear()
+            if self._capture is not None:
+                self._cancel.set()
+            self.logs.monitor.info("change accepted: active 0 cancels the running capture (%s) and any queued one",
+                                   "stopped at the next step" if self._capture is not None else "none running")
+            return
+        if config.active > MAX_ACTIVE_STEPS:
+            self.logs.monitor.warning("active %d is more than %d steps: capturing %d", config.active,
+                                      MAX_ACTIVE_STEPS, MAX_ACTIVE_STEPS)
+            config = replace(config, active=MAX_ACTIVE_STEPS)
+        try:
+            config = replace(config, prof_dir=str(_contained_prof_dir(config.prof_dir)))
+        except ConfigError as exc:
+            self.logs.monitor.warning("change ignored: %s", exc)
+            self.logs.actions.error("invalid config ignored: %s", exc)
+            return
         delay_ns = int((2 * self.poll_s + 0.5) * 1e9)
         self._pending.append(_PendingCapture(config, f"{signature[0]}-{digest[:12]}", signature[0],
                                              signature[0] + delay_ns))
@@ -230,6 +268,24 @@ class DynamicController:
             self._capture.prof.stop()
             self._capture = None
         self.logs.close()
+
+
+def _contained_prof_dir(prof_dir: str) -> Path:
+    """``prof_dir`` with symlinks resolved; a relative one must stay inside the
+    job's working directory once resolved (a symlink there must not lead out)."""
+    path = Path(prof_dir).expanduser()
+    resolved = path.resolve()
+    if not path.is_absolute():
+        base = Path.cwd().resolve()
+        if not resolved.is_relative_to(base):
+            raise ConfigError(f"prof_dir: {prof_dir!r} resolves to {resolved}, outside the working "
+                              f"directory {base} (through a symlink); refused")
+    return resolved
+
+
+def _failure_reason(prof) -> str:
+    error = getattr(getattr(prof, "_failsafe", None), "error", None)
+    return error or "profiling switched itself off (see the mlprof log)"
 
 
 def _agree_across_ranks(change_id: str, proposed_step: int, log: logging.Logger) -> int:

@@ -15,13 +15,14 @@ import logging
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..capture import layout
-from ..errors import ConfigError
+from ..errors import CommandStartError, ConfigError, MlprofError
 from ..capture.files import make_private_dir, write_json_atomic
 from .device_lock import DeviceLock, devices_of
 from .run_options import OPTIONS_ENV, RUN_SAMPLES_ENV, RunOptions
@@ -42,6 +43,8 @@ class RunResult:
     output: Path
     captures: list[Path]
     samples_file: Path | None
+    # Why the command ran without profiling (e.g. --output not writable); None when profiled.
+    profiling_off: str | None = None
 
 
 def parse_environment(text: str | None) -> dict[str, str]:
@@ -70,15 +73,16 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
     if not command:
         raise ConfigError("no command to run: give it after --, e.g. mlprof run -- python train.py")
     output = Path(options.output).expanduser().absolute()
-    make_private_dir(output)
+    off = _output_problem(output)
+    if off is not None:
+        # As the profile() API does: the job is never stopped by its profiler
+        # (the caller reports ``profiling_off``).
+        return RunResult(_run_plain(command, {**os.environ, **environment}), output, [], None, profiling_off=off)
     options = replace(options, output=str(output))
     env = _child_env(options, environment)
     started_ns = time.time_ns()
     with DeviceLock(devices_of(env)):
-        try:
-            child = subprocess.Popen(command, env=env, process_group=0)
-        except OSError as exc:
-            raise ConfigError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+        child = _start(command, env)
         forward = _SignalForwarder(child)
         samples_file = output / f"host_samples_{os.uname().nodename}_{child.pid}.jsonl" if options.host_sys else None
         sampler = spawn_sampler(samples_file, child.pid, options.host_sys, options.host_sys_freq) if samples_file else None
@@ -96,6 +100,36 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
         for capture in captures:
             _attach_samples(capture, samples_file)
     return RunResult(code, output, captures, samples_file)
+
+
+def _output_problem(output: Path) -> str | None:
+    """Why captures cannot be written under ``output`` (None when they can)."""
+    try:
+        make_private_dir(output)
+    except MlprofError as exc:
+        return str(exc)
+    try:
+        with tempfile.TemporaryFile(dir=output):
+            pass
+    except OSError as exc:
+        return f"{output}: not writable: {exc.strerror or exc}"
+    return None
+
+
+def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(command, env=env, process_group=0)
+    except OSError as exc:
+        raise CommandStartError(f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+
+
+def _run_plain(command: list[str], env: dict[str, str]) -> int:
+    child = _start(command, env)
+    forward = _SignalForwarder(child)
+    try:
+        return _wait(child)
+    finally:
+        forward.restore()
 
 
 def _wait(child: subprocess.Popen) -> int:

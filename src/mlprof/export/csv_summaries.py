@@ -5,13 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 from mlprof.export.summaries import SUMMARIES, Summary, SummaryColumn
 from mlprof.capture.files import atomic_write
 from mlprof.tables.store import TableStore
 
-__all__ = ["write_summaries", "format_us"]
+__all__ = ["write_summaries", "format_us", "spreadsheet_safe"]
 
 
 def format_us(ns) -> str:
@@ -24,9 +25,26 @@ def format_us(ns) -> str:
     return f"{sign}{value // 1000}.{value % 1000:03d}"
 
 
+_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value) -> object:
+    """A CSV cell that a spreadsheet will not run: NULs stripped, and text that
+    starts like a formula (= + - @, tab, CR) prefixed with ' (numbers kept)."""
+    if not isinstance(value, str):
+        return value
+    value = value.replace("\x00", "")
+    if value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
 def _cell(col: SummaryColumn, value) -> str:
     if value is None:
         return ""
+    if isinstance(value, str):
+        return spreadsheet_safe(value)
     if col.unit == "us":
         return format_us(value)
     if col.unit == "%":

@@ -21,6 +21,10 @@ __all__ = ["write_trace_view", "MLPROF_PID"]
 MLPROF_PID = 2_000_000_000
 _TRACKS = {1: "Steps", 2: "Markers", 3: "GC", 4: "Memory"}
 _BATCH = 50_000
+# Flow categories of kernel launches (Kineto's ac2g; older torch wrote async,
+# async_cpu_to_gpu): drawn once, from runtime_calls -> device_ops, never again.
+_LAUNCH_FLOWS = "'ac2g', 'async', 'async_cpu_to_gpu'"
+_INSTANT = "(end_ns IS NULL OR kind = 'mark' OR kind = 'instant')"
 
 
 def _base_ns(store: TableStore) -> int:
@@ -67,7 +71,8 @@ def _queries(base: int, step: int | None) -> list[tuple[str, list]]:
                              ts: {ts % 'dts'}}}) FROM pairs""", p),
         (f"""WITH pairs AS (
                 SELECT 1000000000000 + row_number() OVER (ORDER BY start_ns, end_ns) AS fid, *
-                FROM flows WHERE category <> 'ac2g' AND start_pid IS NOT NULL AND end_pid IS NOT NULL)
+                FROM flows WHERE category NOT IN ({_LAUNCH_FLOWS}) AND start_pid IS NOT NULL
+                  AND end_pid IS NOT NULL)
             SELECT to_json({{ph: 's', id: fid, cat: category, name: category, pid: start_pid,
                              tid: start_tid, ts: {ts % 'start_ns'}}}) FROM pairs
             UNION ALL
@@ -76,12 +81,13 @@ def _queries(base: int, step: int | None) -> list[tuple[str, list]]:
         (f"""SELECT to_json({{ph: 'X', cat: 'step', name: 'Step ' || step, pid: {MLPROF_PID}, tid: 1,
                ts: {ts % 'start_ns'}, dur: dur_ns / 1000.0, args: {{step: step, source: source}}}})
             FROM steps WHERE true{st}""", p),
-        (f"""SELECT to_json(CASE WHEN end_ns IS NULL OR kind = 'mark' OR kind = 'instant'
-                THEN {{ph: 'i', s: 't', cat: kind, name: name, pid: {MLPROF_PID}, tid: 2,
-                       ts: {ts % 'start_ns'}, dur: NULL}}
-                ELSE {{ph: 'X', s: NULL, cat: kind, name: name, pid: {MLPROF_PID}, tid: 2,
-                       ts: {ts % 'start_ns'}, dur: (end_ns - start_ns) / 1000.0}} END)
-            FROM markers WHERE kind <> 'device_annotation'""", []),
+        # Instants carry no dur at all (not "dur": null); ranges are complete events.
+        (f"""SELECT to_json({{ph: 'i', s: 't', cat: kind, name: name, pid: {MLPROF_PID}, tid: 2,
+                             ts: {ts % 'start_ns'}}})
+            FROM markers WHERE kind <> 'device_annotation' AND {_INSTANT}""", []),
+        (f"""SELECT to_json({{ph: 'X', cat: kind, name: name, pid: {MLPROF_PID}, tid: 2,
+                             ts: {ts % 'start_ns'}, dur: (end_ns - start_ns) / 1000.0}})
+            FROM markers WHERE kind <> 'device_annotation' AND NOT ({_INSTANT})""", []),
         (f"""SELECT to_json({{ph: 'X', cat: 'gpu_user_annotation', name: name, pid: pid, tid: tid,
                ts: {ts % 'start_ns'}, dur: (end_ns - start_ns) / 1000.0}})
             FROM markers WHERE kind = 'device_annotation' AND pid IS NOT NULL""", []),
@@ -128,6 +134,15 @@ def write_trace_view(store: TableStore, out_dir: Path, step: int | None = None,
     base = _base_ns(store)
     target = out_dir / file_name
     tmp = out_dir / f".tmp_{file_name}.{os.getpid()}"
+    try:
+        _write_events(store, tmp, base, step)
+    except OSError as exc:  # name the file being written (disk full, ...)
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
+    return publish_file(tmp, target)
+
+
+def _write_events(store: TableStore, tmp: Path, base: int, step: int | None) -> None:
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write('{"displayTimeUnit": "ms", "baseTimeNanoseconds": %d, "traceEvents": [\n' % base)
         first = True
@@ -143,4 +158,3 @@ def write_trace_view(store: TableStore, out_dir: Path, step: int | None = None,
                 fh.write(",\n".join(row[0] for row in batch))
                 first = False
         fh.write("\n]}\n")
-    return publish_file(tmp, target)

@@ -202,19 +202,45 @@ def _build_kineto(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables,
         tables.add("memory_events", w, cols)
     offsets["op"] += n_ops
     if dev:
-        _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step)
+        rt_comm = None
+        if rt and n_ops:
+            rt_comm = _communication_op(pool, host["name"], nest.parent)[nest.leaf_owner[0]]
+            rt_comm[nest.leaf_owner[0] < 0] = -1
+        _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step, rt_comm)
     _build_flows(k, w, tables)
     _build_misc(k, w, pool, tables)
 
 
-def _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step) -> None:
+# Host ops that launch a collective: torch's record_function names (nccl:all_reduce).
+_COMMUNICATION_OP = re.compile(r"^(nccl|gloo|ucc|mpi|hccl|rccl|xccl):\w")
+
+
+def _communication_op(pool: StringPool, names: np.ndarray, parent: np.ndarray, levels: int = 4) -> np.ndarray:
+    """Per host op: the code of the communication op it is or is inside (up to ``levels`` up), else -1."""
+    comm = np.fromiter(_strings_matching(pool, _COMMUNICATION_OP), dtype=np.int32)
+    is_comm = np.isin(names, comm)
+    code = np.where(is_comm, names, -1).astype(np.int64)
+    node = parent
+    for _ in range(levels):
+        up = node >= 0
+        safe = np.where(up, node, 0)
+        found = (code < 0) & up & is_comm[safe]
+        code = np.where(found, names[safe], code)
+        node = np.where(up, parent[safe], -1)
+    return code
+
+
+def _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step, rt_comm=None) -> None:
     dev, rt = k.device, k.runtime
     n = len(dev["name"])
+    launch_comm = _full(n, MISSING)
     if rt:
         order = np.argsort(rt["correlation"], kind="stable")
         keys = rt["correlation"][order]
         host_op = _lookup(keys, rt_owner[order], dev["correlation"])
         launch_step = _lookup(keys, rt_step[order], dev["correlation"])
+        if rt_comm is not None:
+            launch_comm = _lookup(keys, rt_comm[order], dev["correlation"])
     else:
         host_op = _full(n, MISSING)
         launch_step = _full(n, MISSING)
@@ -235,7 +261,13 @@ def _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step) -> No
             for c in coll["dtype"].tolist()], dtype=np.int64)
         nelems = coll["in_nelems"]
         size = np.where((dtype_bytes != MISSING) & (nelems != MISSING), nelems * dtype_bytes, MISSING)
-        cols = {key: v for key, v in coll.items() if key != "device_row"}
+        cols = {key: v for key, v in coll.items() if key not in ("device_row", "kernel_collective")}
+        # A collective is named by Kineto, else by the op that launched it
+        # (NCCL runs most collectives in SendRecv kernels), else by its kernel.
+        launched = launch_comm[rows]
+        launched = np.where(launched == MISSING, -1, launched).astype(np.int32)
+        cols["collective_name"] = np.where(coll["collective_name"] >= 0, coll["collective_name"],
+                                           np.where(launched >= 0, launched, coll["kernel_collective"]))
         cols.update({
             "device_op_id": rows + base, "name": dev["name"][rows], "device": dev["device"][rows],
             "stream": dev["stream"][rows], "start_ns": dev["start_ns"][rows], "dur_ns": dev["dur_ns"][rows],

@@ -86,6 +86,9 @@ def _decode(path: Path | None, kind, default):
         return msgspec.json.decode(data, type=kind)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise CaptureError(f"{path}: invalid capture file: {exc}") from None
+    except (RecursionError, UnicodeDecodeError) as exc:
+        why = "JSON nested too deep" if isinstance(exc, RecursionError) else "invalid UTF-8 text"
+        raise CaptureError(f"{path}: invalid capture file: {why}") from None
 
 
 def read_steps(path: Path | None) -> list[StepRecord]:

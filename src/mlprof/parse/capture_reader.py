@@ -9,6 +9,9 @@ reported, never parsed.
 from __future__ import annotations
 
 import json
+import os
+import stat
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +19,8 @@ from mlprof.capture import layout
 from mlprof.errors import CaptureError
 from mlprof.parse.ascend_common import AscendInput, ascend_root_of, is_ascend_dir, read_ascend_dir
 
-__all__ = ["WindowFiles", "CaptureInput", "TraceInput", "find_inputs", "read_capture", "is_trace_file"]
+__all__ = ["WindowFiles", "CaptureInput", "TraceInput", "find_inputs", "read_capture", "is_trace_file",
+           "validate_manifest"]
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
 
@@ -63,8 +67,32 @@ def _trace_stem(name: str) -> str:
     return name
 
 
+_SNIFF_BYTES = 1 << 16
+
+
 def is_trace_file(path: Path) -> bool:
-    return path.is_file() and (path.name.endswith(".pt.trace.json") or path.name.endswith(".pt.trace.json.gz"))
+    """A Kineto/Chrome trace: named ``*.pt.trace.json(.gz)`` (then a broken one is
+    still reported, not skipped), or, whatever its name, a regular file (plain or
+    gzip) whose first 64 KiB start a JSON object with ``traceEvents`` (Kineto
+    writes it after deviceProperties) or a JSON array of events."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        if path.name.endswith((".pt.trace.json", ".pt.trace.json.gz")):
+            return True
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(head, _SNIFF_BYTES)
+        except zlib.error:
+            return False
+    head = head.lstrip()
+    if head[:1] == b"{":
+        return b'"traceEvents"' in head
+    return head[:1] == b"[" and head[1:].lstrip()[:1] in (b"{", b"]") and b'"ph"' in head
 
 
 def is_capture_dir(path: Path) -> bool:
@@ -76,16 +104,45 @@ def _load_json(path: Path, default):
         return default
     try:
         return json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise CaptureError(f"{path}: unreadable JSON ({exc})") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        why = "nested too deep" if isinstance(exc, RecursionError) else exc
+        raise CaptureError(f"{path}: unreadable JSON ({why})") from None
+
+
+# Manifest keys and the JSON types they must have when present (None: null allowed).
+_MANIFEST_TYPES: dict[str, tuple] = {
+    "schema_version": (int,), "kind": (str,), "status": (str,), "worker_name": (str, type(None)),
+    "host": (str, type(None)), "pid": (int, type(None)), "rank": (int, type(None)),
+    "world_size": (int, type(None)), "local_rank": (int, type(None)), "versions": (dict, type(None)),
+    "config": (dict, type(None)), "clock": (dict, type(None)), "created_wall_ns": (int, type(None)),
+    "windows": (list, type(None)), "error": (str, type(None)),
+}
+_MANIFEST_INT_LIMIT = 2**62
+
+
+def validate_manifest(path: Path, manifest: object) -> dict:
+    """``profiler_info.json`` checked against docs/capture_format.md: a JSON object of the
+    supported schema version, each known key of its type; CaptureError (exit 3) otherwise."""
+    if not isinstance(manifest, dict):
+        raise CaptureError(f"{path}: not a JSON object")
+    version = manifest.get("schema_version", layout.SCHEMA_VERSION)
+    if type(version) is not int or not 1 <= version <= layout.SCHEMA_VERSION:
+        raise CaptureError(f"{path}: schema_version {version!r} is not supported "
+                           f"(this mlprof reads 1 to {layout.SCHEMA_VERSION})")
+    for key, types in _MANIFEST_TYPES.items():
+        value = manifest.get(key)
+        if key in manifest and (not isinstance(value, types) or isinstance(value, bool)):
+            raise CaptureError(f"{path}: {key} must be {' or '.join(t.__name__ for t in types)}, "
+                               f"not {type(value).__name__}")
+        if type(value) is int and not -_MANIFEST_INT_LIMIT <= value <= _MANIFEST_INT_LIMIT:
+            raise CaptureError(f"{path}: {key} {value} is out of range")
+    return manifest
 
 
 def read_capture(root: Path) -> CaptureInput:
     """The capture at ``root`` with every complete window, sorted by index."""
     root = Path(root)
-    manifest = _load_json(root / layout.INFO_FILE, {})
-    if not isinstance(manifest, dict):
-        raise CaptureError(f"{root / layout.INFO_FILE}: not a JSON object")
+    manifest = validate_manifest(root / layout.INFO_FILE, _load_json(root / layout.INFO_FILE, {}))
     metadata = _load_json(root / layout.METADATA_FILE, {})
     capture = CaptureInput(root=root, manifest=manifest, metadata=metadata if isinstance(metadata, dict) else {})
     raw = root / layout.RAW_DIR
@@ -107,27 +164,50 @@ def read_capture(root: Path) -> CaptureInput:
         if not isinstance(info, dict) or info.get("status") != layout.STATUS_COMPLETE:
             capture.skipped.append(f"{entry}: no complete {layout.WINDOW_FILE}")
             continue
-        files = info.get("files") or {}
-
-        def _file(key: str, default: str) -> Path | None:
-            name = files.get(key, default)
-            # Names come from the capture: only plain file names inside the window.
-            if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
-                return None
-            candidate = entry / name
-            return candidate if candidate.is_file() and not candidate.is_symlink() else None
-
-        capture.windows.append(WindowFiles(
-            index=index, path=entry,
-            kineto=_file("kineto", layout.KINETO_TRACE_FILE),
-            steps=_file("steps", layout.STEPS_FILE),
-            markers=_file("markers", layout.MARKERS_FILE),
-            gc=_file("gc", layout.GC_FILE),
-            manifest=info,
-            python_samples=_file("python_samples", layout.PYTHON_SAMPLES_FILE),
-            modules=_file("modules", layout.MODULES_FILE),
-        ))
+        files = info.get("files")
+        if files is None:
+            files = {}
+        try:
+            if not isinstance(files, dict):
+                raise CaptureError(f"{window_json}: files must be an object")
+            found = {key: _window_file(entry, files, key, default) for key, default in _WINDOW_FILES.items()}
+        except CaptureError as exc:
+            # A complete window whose listed file is missing or hostile: skipped
+            # and reported, never parsed as an empty window.
+            capture.skipped.append(str(exc))
+            continue
+        capture.windows.append(WindowFiles(index=index, path=entry, manifest=info, **found))
     return capture
+
+
+_WINDOW_FILES = {"kineto": layout.KINETO_TRACE_FILE, "steps": layout.STEPS_FILE,
+                 "markers": layout.MARKERS_FILE, "gc": layout.GC_FILE,
+                 "python_samples": layout.PYTHON_SAMPLES_FILE, "modules": layout.MODULES_FILE}
+
+
+def _window_file(window: Path, files: dict, key: str, default: str) -> Path | None:
+    """A window's file: one window.json lists must be a plain file inside the window."""
+    listed = key in files
+    name = files.get(key, default)
+    if name is None and listed:
+        return None
+    # Names come from the capture: only plain file names inside the window.
+    if not isinstance(name, str) or "/" in name or "\\" in name or name in ("", ".", ".."):
+        raise CaptureError(f"{window / layout.WINDOW_FILE}: files.{key} {str(name)[:80]!r} is not a file name "
+                           "inside the window")
+    candidate = window / name
+    try:
+        st = os.lstat(candidate)
+    except FileNotFoundError:
+        if listed:
+            raise CaptureError(f"{candidate}: listed in {layout.WINDOW_FILE} but missing") from None
+        return None
+    except OSError as exc:
+        raise CaptureError(f"{candidate}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a regular file (FIFO, device or directory)"
+        raise CaptureError(f"{candidate}: {kind}; refusing to read it")
+    return candidate
 
 
 def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
@@ -141,6 +221,8 @@ def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
         return [read_ascend_dir(ascend_root)]
     if path.is_file():
         return [TraceInput(path)]
+    if not path.is_dir():
+        raise CaptureError(f"{path}: not a regular file or directory (FIFO, socket or device); refusing to read it")
     if is_capture_dir(path):
         return [read_capture(path)]
     found: list[CaptureInput | TraceInput | AscendInput] = []
@@ -154,5 +236,6 @@ def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
         elif is_ascend_dir(child):
             found.append(read_ascend_dir(child))
     if not found:
-        raise CaptureError(f"{path}: no mlprof capture, *_ascend_pt folder or *.pt.trace.json(.gz) file found")
+        raise CaptureError(f"{path}: no mlprof capture, *_ascend_pt folder or Kineto trace file (plain or gzip "
+                           "JSON) found")
     return found

@@ -112,9 +112,11 @@ def nest_host_events(
     def place(thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(innermost op open at ts, number of ops open) for points."""
         k = key(thread, ts)
+        if not len(ks):  # no op with a duration on any thread: nothing to be inside
+            return np.full(len(k), -1, dtype=np.int64), np.zeros(len(k), dtype=np.int64)
         before = np.searchsorted(ks, k, side="right")
         open_count = before - np.searchsorted(ends_sorted, k, side="right")
-        pos = _last_at_depth(d_sorted, open_count - 1, before) if len(ks) else np.full(len(k), -1)
+        pos = _last_at_depth(d_sorted, open_count - 1, before)
         return np.where(pos >= 0, op_of_sorted[np.maximum(pos, 0)], -1), open_count
 
     if len(point_idx):

@@ -14,10 +14,10 @@ split between forked worker processes (:mod:`mlprof.parse.workers`).
 from __future__ import annotations
 
 import gc
-import gzip
 import mmap
 import os
 import re
+import tempfile
 import zlib
 from collections.abc import Callable
 from functools import partial
@@ -26,10 +26,10 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from mlprof.errors import TraceFormatError
+from mlprof.errors import MlprofError, TraceFormatError
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
-    StringPool, TimeRangeError, TopLevel, split_chunk)
+    StringPool, StringTooLongError, TimeRangeError, TopLevel, first_bad_field, split_chunk)
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["KinetoColumns", "StringPool", "read_kineto", "MISSING", "FLOW_START", "FLOW_END"]
@@ -56,7 +56,9 @@ class _FileText:
                 magic = fh.read(2)
                 size = os.fstat(fh.fileno()).st_size
                 if magic == b"\x1f\x8b":
-                    self.data = self._gunzip(path, magic + fh.read())
+                    fh.seek(0)
+                    self._mm = _gunzip_to_map(path, fh, size)
+                    self.data = self._mm if self._mm is not None else b""
                 elif size == 0:
                     self.data = b""
                 else:
@@ -70,12 +72,6 @@ class _FileText:
             raise TraceFormatError(f"{path}: empty file, not a Kineto/Chrome trace")
         self.first_char = self.data[end:end + 1]
 
-    @staticmethod
-    def _gunzip(path: Path, raw: bytes) -> bytes:
-        try:
-            return gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceFormatError(f"{path}: corrupt or truncated gzip data ({exc})") from None
 
     def release(self) -> None:
         if self._mm is not None and hasattr(mmap, "MADV_DONTNEED"):
@@ -89,6 +85,65 @@ class _FileText:
             except BufferError:  # a Raw slice is still referenced somewhere; GC closes it
                 pass
             self._mm = None
+
+
+# Caps on what a gzip trace may expand to: a decompression bomb (a small file
+# of ever-repeating bytes) must not fill memory or disk. Real Kineto traces
+# compress about 20:1.
+MAX_EXPANDED_ENV = "MLPROF_MAX_TRACE_BYTES"
+_DEFAULT_MAX_EXPANDED = 32 * 2**30
+_MAX_RATIO = 1000
+_RATIO_FROM = 256 * 2**20
+_GZIP_PIECE = 4 * 2**20
+
+
+def _max_expanded() -> tuple[int, int]:
+    """(size cap, ratio cap); an explicit MLPROF_MAX_TRACE_BYTES replaces both."""
+    try:
+        return max(1, int(os.environ[MAX_EXPANDED_ENV])), 2**62
+    except (KeyError, ValueError):
+        return _DEFAULT_MAX_EXPANDED, _MAX_RATIO
+
+
+def _gunzip_to_map(path: Path, fh, size: int) -> mmap.mmap | None:
+    """Stream-decompress a gzip file (all members) into an unlinked temporary
+    file and map it, so memory stays that of a plain mapped trace. Refuses
+    (naming the cap) output beyond the size cap, or beyond 1000x the file from 256 MiB on."""
+    cap, ratio = _max_expanded()
+    out = tempfile.TemporaryFile(prefix="mlprof_gunzip_")
+    try:
+        written = 0
+        inflater, fresh, data = zlib.decompressobj(wbits=31), True, b""
+        while True:
+            if not data:
+                data = fh.read(_GZIP_PIECE)
+                if not data:
+                    if not fresh:
+                        raise TraceFormatError(f"{path}: corrupt or truncated gzip data (ends inside a member)")
+                    break
+            piece = inflater.decompress(data, _GZIP_PIECE)
+            fresh = False
+            written += len(piece)
+            if written > cap or (written > _RATIO_FROM and written > ratio * max(size, 1)):
+                limit = f"{cap:,} bytes" if written > cap else f"{ratio}x its size"
+                raise TraceFormatError(f"{path}: gzip data expands beyond {limit}: a decompression bomb or "
+                                       f"not a trace; refused (set {MAX_EXPANDED_ENV} to allow more)")
+            out.write(piece)
+            if inflater.eof:  # another gzip member may follow
+                data = inflater.unused_data
+                inflater, fresh = zlib.decompressobj(wbits=31), True
+            else:
+                data = inflater.unconsumed_tail
+        out.flush()
+        if written == 0:
+            return None
+        return mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ)
+    except (zlib.error, EOFError) as exc:
+        raise TraceFormatError(f"{path}: corrupt or truncated gzip data ({exc})") from None
+    except OSError as exc:
+        raise MlprofError(f"{path}: cannot decompress to a temporary file: {exc.strerror or exc}") from None
+    finally:
+        out.close()  # the mapping keeps the (already unlinked) data alive
 
 
 _LEADING_SPACE = re.compile(rb"\s*")
@@ -105,6 +160,50 @@ def _decode_error(path: Path, exc: Exception, first_index: int = 0) -> TraceForm
     if "truncated" in msg.lower():
         msg = f"truncated JSON ({msg})"
     return TraceFormatError(f"{path}: not a valid Kineto trace: {msg}")
+
+
+# Errors of hostile or corrupt input that msgspec and numpy raise as such.
+_BAD_INPUT = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError,
+              OverflowError, TimeRangeError, StringTooLongError)
+
+
+def _input_problem(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "invalid UTF-8 text"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deep"
+    return str(exc)
+
+
+def _what_json_is(data) -> str:
+    """Name the kind of a JSON object that has no traceEvents (refused by name)."""
+    try:
+        keys = set(msgspec.json.decode(data, type=dict[str, msgspec.Raw]))
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):
+        return "a JSON object"
+    if {"nodes", "schema"} <= keys:
+        return "a PyTorch Execution Trace (execution graph observer output)"
+    if not keys:
+        return "an empty JSON object"
+    if "schema_version" in keys and "windows" in keys:
+        return "an mlprof capture manifest (profiler_info.json; parse its directory)"
+    return f"a JSON object with keys {', '.join(sorted(keys)[:5])}"
+
+
+def _bad_event(path: Path, raws, start: int, exc: BaseException) -> TraceFormatError:
+    """The error of a chunk that failed, naming the first bad event's JSON path."""
+    if isinstance(exc, (msgspec.DecodeError, msgspec.ValidationError)):
+        return _decode_error(path, exc, start)
+    for i, raw in enumerate(raws):
+        where = f"$.traceEvents[{start + i}]"
+        try:
+            problem = first_bad_field(bytes(raw))
+        except (UnicodeDecodeError, RecursionError) as inner:
+            return TraceFormatError(f"{path}: not a valid Kineto trace: {where}: {_input_problem(inner)}")
+        if problem is not None:
+            return TraceFormatError(f"{path}: not a valid Kineto trace: {where}{problem}")
+    return TraceFormatError(f"{path}: not a valid Kineto trace: {_input_problem(exc)} "
+                            f"(in $.traceEvents[{start}:{start + len(raws)}])")
 
 
 def read_kineto(
@@ -146,11 +245,16 @@ def _decode_text(path: Path, text: _FileText, pool: StringPool, progress) -> Kin
             top = TOP_DECODER.decode(text.data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise _decode_error(path, exc) from None
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise TraceFormatError(f"{path}: not a valid Kineto trace: $: {_input_problem(exc)}") from None
+    if top.traceEvents is None:
+        raise TraceFormatError(f"{path}: {_what_json_is(text.data)}, not a Kineto/Chrome trace (no traceEvents)")
     text.release()
     base_ns = top.baseTimeNanoseconds or 0
     if not 0 <= base_ns < 2**62:
         raise TraceFormatError(f"{path}: not a valid Kineto trace: baseTimeNanoseconds {base_ns} is out of range")
-    cols = KinetoColumns(base_time_ns=base_ns)
+    relative = bool(top.baseTimeNanoseconds)  # a base of 0 leaves the ts absolute
+    cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
     for key in TopLevel.__struct_fields__[2:]:
         raw = getattr(top, key)
         if raw:
@@ -170,7 +274,7 @@ def _decode_text(path: Path, text: _FileText, pool: StringPool, progress) -> Kin
     try:
         for i in range(1, n_parts):
             first, last = bounds[i], bounds[i + 1]
-            children.append(start_part(partial(_decode_part, path, raws, first, last, base_ns, text)))
+            children.append(start_part(partial(_decode_part, path, raws, first, last, base_ns, text, relative)))
         share = n_parts  # progress: the other parts run alongside this one
 
         def own_progress(done: int) -> None:
@@ -210,24 +314,18 @@ def _decode_range(path, raws, first, last, base_ns, pool, cols, accs, progress, 
         chunk_raws = raws[start:end]
         try:
             events = EVENTS_DECODER.decode(b"[" + b",".join(chunk_raws) + b"]")
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise _decode_error(path, exc, start) from None
-        try:
             split_chunk(events, chunk_raws, base_ns, pool, cols, accs)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise TraceFormatError(f"{path}: not a valid Kineto trace: counter args: {exc}") from None
-        except TimeRangeError as exc:
-            raise TraceFormatError(f"{path}: not a valid Kineto trace: {exc} "
-                                   f"(in $.traceEvents[{start}:{end}])") from None
+        except _BAD_INPUT as exc:
+            raise _bad_event(path, chunk_raws, start, exc) from None
         del chunk_raws, events
         if progress is not None:
             progress(end)
 
 
-def _decode_part(path, raws, first, last, base_ns, text) -> dict:
+def _decode_part(path, raws, first, last, base_ns, text, relative) -> dict:
     """A forked worker's share: its own string pool and columns, made picklable."""
     pool = StringPool()
-    cols = KinetoColumns(base_time_ns=base_ns)
+    cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
     accs = _new_accumulators()
     _decode_range(path, raws, first, last, base_ns, pool, cols, accs, None, text)
     return {"strings": pool.keys(), "threads": cols.threads, "unknown": dict(cols.unknown),

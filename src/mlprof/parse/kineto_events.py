@@ -18,7 +18,7 @@ import numpy as np
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
            "EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk", "TimeRangeError",
-           "MAX_US"]
+           "MAX_US", "decimal_us_to_ns", "first_bad_field", "StringTooLongError", "MAX_STRING_CHARS"]
 
 # Sentinel of absent integer fields inside the numpy columns (turned to NULL
 # when the tables are written). No real id, size or time takes this value.
@@ -81,7 +81,8 @@ class _Event(msgspec.Struct, gc=False):
     pid: Union[int, str] = 0
     tid: Union[int, str] = 0
     ts: float = 0.0
-    dur: float = 0.0
+    # NaN = absent: a complete ('X') event without a duration is refused.
+    dur: float = float("nan")
     id: Union[int, str, None] = None
     # Decoded in the same pass as the event: one decoder call per chunk,
     # not one per event. Counter ('C') events are re-read for their raw args.
@@ -89,7 +90,8 @@ class _Event(msgspec.Struct, gc=False):
 
 
 class TopLevel(msgspec.Struct, gc=False):
-    traceEvents: list[msgspec.Raw] = []
+    # None: the key is absent, so this is no Kineto/Chrome trace at all.
+    traceEvents: Union[list[msgspec.Raw], None] = None
     baseTimeNanoseconds: Union[int, None] = None
     schemaVersion: msgspec.Raw = _EMPTY
     deviceProperties: msgspec.Raw = _EMPTY
@@ -113,10 +115,13 @@ class _RawArgs(msgspec.Struct):
 _RAW_ARGS_DECODER = msgspec.json.Decoder(_RawArgs)
 
 HOST_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "Operator"})
-RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
+# MTIA: mtia_runtime are its runtime API calls, mtia_ccp_events the work on
+# the device (as Holistic Trace Analysis reads them).
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"})
 DEVICE_KINDS = {
     "kernel": "kernel",
     "Kernel": "kernel",
+    "mtia_ccp_events": "kernel",
     "gpu_memcpy": "memcpy",
     "Memcpy": "memcpy",
     "gpu_memset": "memset",
@@ -128,6 +133,16 @@ COMMUNICATION_KERNEL = re.compile(r"nccl|rccl|c10d::|all_?reduce|all_?gather|red
 
 FLOW_START, FLOW_STEP, FLOW_END = 0, 1, 2
 _FLOW_PHASES = {"s": FLOW_START, "t": FLOW_STEP, "f": FLOW_END}
+
+
+# Longest string (event name, category, raw args text) kept: 1 MiB. A longer
+# one is refused with its JSON path, so one hostile string cannot blow memory
+# up many times its size. Checked on new distinct strings only (cheap).
+MAX_STRING_CHARS = 2**20
+
+
+class StringTooLongError(ValueError):
+    """A string longer than MAX_STRING_CHARS."""
 
 
 class StringPool:
@@ -151,6 +166,8 @@ class StringPool:
         # new ones get a code, then one C-level map looks all of them up.
         for value in dict.fromkeys(values):
             if value not in codes:
+                if value is not None and len(value) > MAX_STRING_CHARS:
+                    raise StringTooLongError(f"a string of {len(value):,} characters (at most {MAX_STRING_CHARS:,})")
                 codes[value] = len(codes) - self._NULLS
         return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values))
 
@@ -186,6 +203,9 @@ class KinetoColumns:
     threads: list[tuple[int, int | None, str, str]] = field(default_factory=list)
     unknown: Counter = field(default_factory=Counter)
     event_count: int = 0
+    # ts are µs after baseTimeNanoseconds (small: a double holds them to the
+    # ns); False: absolute µs, read exactly from their text where needed.
+    relative_times: bool = False
 
 
 def _ints(values: list) -> np.ndarray:
@@ -217,6 +237,87 @@ class TimeRangeError(ValueError):
     """A ts/dur too large (or not finite) to be a time in ns as int64."""
 
 
+# From this |µs| on, a double no longer holds a time to the ns (2**40 µs, about
+# 12.7 days: absolute epoch µs, no baseTimeNanoseconds); such chunks are read
+# again with ts/dur as their exact decimal text.
+_EXACT_FROM_US = float(2**40)
+
+
+class _Times(msgspec.Struct, gc=False):
+    ts: msgspec.Raw = _EMPTY
+
+
+_TIMES_DECODER = msgspec.json.Decoder(list[_Times])
+
+
+def _needs_exact_times(events: list) -> bool:
+    ts = np.fromiter([e.ts for e in events], dtype=np.float64, count=len(events))
+    return bool(len(ts)) and float(np.abs(ts).max()) >= _EXACT_FROM_US
+
+
+def _exact_times(events: list, raws: list) -> None:
+    """Replace each event's float ts by exact int ns parsed from the JSON text.
+
+    Durations stay floats: they are small, so a double holds them to the ns.
+    """
+    times = _TIMES_DECODER.decode(b"[" + b",".join(raws) + b"]")
+    ts = decimal_us_to_ns([bytes(t.ts) or b"0" for t in times]).tolist()
+    for e, t in zip(events, ts):
+        e.ts = t
+
+
+def _slow_decimal_ns(text: bytes) -> int:
+    from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+    try:
+        value = Decimal(text.decode("ascii"))
+        ns = int((value * 1000).to_integral_value(ROUND_HALF_UP))
+    except (InvalidOperation, ValueError, UnicodeDecodeError, OverflowError):
+        raise TimeRangeError(f"time {text[:40]!r} is not a number") from None
+    if not abs(ns) < 2**62:
+        raise TimeRangeError(f"time {text[:40].decode('ascii', 'replace')} µs is out of range")
+    return ns
+
+
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+
+
+def decimal_us_to_ns(texts: list[bytes]) -> np.ndarray:
+    """JSON decimal µs texts to int ns, exactly (half-up below the ns), vectorised.
+
+    Plain ``[-]digits[.digits]`` texts are done column by column in numpy;
+    exponents and anything odd go through :mod:`decimal`.
+    """
+    n = len(texts)
+    width = max(map(len, texts), default=0)
+    if n == 0 or width > 48:
+        return np.array([_slow_decimal_ns(t) for t in texts], dtype=np.int64)
+    m = np.array(texts, dtype=f"S{width}").view(np.uint8).reshape(n, width)
+    neg = m[:, 0] == ord("-")
+    digit = (m >= 48) & (m <= 57)
+    dots = m == ord(".")
+    plain = digit | dots | (m == 0)
+    plain[:, 0] |= neg
+    length = (m != 0).sum(1)
+    dot = np.where(dots.any(1), dots.argmax(1), length)
+    ok = plain.all(1) & (dots.sum(1) <= 1) & (dot > neg) & (dot - neg <= 16)
+    value = m.astype(np.int64) - 48
+    rows = np.arange(n)
+    exponent = dot[:, None] - 1 - np.arange(width)  # of each digit left of the dot
+    weight = _POW10[np.clip(exponent, 0, 18)] * (digit & (exponent >= 0))
+    whole = (value * weight).sum(1)
+    ns = np.zeros(n, dtype=np.int64)
+    for k in range(1, 5):  # three digits to the ns, the fourth to round
+        at = np.minimum(dot + k, width - 1)
+        d = np.where((dot + k < width) & digit[rows, at], value[rows, at], 0)
+        ns = ns * 10 + d if k < 4 else ns + (d >= 5)
+    ok &= whole < MAX_US
+    ns = np.where(neg, -1, 1) * (np.where(ok, whole, 0) * 1000 + ns)
+    for i in np.flatnonzero(~ok).tolist():
+        ns[i] = _slow_decimal_ns(texts[i])
+    return ns
+
+
 def _checked_us(values: list) -> np.ndarray:
     us = np.asarray(values, dtype=np.float64)
     bad = ~(np.abs(us) < MAX_US)  # also catches NaN and infinities
@@ -225,7 +326,17 @@ def _checked_us(values: list) -> np.ndarray:
     return us
 
 
+def _exact_ns(values: list) -> np.ndarray:
+    # Ints: already exact ns (see _exact_times); NaN = an absent dur.
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise TimeRangeError("a time is out of range") from None
+
+
 def _ns(values: list, base_ns: int) -> np.ndarray:
+    if values and type(values[0]) is int:
+        return _exact_ns(values) + base_ns
     # Kineto times are float microseconds; round(x * 1000) keeps ns resolution.
     # Whole and fractional µs are scaled apart: absolute µs (no
     # baseTimeNanoseconds) times 1000 would not fit a double's 53 bits.
@@ -274,6 +385,8 @@ def _decode_args(events: list[_Event]) -> list[_Args]:
 
 
 def split_chunk(events: list[_Event], raws: list[msgspec.Raw], base_ns: int, pool: StringPool, cols: KinetoColumns, accs) -> None:
+    if not cols.relative_times and events and _needs_exact_times(events):
+        _exact_times(events, raws)
     host, runtime, device, flows, instants, dev_ann, counters = [], [], [], [], [], [], []
     unknown = cols.unknown
     for i, e in enumerate(events):
@@ -400,8 +513,9 @@ def _device_columns(device: list[_Event], base_ns: int, pool: StringPool, accs) 
         sel = [args[i] for i in comm_idx]
         accs["collectives"].add({
             "device_row": comm_idx.astype(np.int64) + rows_before,
-            "collective_name": pool.codes([_collective_name(a.collective_name, names[i])
-                                           for a, i in zip(sel, comm_idx)]),
+            # Kineto's own name; else (in build) the launching op's; else the kernel's.
+            "collective_name": pool.codes([_opt_str(a.collective_name) for a in sel]),
+            "kernel_collective": pool.codes([_collective_name(None, names[i]) for i in comm_idx]),
             "group_name": pool.codes([_opt_str(a.pg_name) for a in sel]),
             "group_desc": pool.codes([_opt_str(a.pg_desc) for a in sel]),
             "group_ranks": _raw_text(pool, [a.pg_ranks for a in sel]),
@@ -498,3 +612,35 @@ def _metadata_event(e: _Event, cols: KinetoColumns) -> None:
         return
     tid = e.tid if (type(e.tid) is int and e.name.startswith("thread")) else None
     cols.threads.append((e.pid, tid, e.name, str(value)))
+
+
+_INT64 = 2**63
+
+
+def first_bad_field(raw: bytes) -> str | None:
+    """What makes one event unusable, as ``.field: problem`` (None if nothing).
+
+    The slow path, only run on the events of a chunk that failed, to name
+    the exact JSON path of the problem.
+    """
+    (e,) = EVENTS_DECODER.decode(b"[" + raw + b"]")
+    if e.ph == "X" and e.dur != e.dur:
+        return ".dur: missing (a complete 'X' event needs a duration)"
+    for name in ("ts", "dur"):
+        value = getattr(e, name)
+        if value == value and not abs(value) < MAX_US:
+            return f".{name}: {value!r} µs is out of range"
+    for name in ("name", "cat"):
+        if len(getattr(e, name)) > MAX_STRING_CHARS:
+            return f".{name}: a string of {len(getattr(e, name)):,} characters (at most {MAX_STRING_CHARS:,})"
+    for name in ("pid", "tid"):
+        value = getattr(e, name)
+        if type(value) is int and not -_INT64 <= value < _INT64:
+            return f".{name}: integer {str(value)[:30]} does not fit 64 bits"
+    for f in msgspec.structs.fields(_Args):
+        value = getattr(e.args, f.name)
+        if isinstance(value, (str, msgspec.Raw)) and len(value) > MAX_STRING_CHARS:
+            return f".args.{f.encode_name}: {len(value):,} characters (at most {MAX_STRING_CHARS:,})"
+        if type(value) is int and not -_INT64 <= value < _INT64:
+            return f".args.{f.encode_name}: integer {str(value)[:30]} does not fit 64 bits"
+    return None

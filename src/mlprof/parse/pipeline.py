@@ -30,7 +30,7 @@ from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, f
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.tables.schema import TABLES
-from mlprof.tables.store import combine_tables, write_tables
+from mlprof.tables.store import combine_tables, named_write_errors, write_tables
 
 __all__ = ["ParseOptions", "ParseResult", "parse_path", "TABLES_DIR", "PARSE_INFO_FILE"]
 
@@ -133,6 +133,15 @@ def _parse_guarded(item: CaptureInput | TraceInput,
         if options.on_error == "raise" and options.jobs <= 1:
             raise
         return None, exc
+    except Exception as exc:  # a bug met on one input must not lose the others
+        if options.on_error == "raise":
+            raise
+        return None, InternalParseError(f"{getattr(item, 'root', None) or item.path}: internal error: "
+                                        f"{type(exc).__name__}: {exc}")
+
+
+class InternalParseError(MlprofError):
+    """An unexpected failure on one input of several (on_error="continue"): a bug, reported."""
 
 
 def _capture_metadata(item: CaptureInput) -> dict[str, object]:
@@ -171,12 +180,29 @@ def _count_events(result: ParseResult, event_count: int, unknown: list) -> None:
 
 
 def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseResult:
-    if isinstance(item, AscendInput):  # torch_npu output: its own parsers (docs/ascend.md)
-        from mlprof.parse.ascend import parse_ascend
-        return parse_ascend(item, options, ParseResult)
-    if isinstance(item, TraceInput):
-        return _parse_trace(item, options)
-    return _parse_capture(item, options)
+    out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
+    existed = out_dir.exists()
+    try:
+        with named_write_errors(out_dir):
+            if isinstance(item, AscendInput):  # torch_npu output: its own parsers (docs/ascend.md)
+                from mlprof.parse.ascend import parse_ascend
+                return parse_ascend(item, options, ParseResult)
+            if isinstance(item, TraceInput):
+                return _parse_trace(item, options)
+            return _parse_capture(item, options)
+    except BaseException:
+        # An output dir this run made and that holds no tables is debris.
+        if not existed and not (out_dir / TABLES_DIR).exists():
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+def _publish_tables(tmp: Path, out_dir: Path, result: ParseResult, started: float) -> None:
+    """Swap finished tables in with their parse_info.json, both complete or neither."""
+    result.parse_seconds = round(time.perf_counter() - started, 3)
+    atomic_write(tmp / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
+    replace_dir(tmp, out_dir / TABLES_DIR)
+    os.replace(out_dir / TABLES_DIR / PARSE_INFO_FILE, out_dir / PARSE_INFO_FILE)
 
 
 def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
@@ -195,9 +221,7 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         write_tables(tmp, columns, pool.values())
         write_attribution(tmp)
-        replace_dir(tmp, out_dir / TABLES_DIR)
-        result.parse_seconds = round(time.perf_counter() - started, 3)
-        atomic_write(out_dir / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
+        _publish_tables(tmp, out_dir, result, started)
     return result
 
 
@@ -278,6 +302,11 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
             _count_events(result, info.get("event_count", 0), info.get("unknown", []))
         if errors and not parts:
             raise errors[0]
+        if not parts:
+            # Nothing parsed (every window skipped, or none written yet): an error, not 0 events.
+            why = f": {result.skipped[0]}" + (f" (and {len(result.skipped) - 1} more)" if len(result.skipped) > 1
+                                              else "") if result.skipped else ""
+            raise CaptureError(f"{item.root}: no complete window to parse{why}")
         kept = {p.name for p in parts}
         for stale in cache_root.iterdir():  # windows gone, or bad now
             if stale.name not in kept:
@@ -287,8 +316,6 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
         counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
                                 host_counters)
         write_attribution(tmp)
-        replace_dir(tmp, out_dir / TABLES_DIR)
         result.table_rows = {name: n for name, n in counts.items() if n}
-        result.parse_seconds = round(time.perf_counter() - started, 3)
-        atomic_write(out_dir / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
+        _publish_tables(tmp, out_dir, result, started)
     return result

@@ -8,6 +8,11 @@ a half-written table.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -16,7 +21,8 @@ import numpy as np
 from mlprof.errors import MlprofError
 from mlprof.tables.schema import ID_SPACES, TABLES, TableSchema
 
-__all__ = ["TableStore", "write_tables", "combine_tables", "replace_table", "MISSING_INT"]
+__all__ = ["TableStore", "write_tables", "combine_tables", "replace_table", "MISSING_INT", "named_write_errors",
+           "remove_temporaries"]
 
 MISSING_INT = int(np.iinfo(np.int64).min)
 
@@ -193,3 +199,38 @@ def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, s
     finally:
         con.close()
     return counts
+
+
+_DUCKDB_WRITE = re.compile(r'Could not write file \\?"(?P<file>[^"\\]+)\\?": (?P<why>[^"\\]+)')
+
+
+@contextmanager
+def named_write_errors(out_dir: Path) -> Iterator[None]:
+    """A write into ``out_dir`` that fails (disk full, read-only) becomes an
+    MlprofError naming the file (exit 5), and this process's temporary files
+    there are removed, so nothing half-written is left behind."""
+    try:
+        yield
+    except MlprofError:
+        remove_temporaries(out_dir)
+        raise
+    except (OSError, duckdb.Error) as exc:
+        remove_temporaries(out_dir)
+        if isinstance(exc, OSError):
+            where, why = exc.filename or out_dir, exc.strerror or str(exc)
+        else:
+            m = _DUCKDB_WRITE.search(str(exc))
+            where, why = (m.group("file"), m.group("why")) if m else (out_dir, str(exc).splitlines()[0])
+        raise MlprofError(f"{where}: cannot write: {why}") from None
+
+
+def remove_temporaries(out_dir: Path) -> None:
+    """This process's temporary files and dirs in ``out_dir`` (``.tmp_*<pid>*``, ``.*.tmp<pid>``)."""
+    pid = str(os.getpid())
+    try:
+        entries = list(Path(out_dir).iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith(".") and "tmp" in entry.name and pid in entry.name:
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)

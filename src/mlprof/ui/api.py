@@ -11,6 +11,7 @@ import csv
 import io
 from pathlib import Path
 
+from mlprof.export.csv_summaries import spreadsheet_safe
 from mlprof.analysis.job import job_info
 from mlprof.analysis.ops import op_statistic
 from mlprof.errors import ConfigError
@@ -136,7 +137,7 @@ def rows_to_csv(rows: list[dict]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
+        writer.writerow(["" if row.get(c) is None else spreadsheet_safe(row.get(c)) for c in columns])
     return buf.getvalue()
 
 

@@ -132,6 +132,10 @@ def discover(logdir: Path) -> Discovery:
     return Discovery(runs=runs, unparsed=unparsed, truncated=truncated)
 
 
+# Longest run id accepted (a relative path of a parsed output under the logdir).
+MAX_RUN_ID_CHARS = 1024
+
+
 def resolve_run_dir(logdir: Path, run_id: str) -> Path:
     """The output dir of ``run_id``, refusing anything outside ``logdir``.
 
@@ -139,22 +143,27 @@ def resolve_run_dir(logdir: Path, run_id: str) -> Path:
     pass through a symlink, and ConfigError for ids naming no parsed output.
     """
     logdir = Path(logdir).resolve()
+    if len(run_id) > MAX_RUN_ID_CHARS:
+        raise ConfigError(f"run id of {len(run_id)} characters: at most {MAX_RUN_ID_CHARS}")
     if not run_id or "\x00" in run_id or run_id.startswith("/") or "\\" in run_id:
         raise RunPathRefused(f"{run_id!r}: refused, not a path inside the logdir")
     # "." is the logdir itself, when --logdir names one parsed output.
     parts = [] if run_id == "." else run_id.split("/")
     if any(p in ("", ".", "..") for p in parts):
         raise RunPathRefused(f"{run_id!r}: refused, not a path inside the logdir")
-    here = logdir
-    for part in parts:
-        here = here / part
-        if here.is_symlink():
+    try:
+        here = logdir
+        for part in parts:
+            here = here / part
+            if here.is_symlink():
+                raise RunPathRefused(f"{run_id!r}: refused, a symlink")
+        resolved = here.resolve()
+        if not resolved.is_relative_to(logdir):
+            raise RunPathRefused(f"{run_id!r}: refused, not a path inside the logdir")
+        if (resolved / _TABLES).is_symlink():
             raise RunPathRefused(f"{run_id!r}: refused, a symlink")
-    resolved = here.resolve()
-    if not resolved.is_relative_to(logdir):
-        raise RunPathRefused(f"{run_id!r}: refused, not a path inside the logdir")
-    if (resolved / _TABLES).is_symlink():
-        raise RunPathRefused(f"{run_id!r}: refused, a symlink")
-    if not (resolved / _TABLES).is_dir():
-        raise ConfigError(f"{run_id!r}: no parsed run with this id")
+        if not (resolved / _TABLES).is_dir():
+            raise ConfigError(f"{run_id[:80]!r}: no parsed run with this id")
+    except OSError as exc:  # a name too long for the file system, and the like
+        raise ConfigError(f"{run_id[:80]!r}: not a run id ({exc.strerror or exc})") from None
     return resolved

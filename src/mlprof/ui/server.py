@@ -35,6 +35,8 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 _CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
         "connect-src 'self'; object-src 'none'; frame-ancestors 'none'; base-uri 'none'")
 _MAX_QUERY_LEN = 200
+# Integer query parameters (times in ns, ids) must stay well inside int64.
+_MAX_INT_ARG = 2**62
 
 
 class _Guard:
@@ -80,9 +82,12 @@ def _int_arg(request: Request, key: str, default: int | None = None) -> int | No
     if value is None or value == "":
         return default
     try:
-        return int(value)
+        number = int(value[:40])
     except ValueError:
         raise ConfigError(f"{key}={value[:40]!r}: not an integer") from None
+    if len(value) > 40 or not -_MAX_INT_ARG <= number <= _MAX_INT_ARG:
+        raise ConfigError(f"{key}={value[:40]!r}: out of range")
+    return number
 
 
 def _table(request: Request, name: str, rows: list[dict]) -> Response:
@@ -200,7 +205,9 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
         tracks = None
         if tracks_arg:
             try:
-                tracks = [int(t) for t in tracks_arg.split(",")[:10_000]]
+                tracks = [int(t[:20]) for t in tracks_arg.split(",")[:10_000]]
+                if any(not -_MAX_INT_ARG <= t <= _MAX_INT_ARG for t in tracks):
+                    raise ValueError
             except ValueError:
                 raise ConfigError("tracks: comma-separated integers") from None
         answer = api.timeline_window(run, _int_arg(request, "t0", 0), _int_arg(request, "t1", 1),

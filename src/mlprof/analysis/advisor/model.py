@@ -7,6 +7,8 @@ fits a 2 ms CPU step and a 2 s GPU step alike.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass, field, fields
 
 from mlprof.errors import ConfigError
@@ -73,8 +75,9 @@ class Thresholds:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"advisor threshold {f.name}={value!r}: must be a number >= 0")
+            if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+                    or value < 0):
+                raise ConfigError(f"advisor threshold {f.name}={value!r}: must be a finite number >= 0")
         if not self.info_share <= self.critical_share:
             raise ConfigError("advisor thresholds: info_share must not exceed critical_share")
 

@@ -8,6 +8,7 @@ import statistics
 from mlprof.analysis.steps import HOST_FIELDS
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.analysis.ops import DEVICE_NS_PER_OP
 
 __all__ = ["dominant_op", "data_loading", "gc_pauses", "step_outliers", "host_outside_ops"]
 
@@ -33,8 +34,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if not ctx.total_step_ns:
         return []
     rows = ctx.store.dicts(f"""
-        WITH dev AS (SELECT host_op_id, sum(dur_ns) AS device_ns FROM device_ops
-                     WHERE host_op_id IS NOT NULL AND kind IN ('kernel', 'memcpy', 'memset') GROUP BY 1)
+        {DEVICE_NS_PER_OP}
         SELECT h.name, count(*) AS count, sum(h.folded_self_ns) AS host_self_ns,
                coalesce(sum(d.device_ns), 0) AS device_ns, count(DISTINCT h.step) AS steps
         FROM (SELECT * FROM host_ops WHERE {_OP_FILTER}) h LEFT JOIN dev d ON d.host_op_id = h.op_id

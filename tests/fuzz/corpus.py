@@ -1,0 +1,192 @@
+"""Generates the malformed-input corpus: traces and captures, built here, never committed.
+
+Each case is ``(name, build)`` where ``build(dir) -> Path`` writes the input
+inside ``dir`` and returns the path to give the commands.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+BASE_NS = 1_700_000_000_000_000_000
+
+
+def _event(**over) -> dict:
+    ev = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0,
+          "args": {"External id": 1}}
+    ev.update(over)
+    return ev
+
+
+GOOD_EVENTS = [
+    _event(name="ProfilerStep#1", cat="user_annotation", ts=1.0, dur=100.0),
+    _event(),
+    _event(name="cudaLaunchKernel", cat="cuda_runtime", ts=11.0, dur=2.0, args={"correlation": 5}),
+    _event(name="gemm", cat="kernel", pid=0, tid=7, ts=20.0, dur=3.0, args={"correlation": 5, "device": 0}),
+    {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 12.0, "cat": "cpu_instant_event",
+     "args": {"Bytes": 16, "Total Allocated": 16, "Total Reserved": 32, "Addr": 1, "Device Type": 0, "Device Id": -1}},
+    {"ph": "s", "id": 5, "pid": 1, "tid": 1, "ts": 11.0, "cat": "ac2g", "name": "ac2g"},
+    {"ph": "f", "id": 5, "pid": 0, "tid": 7, "ts": 20.0, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+    {"ph": "C", "name": "util", "pid": 0, "ts": 15.0, "args": {"value": 1.5}},
+]
+
+
+def good_trace_text(events: list | None = None, **top) -> bytes:
+    doc = {"schemaVersion": 1, "baseTimeNanoseconds": BASE_NS, **top,
+           "traceEvents": GOOD_EVENTS if events is None else events}
+    return json.dumps(doc).encode()
+
+
+def _file(name: str, data: bytes) -> Callable[[Path], Path]:
+    def build(d: Path) -> Path:
+        p = d / name
+        p.write_bytes(data)
+        return p
+    return build
+
+
+def _trace_cases() -> list[tuple[str, Callable[[Path], Path]]]:
+    good = good_trace_text()
+    cases: list[tuple[str, Callable[[Path], Path]]] = []
+    # Truncations and byte damage of a good trace, plain and gzip.
+    for cut in (1, 2, 10, 25, 50, 100, 200, 400, len(good) // 2, len(good) - 3, len(good) - 1):
+        cases.append((f"truncated_{cut}", _file("t.pt.trace.json", good[:cut])))
+    for cut in (5, 20, 60, 120):
+        cases.append((f"gzip_truncated_{cut}", _file("t.pt.trace.json.gz", gzip.compress(good)[:cut])))
+    for at in (0, 3, 17, 64, 128, 300, 511):
+        damaged = bytearray(good)
+        damaged[at % len(damaged)] = 0xFF
+        cases.append((f"byte_ff_at_{at}", _file("t.pt.trace.json", bytes(damaged))))
+    # Wrong types and hostile values in each field of an event.
+    for field, values in {
+        "ts": ['"10"', "null", "[]", "{}", "1e400", "-1e300", "true", "99999999999999999999999"],
+        "dur": ['"5"', "null", "[]", "-1e300", "1e20", "false"],
+        "pid": ["[]", "{}", "1.5", "99999999999999999999999"],
+        "tid": ["[1]", "null"],
+        "name": ["1", "null", "[]", '"\\ud800"'],
+        "cat": ["1", "{}"],
+        "ph": ["1", "null", '"Z"', '""'],
+        "args": ["1", '"x"', "[]", '{"External id": "abc"}', '{"External id": 1e400}',
+                 '{"correlation": 18446744073709551616}', '{"Input Dims": ' + "[" * 3000 + "]" * 3000 + "}"],
+    }.items():
+        for i, raw in enumerate(values):
+            text = good.replace(b'"name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0, "args": {"External id": 1}',
+                                _field_sub(field, raw))
+            cases.append((f"field_{field}_{i}", _file("t.pt.trace.json", text)))
+    # Shapes of the document.
+    for i, text in enumerate([b"", b"   \n", b"null", b"1", b'"trace"', b"[1, 2]", b"[null]", b"{}",
+                              b'{"traceEvents": {}}', b'{"traceEvents": null}', b'{"traceEvents": [1]}',
+                              b'{"traceEvents": [[]]}', b'{"traceEvents": []', b'{"traceEvents": [], "x": }',
+                              b"\xef\xbb\xbf" + good, b'{"traceEvents": [], "baseTimeNanoseconds": -5}',
+                              b'{"traceEvents": [], "baseTimeNanoseconds": "now"}',
+                              b'{"traceEvents": [], "baseTimeNanoseconds": 99999999999999999999999}',
+                              b'{"schema": "1.0.1", "nodes": [], "pid": 1}',
+                              b"[" * 100000 + b"]" * 100000, b'{"traceEvents": [{"ph": "X"}]}',
+                              b'{"traceEvents": [NaN]}', b'{"traceEvents": [{"ph": "X", "ts": NaN, "dur": 1}]}',
+                              b"\x00" * 64, b'{"traceEvents": [' + b'{"ph":"X","cat":"cpu_op","name":"' +
+                              b"x" * (2**20 + 5) + b'","pid":1,"tid":1,"ts":1,"dur":1}]}']):
+        cases.append((f"doc_{i}", _file("t.pt.trace.json", text)))
+    cases.append(("gzip_garbage", _file("t.pt.trace.json.gz", b"\x1f\x8b" + os.urandom(64))))
+    cases.append(("gzip_of_garbage", _file("t.pt.trace.json.gz", gzip.compress(os.urandom(256)))))
+    cases.append(("gzip_bomb", _file("t.pt.trace.json.gz",
+                                     gzip.compress(b'{"traceEvents":[' + b" " * 3_000_000 + b"]}"))))
+    cases.append(("events_missing_dur", _file("t.pt.trace.json", good_trace_text([{"ph": "X", "cat": "cpu_op",
+                                                                                      "name": "a", "ts": 1}]))))
+    cases.append(("fifo_trace", _fifo))
+    return cases
+
+
+def _field_sub(field: str, raw: str) -> bytes:
+    base = {"name": '"aten::mm"', "pid": "1", "tid": "1", "ts": "10.0", "dur": "5.0", "args": '{"External id": 1}',
+            "cat": '"cpu_op"', "ph": '"X"'}
+    base[field] = raw
+    # ph and cat come before name in the good text; replace them in place by re-adding.
+    body = ", ".join(f'"{k}": {base[k]}' for k in ("name", "pid", "tid", "ts", "dur", "args"))
+    if field in ("ph", "cat"):
+        body += f', "{field}": {raw}'
+    return body.encode()
+
+
+def _fifo(d: Path) -> Path:
+    p = d / "t.pt.trace.json"
+    os.mkfifo(p)
+    return p
+
+
+def _capture(d: Path, info: dict | None = None, window: dict | None = None, files: dict | None = None,
+             raw_info: bytes | None = None, trace: bytes | None = None) -> Path:
+    root = d / "job_mlprof"
+    wdir = root / "raw" / "window_0000"
+    wdir.mkdir(parents=True)
+    manifest = {"schema_version": 1, "kind": "mlprof.capture", "status": "finished", "worker_name": "w",
+                "host": "h", "pid": 1, "rank": 0, "world_size": 1, "local_rank": 0, "versions": {}, "config": {},
+                "clock": {"wall_ns": 0, "monotonic_ns": 0}, "created_wall_ns": BASE_NS,
+                "windows": [{"index": 0, "dir": "raw/window_0000", "status": "complete"}], "error": None}
+    manifest.update(info or {})
+    (root / "profiler_info.json").write_bytes(raw_info if raw_info is not None else json.dumps(manifest).encode())
+    (wdir / "kineto.pt.trace.json").write_bytes(good_trace_text() if trace is None else trace)
+    listed = {"kineto": "kineto.pt.trace.json"}
+    for name, data in (files or {}).items():
+        (wdir / f"{name}.json").write_bytes(data)
+        listed[name] = f"{name}.json"
+    win = {"index": 0, "status": "complete", "files": listed}
+    win.update(window or {})
+    (wdir / "window.json").write_text(json.dumps(win))
+    return root
+
+
+def _capture_cases() -> list[tuple[str, Callable[[Path], Path]]]:
+    cases: list[tuple[str, Callable[[Path], Path]]] = []
+    for i, change in enumerate([{"schema_version": 99}, {"schema_version": "1"}, {"rank": "0"},
+                                {"world_size": [2]}, {"pid": 2**70}, {"windows": "all"}, {"config": 3},
+                                {"status": 5}, {"created_wall_ns": 1.5}]):
+        cases.append((f"manifest_{i}", lambda d, c=change: _capture(d, info=c)))
+    for i, raw in enumerate([b"", b"{", b"[]", b"null", b"\xff\xfe", b"[" * 100000]):
+        cases.append((f"manifest_raw_{i}", lambda d, r=raw: _capture(d, raw_info=r)))
+    for i, win in enumerate([{"status": "writing"}, {"files": "x"}, {"files": {"kineto": "../../etc/passwd"}},
+                             {"files": {"kineto": "/etc/passwd"}}, {"files": {"kineto": 5}},
+                             {"files": {"kineto": "nope.json"}}, {"files": {"steps": "steps.json"}}]):
+        cases.append((f"window_{i}", lambda d, w=win: _capture(d, window=w)))
+    for i, (name, data) in enumerate([("steps", b"{"), ("steps", b'[{"step": "1"}]'),
+                                      ("steps", b'[{"step": 1, "start_ns": 99999999999999999999999, "end_ns": 1}]'),
+                                      ("markers", b'{"marks": 5}'), ("gc", b'[{"start_ns": null}]'),
+                                      ("gc", b""), ("markers", b"\xff"), ("steps", b"[" * 100000)]):
+        cases.append((f"window_file_{i}", lambda d, n=name, x=data: _capture(d, files={n: x})))
+    cases.append(("capture_bad_trace", lambda d: _capture(d, trace=b'{"traceEvents": [')))
+    cases.append(("capture_trace_symlink_out", _capture_symlinked_trace))
+    cases.append(("capture_trace_fifo", _capture_fifo_trace))
+    cases.append(("capture_only_partial", _capture_only_partial))
+    return cases
+
+
+def _capture_symlinked_trace(d: Path) -> Path:
+    root = _capture(d)
+    trace = root / "raw" / "window_0000" / "kineto.pt.trace.json"
+    outside = d / "outside.json"
+    outside.write_bytes(good_trace_text())
+    trace.unlink()
+    trace.symlink_to(outside)
+    return root
+
+
+def _capture_fifo_trace(d: Path) -> Path:
+    root = _capture(d)
+    trace = root / "raw" / "window_0000" / "kineto.pt.trace.json"
+    trace.unlink()
+    os.mkfifo(trace)
+    return root
+
+
+def _capture_only_partial(d: Path) -> Path:
+    root = _capture(d)
+    (root / "raw" / "window_0000").rename(root / "raw" / ".partial_window_0000")
+    return root
+
+
+def cases() -> list[tuple[str, Callable[[Path], Path]]]:
+    return _trace_cases() + _capture_cases()
