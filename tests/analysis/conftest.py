@@ -19,11 +19,11 @@ HERE = Path(__file__).parent
 
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory):
-    """Parsed output dir of a scenario of scenarios.py, profiled on first use."""
+    """Parsed output dir of a scenario of advisor_runs.py, profiled on first use."""
     pytest.importorskip("torch")
     sys.path.insert(0, str(HERE))
     try:
-        import scenarios
+        import advisor_runs
     finally:
         sys.path.remove(str(HERE))
     made: dict[str, Path] = {}
@@ -31,7 +31,7 @@ def runs(tmp_path_factory):
     def get(name: str) -> Path:
         if name not in made:
             steps = 10 if name == "clean" else 6
-            made[name] = scenarios.capture(name, tmp_path_factory.mktemp(name), steps=steps,
+            made[name] = advisor_runs.capture(name, tmp_path_factory.mktemp(name), steps=steps,
                                            profile_memory=name.startswith("seed002"))
         return made[name]
 

@@ -107,11 +107,18 @@ def step_breakdown(store: TableStore) -> list[StepBreakdown]:
 
 
 def _preparing(store: TableStore) -> dict[tuple[int, int], int]:
-    """Device idle from the step start to its first device work (0 when the step had none)."""
+    """Device idle from the step start to its first device work (0 when the step had none).
+
+    Idle is split by cause, so this sums every idle span before the first busy one.
+    """
     rows = store.rows("""
-        SELECT p.window_index, p.step, p.dur_ns
-        FROM phase_spans p JOIN steps s ON s.window_index = p.window_index AND s.step = p.step
-        WHERE p.view = 'device' AND p.phase = 'idle' AND p.start_ns = s.start_ns AND p.end_ns < s.end_ns""")
+        WITH first_busy AS (
+            SELECT window_index, step, min(start_ns) AS busy_ns FROM phase_spans
+            WHERE view = 'device' AND phase <> 'idle' GROUP BY window_index, step)
+        SELECT p.window_index, p.step, sum(p.dur_ns)
+        FROM phase_spans p JOIN first_busy f ON f.window_index = p.window_index AND f.step = p.step
+        WHERE p.view = 'device' AND p.phase = 'idle' AND p.end_ns <= f.busy_ns
+        GROUP BY p.window_index, p.step""")
     return {(w, s): int(d) for w, s, d in rows}
 
 

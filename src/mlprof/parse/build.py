@@ -266,8 +266,10 @@ def _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step, rt_co
         # (NCCL runs most collectives in SendRecv kernels), else by its kernel.
         launched = launch_comm[rows]
         launched = np.where(launched == MISSING, -1, launched).astype(np.int32)
+        # Importers that name every collective themselves (Ascend) have no kernel-name fallback.
+        fallback = coll.get("kernel_collective", coll["collective_name"])
         cols["collective_name"] = np.where(coll["collective_name"] >= 0, coll["collective_name"],
-                                           np.where(launched >= 0, launched, coll["kernel_collective"]))
+                                           np.where(launched >= 0, launched, fallback))
         cols.update({
             "device_op_id": rows + base, "name": dev["name"][rows], "device": dev["device"][rows],
             "stream": dev["stream"][rows], "start_ns": dev["start_ns"][rows], "dur_ns": dev["dur_ns"][rows],

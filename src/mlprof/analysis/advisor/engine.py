@@ -19,6 +19,7 @@ from mlprof.analysis.advisor.rules_host import (
     step_outliers,
 )
 from mlprof.analysis.advisor.rules_modules import dominant_module
+from mlprof.analysis.advisor.rules_contention import cpu_contention
 from mlprof.analysis.advisor.rules_storm import op_storm
 from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile, npu_wording
 from mlprof.analysis.advisor.whole_trace import whole_trace_store
@@ -32,6 +33,7 @@ Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 RULES: tuple[Rule, ...] = (
     op_storm, dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, device_idle, synchronization,
     communication_overlap, memory_churn, recompilation, dynamic_shapes, step_outliers, cpu_oversubscription,
+    cpu_contention,
     ai_cpu_ops, npu_op_compile,
 )
 

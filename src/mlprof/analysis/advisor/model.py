@@ -67,6 +67,9 @@ class Thresholds:
     op_storm_gap_ns: int = 200_000
     # ... warns at this share of step time.
     op_storm_warn_share: float = 0.20
+    # CPU contention: other processes using at least this share of the machine's cores during the
+    # steps (while threads queue for a core) warn; it is also the estimated share of step time lost.
+    cpu_contention_other_share: float = 0.25
     # Threads per core above which CPU threads are oversubscribed.
     threads_per_core: float = 1.0
     # Step time in ops on an Ascend NPU's AI CPU (slow cores) worth a warning.

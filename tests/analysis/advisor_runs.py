@@ -3,7 +3,7 @@
 Each scenario is a small but genuine training loop; ``capture(scenario, out)``
 profiles it with ``mlprof.profile`` and returns the parsed output directory.
 Used by the tests (torch needed) and runnable by hand:
-``python tests/analysis/scenarios.py seed002_slow /tmp/x``.
+``python tests/analysis/advisor_runs.py seed002_slow /tmp/x``.
 """
 
 from __future__ import annotations
