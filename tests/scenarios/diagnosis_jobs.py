@@ -316,24 +316,22 @@ def item_loop(fixed: bool, steps: int, out: Path) -> None:
 
 def memory_churn(fixed: bool, steps: int, out: Path) -> None:
     model = mlp(width=128, depth=2)
-    scratch = torch.empty(4_000_000) if fixed else None
+    numel = 16_000_000  # 64 MB: above the allocator's reuse, so every fresh tensor is new pages
+    bank = torch.zeros(numel) if fixed else None
 
     def forward(x):
-        # A large temporary per step (a "feature bank" refreshed every step).
-        bank = scratch if fixed else torch.empty(4_000_000)
-        for _ in range(4):
-            if fixed:
-                bank[:64].normal_()
-            else:
-                bank = torch.empty(4_000_000)
-                bank.normal_()
+        # A large "feature bank" of which each step fills a slice: a fresh zeroed one per step, or one reused.
+        nonlocal bank
+        if not fixed:
+            bank = torch.zeros(numel)
+        bank[:x.numel()].copy_(x.flatten())
         return model(x + bank[:64])
 
     train(model, vectors(), steps, forward=forward)
 
 
 def cpu_contention(fixed: bool, steps: int, out: Path) -> None:
-    busy = None if fixed else start_busy(3 * CORES, seconds=60)
+    busy = None if fixed else start_busy(2 * CORES, seconds=60, same_session=True)
     try:
         train(mlp(width=512, depth=3), vectors(256), steps)
     finally:
@@ -345,7 +343,7 @@ def oversubscription(fixed: bool, steps: int, out: Path) -> None:
     threads = CORES if fixed else 8 * CORES
     torch.set_num_threads(threads)
     os.environ["OMP_NUM_THREADS"] = str(threads)
-    train(mlp(width=1024, depth=3), vectors(512), steps)
+    train(mlp(width=256, depth=6), vectors(64), steps)  # many mid-sized ops: one parallel region each
 
 
 def dynamic_shapes(fixed: bool, steps: int, out: Path) -> None:
@@ -371,7 +369,7 @@ def eval_every_3(fixed: bool, steps: int, out: Path) -> None:
             for x, _ in val:
                 model(x)
 
-    train(model, images(16, 32), steps, after_step=lambda s: None if fixed or s % 3 != 2 else evaluate())
+    train(model, images(16, 32), steps, after_step=lambda s: None if fixed or s % 3 else evaluate())
     if fixed:
         evaluate()  # once, at the end
 
@@ -397,11 +395,11 @@ def slow_rank(fixed: bool, steps: int, out: Path) -> None:
         def forward(x):
             if rank == 1 and not fixed:
                 with torch.no_grad():  # a feature pass only this rank's data needs
-                    for _ in range(40):
+                    for _ in range(20):
                         x = torch.tanh(extra(x)) + x
             return model(x)
 
-        train(model, vectors(256), steps, forward=forward)
+        train(model, vectors(2048), steps, forward=forward)  # compute well above the gradient all-reduce
     finally:
         dist.destroy_process_group()
 
