@@ -1,0 +1,202 @@
+"""The diagnosis benchmark's cases, how one is run under `mlprof run`, and how its advice is judged.
+
+A case is a scenario of ``diagnosis_jobs.py`` with the advisor finding ids
+that name its root cause. Every bottleneck is run twice: as is (judged on its
+top finding) and with ``--fixed`` (its twin, judged on false alarms). Controls
+are healthy runs judged on false alarms only.
+
+Expected ids a rule does not exist for yet (``slow_dtype``, ``cpu_contention``,
+``op_storm``) are the names we would give that rule; such cases count as
+misses until it is written.
+
+Judging:
+  * a bottleneck is *right* when its top finding (most severe, then largest
+    share) is a warning or critical whose id is among the expected ids;
+  * a twin or control is a *false alarm* when it has any warning or critical;
+  * precision = right / (right + wrong top warnings on bottlenecks + false
+    alarms); recall = right / bottlenecks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from diagnosis_busy import start_busy, stop_busy
+
+__all__ = ["Case", "CASES", "Run", "Verdict", "runs_of", "run_one", "judge", "score", "top_finding"]
+
+JOBS = Path(__file__).with_name("diagnosis_jobs.py")
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+ALARMS = ("critical", "warning")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    expected: tuple[str, ...]  # finding ids naming the root cause; () for a control
+    cause: str  # the bottleneck in words
+    scenario: str = ""  # diagnosis_jobs.py scenario (default: the case name)
+    distributed: bool = False  # 2 gloo ranks under torchrun
+    runs_in_one_output: int = 1  # separate runs of the script into the same --output folder
+    busy_harness: bool = False  # the harness keeps the machine busy during the run
+
+    @property
+    def control(self) -> bool:
+        return not self.expected
+
+    @property
+    def script_scenario(self) -> str:
+        return self.scenario or self.name
+
+
+CASES: tuple[Case, ...] = (
+    Case("loader_getitem", ("data_loading",), "DataLoader num_workers=0, slow __getitem__ augmentation (CNN)"),
+    Case("per_sample", ("op_storm", "dominant_module", "host_outside_ops"),
+         "model called once per sample in a Python loop (MLP)"),
+    Case("row_dropout", ("dominant_module", "op_storm"), "hand-written dropout, one tiny op per row (MLP)"),
+    Case("rnn_cell_loop", ("op_storm", "dominant_module"), "LSTMCell unrolled in Python vs fused nn.LSTM (RNN)"),
+    Case("checkpoint_every_step", ("host_outside_ops",), "torch.save of the model every step (MLP)"),
+    Case("gc_storm", ("gc_pauses",), "gc.collect() every step with a growing heap (MLP)"),
+    Case("float64_model", ("slow_dtype",), "model and data in float64 (CNN)"),
+    Case("sleep_in_loop", ("host_outside_ops",), "time.sleep left in the loop (MLP)"),
+    Case("log_io", ("host_outside_ops",), "per-parameter JSON log written and fsynced every step (CNN)"),
+    Case("item_loop", ("op_storm", "synchronization", "host_outside_ops"),
+         ".item() per element of the logits in a Python loop (MLP)"),
+    Case("memory_churn", ("memory_churn",), "large temporary tensors allocated every step (MLP)"),
+    Case("cpu_contention", ("cpu_contention",), "busy processes started by the script on all cores (MLP)"),
+    Case("oversubscription", ("cpu_oversubscription",), "torch.set_num_threads(8 x cores) + OMP_NUM_THREADS (MLP)"),
+    Case("dynamic_shapes", ("dynamic_shapes",), "unbucketed batch size and sequence length (transformer)"),
+    Case("eval_every_3", ("step_outliers",), "validation pass inside every 3rd step (CNN)"),
+    Case("linalg_forward", ("dominant_op",), "torch.linalg.eigh recomputed in every forward (MLP)"),
+    Case("sort_forward", ("dominant_op",), "full sort of the embeddings in every forward (embedding model)"),
+    Case("slow_rank", ("slow_rank",), "rank 1 of 2 (gloo, DDP) does an extra feature pass", distributed=True),
+    Case("clean_mlp", (), "healthy MLP"),
+    Case("clean_cnn", (), "healthy CNN"),
+    Case("two_runs", (), "two separate runs of a healthy MLP in one --output folder", scenario="clean_mlp",
+         runs_in_one_output=2),
+    Case("busy_machine", (), "healthy MLP while the harness keeps every core busy", scenario="clean_mlp",
+         busy_harness=True),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    case: Case
+    fixed: bool  # the twin of a bottleneck
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.name}--fixed" if self.fixed else self.case.name
+
+    @property
+    def judged_on_alarms(self) -> bool:
+        return self.fixed or self.case.control
+
+
+def runs_of(cases) -> list[Run]:
+    """Each bottleneck and its twin, then each control once."""
+    out: list[Run] = []
+    for case in cases:
+        out.append(Run(case, fixed=False))
+        if not case.control:
+            out.append(Run(case, fixed=True))
+    return out
+
+
+@dataclass
+class Verdict:
+    run: Run
+    ok: bool  # the command and the advice both succeeded
+    findings: list[dict] = field(default_factory=list)
+    mean_step_ms: float | None = None  # the slowest capture's mean step
+    wall_s: float = 0.0
+    error: str = ""
+
+    @property
+    def alarms(self) -> list[dict]:
+        return [f for f in self.findings if f.get("severity") in ALARMS]
+
+    @property
+    def top(self) -> dict | None:
+        return top_finding(self.findings)
+
+    @property
+    def right(self) -> bool | None:
+        """Bottlenecks: the top warning names the cause. Twins and controls: None (judged on alarms)."""
+        if self.run.judged_on_alarms:
+            return None
+        top = self.top
+        return bool(self.ok and top and top["severity"] in ALARMS and top["id"] in self.run.case.expected)
+
+    @property
+    def false_alarm(self) -> bool:
+        return self.run.judged_on_alarms and bool(self.alarms)
+
+
+def top_finding(findings: list[dict]) -> dict | None:
+    """The most severe finding, then the largest share."""
+    if not findings:
+        return None
+    return min(findings, key=lambda f: (SEVERITY_ORDER.get(f.get("severity"), 3), -(f.get("share") or 0.0)))
+
+
+def profile_command(run: Run, output: Path, job_out: Path) -> list[str]:
+    script = [str(JOBS), run.case.script_scenario, "--out", str(job_out)] + (["--fixed"] if run.fixed else [])
+    if run.case.distributed:
+        target = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *script]
+    else:
+        target = [sys.executable, *script]
+    return [sys.executable, "-m", "mlprof", "run", "--output", str(output), "--skip-first", "2", "--active", "5",
+            "--", *target]
+
+
+def run_one(run: Run, workdir: Path, timeout_s: int = 600) -> Verdict:
+    """Profile one run unmodified under `mlprof run`, then `mlprof advise --json --no-write` its output."""
+    base = workdir / run.label
+    output = base / "result"
+    env = {**os.environ, "MLPROF_LOCK_DIR": str(base / "locks")}  # runs in parallel never share a lock
+    start = time.perf_counter()
+    busy = start_busy(2 * (os.cpu_count() or 1), seconds=120) if run.case.busy_harness else None
+    try:
+        for i in range(run.case.runs_in_one_output):
+            done = subprocess.run(profile_command(run, output, base / f"job_out{i}"), env=env,
+                                  capture_output=True, text=True, timeout=timeout_s)
+            if done.returncode != 0:
+                return Verdict(run, ok=False, wall_s=time.perf_counter() - start,
+                               error=f"mlprof run exit {done.returncode}: {done.stderr.strip()[-400:]}")
+    except subprocess.TimeoutExpired:
+        return Verdict(run, ok=False, wall_s=time.perf_counter() - start, error=f"timed out after {timeout_s}s")
+    finally:
+        if busy:
+            stop_busy(busy)
+    advice = subprocess.run([sys.executable, "-m", "mlprof", "advise", str(output), "--json", "--no-write"],
+                            env=env, capture_output=True, text=True, timeout=timeout_s)
+    wall_s = time.perf_counter() - start
+    if advice.returncode != 0:
+        return Verdict(run, ok=False, wall_s=wall_s, error=f"mlprof advise exit {advice.returncode}: "
+                                                           f"{advice.stderr.strip()[-400:]}")
+    entries = json.loads(advice.stdout)
+    entries = entries if isinstance(entries, list) else [entries]
+    findings = [f for e in entries for f in e.get("findings", [])]
+    means = [e["total_step_ns"] / e["step_count"] / 1e6 for e in entries if e.get("step_count")]
+    return Verdict(run, ok=True, findings=findings, mean_step_ms=max(means) if means else None, wall_s=wall_s)
+
+
+def score(verdicts: list[Verdict]) -> dict:
+    """Precision and recall over the bottlenecks, with false alarms on twins and controls counted against."""
+    bottlenecks = [v for v in verdicts if not v.run.judged_on_alarms]
+    right = sum(1 for v in bottlenecks if v.right)
+    wrong_alarms = sum(1 for v in bottlenecks if not v.right and v.top and v.top["severity"] in ALARMS)
+    false_alarms = sum(1 for v in verdicts if v.false_alarm)
+    flagged = right + wrong_alarms + false_alarms
+    return {"bottlenecks": len(bottlenecks), "right": right, "wrong_top": wrong_alarms,
+            "silent_misses": len(bottlenecks) - right - wrong_alarms,
+            "clean_runs": len(verdicts) - len(bottlenecks), "false_alarms": false_alarms,
+            "precision": right / flagged if flagged else None,
+            "recall": right / len(bottlenecks) if bottlenecks else None}

@@ -1,0 +1,431 @@
+"""Ordinary CPU training loops, each with one bottleneck and its fixed twin, for the diagnosis benchmark.
+
+    python diagnosis_jobs.py SCENARIO [--fixed] [--steps N] [--out DIR]
+
+Nothing here knows about mlprof: these are "unmodified user scripts" run under
+`mlprof run`. Each scenario is a small, real training loop (an MLP, a small
+CNN, a small transformer / embedding model or an RNN) with one known
+bottleneck; ``--fixed`` runs its twin, the same loop with that one thing
+fixed (and measurably faster). ``clean_mlp`` and ``clean_cnn`` are healthy
+controls; they ignore ``--fixed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from diagnosis_busy import start_busy, stop_busy  # a sibling file: no mlprof
+
+CORES = os.cpu_count() or 1
+torch.manual_seed(0)
+
+
+# ---------------------------------------------------------------- models
+
+def mlp(width: int = 256, depth: int = 3, dtype=torch.float32) -> nn.Module:
+    layers: list[nn.Module] = []
+    for i in range(depth):
+        layers += [nn.Linear(64 if i == 0 else width, width), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(width, 10)).to(dtype)
+
+
+class SmallCNN(nn.Module):
+    def __init__(self, channels: int = 16) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, channels, 3, padding=1)
+        self.conv2 = nn.Conv2d(channels, channels * 2, 3, padding=1)
+        self.head = nn.Linear(channels * 2, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.relu(self.conv2(x))
+        return self.head(x.mean(dim=(2, 3)))
+
+
+class TinyTransformer(nn.Module):
+    """Token embedding + one encoder layer + mean pooling: a small text classifier."""
+
+    def __init__(self, vocab: int = 1000, dim: int = 64) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.encoder = nn.TransformerEncoderLayer(dim, nhead=4, dim_feedforward=128, batch_first=True)
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
+
+
+class CellRNN(nn.Module):
+    """An LSTM classifier; ``per_step_cell`` unrolls an LSTMCell in Python, one timestep at a time."""
+
+    def __init__(self, per_step_cell: bool, dim: int = 32, hidden: int = 64) -> None:
+        super().__init__()
+        self.per_step_cell = per_step_cell
+        self.lstm = nn.LSTM(dim, hidden, batch_first=True)
+        self.cell = nn.LSTMCell(dim, hidden)
+        self.head = nn.Linear(hidden, 10)
+
+    def forward(self, x):
+        if not self.per_step_cell:
+            _, (h, _) = self.lstm(x)
+            return self.head(h[-1])
+        h = x.new_zeros(x.shape[0], self.cell.hidden_size)
+        c = torch.zeros_like(h)
+        for t in range(x.shape[1]):
+            h, c = self.cell(x[:, t], (h, c))
+        return self.head(h)
+
+
+class RowDropout(nn.Module):
+    """A hand-written dropout building its mask one row at a time (a storm of tiny ops)."""
+
+    def forward(self, x):
+        mask = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            mask[i] = torch.bernoulli(torch.full(x.shape[1:], 0.5))
+        return x * mask * 2.0
+
+
+class WhitenedMLP(nn.Module):
+    """An MLP whose input whitening recomputes an eigendecomposition every forward."""
+
+    def __init__(self, recompute: bool) -> None:
+        super().__init__()
+        self.recompute = recompute
+        self.body = mlp(width=128, depth=2)
+        self.register_buffer("proj", torch.eye(64))
+
+    def forward(self, x):
+        if self.recompute:
+            feats = torch.cat([x, x.roll(1, 1), x.roll(2, 1), x.roll(3, 1)], dim=1)  # 256 features
+            cov = feats.T @ feats / feats.shape[0] + torch.eye(feats.shape[1])
+            for _ in range(3):
+                _, vecs = torch.linalg.eigh(cov)
+            proj = vecs[:64, :64]
+        else:
+            proj = self.proj
+        return self.body(x @ proj)
+
+
+class SortPooled(nn.Module):
+    """An embedding model pooling by the median token, computed with a full sort (fixed: the mean)."""
+
+    def __init__(self, use_sort: bool, vocab: int = 5000, dim: int = 64) -> None:
+        super().__init__()
+        self.use_sort = use_sort
+        self.embed = nn.Embedding(vocab, dim)
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, tokens):
+        e = self.embed(tokens)  # (batch, seq, dim)
+        if self.use_sort:
+            flat = e.reshape(e.shape[0], -1)
+            ranked = torch.cat([flat.sort(dim=1, stable=True).values for _ in range(4)], dim=1)
+            pooled = e.mean(dim=1) + 1e-3 * ranked[:, :e.shape[2]]
+        else:
+            pooled = e.mean(dim=1)
+        return self.head(pooled)
+
+
+# ---------------------------------------------------------------- data and loop
+
+def vectors(batch: int = 256, dtype=torch.float32) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    while True:
+        yield torch.randn(batch, 64, dtype=dtype), torch.randint(0, 10, (batch,))
+
+
+def images(batch: int = 32, size: int = 32, dtype=torch.float32) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    while True:
+        yield torch.randn(batch, 3, size, size, dtype=dtype), torch.randint(0, 10, (batch,))
+
+
+def token_batches(batch: int = 32, seq: int = 64, vocab: int = 1000) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    while True:
+        yield torch.randint(0, vocab, (batch, seq)), torch.randint(0, 10, (batch,))
+
+
+def sequences(batch: int = 32, length: int = 48) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    while True:
+        yield torch.randn(batch, length, 32), torch.randint(0, 10, (batch,))
+
+
+def train(model: nn.Module, data, steps: int, forward: Callable | None = None,
+          after_step: Callable[[int], None] | None = None, opt=None) -> None:
+    """The usual loop: batch, forward, loss, backward, optimizer step, then ``after_step(step)``."""
+    opt = opt or torch.optim.SGD(model.parameters(), lr=0.01)
+    forward = forward or model
+    it = iter(data)
+    for step in range(steps):
+        x, y = next(it)
+        loss = F.cross_entropy(forward(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if after_step:
+            after_step(step)
+
+
+# ---------------------------------------------------------------- scenarios
+# Each takes (fixed, steps, out) and runs the bottleneck, or its twin when fixed.
+
+def clean_mlp(fixed: bool, steps: int, out: Path) -> None:
+    train(mlp(), vectors(), steps)
+
+
+def clean_cnn(fixed: bool, steps: int, out: Path) -> None:
+    train(SmallCNN(), images(), steps)
+
+
+class AugmentedImages(torch.utils.data.Dataset):
+    """Images augmented on the fly in ``__getitem__`` (a slow pure-Python jitter), or precomputed once."""
+
+    def __init__(self, n: int, precompute: bool) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.raw = torch.randn(n, 3, 16, 16, generator=g)
+        self.labels = torch.randint(0, 10, (n,), generator=g)
+        self.precomputed = torch.stack([self._augment(i) for i in range(n)]) if precompute else None
+
+    def _augment(self, i: int) -> torch.Tensor:
+        img = self.raw[i]
+        rows = [img[:, r].roll(r % 3, dims=-1) * (1.0 + 0.01 * r) for r in range(img.shape[1])]
+        noise = sum(((j * 7919) % 13) / 1000.0 for j in range(3000))
+        return torch.stack(rows, dim=1) + noise
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __getitem__(self, i: int):
+        img = self.precomputed[i] if self.precomputed is not None else self._augment(i)
+        return img, self.labels[i]
+
+
+def loader_getitem(fixed: bool, steps: int, out: Path) -> None:
+    batch = 32
+    data = AugmentedImages(batch * (steps + 1), precompute=fixed)
+    loader = torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0)
+    train(SmallCNN(8), loader, steps)
+
+
+def per_sample(fixed: bool, steps: int, out: Path) -> None:
+    model = mlp(width=128, depth=2)
+    if fixed:
+        train(model, vectors(128), steps)
+    else:
+        train(model, vectors(128), steps,
+              forward=lambda x: torch.stack([model(x[i:i + 1])[0] for i in range(x.shape[0])]))
+
+
+def row_dropout(fixed: bool, steps: int, out: Path) -> None:
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Dropout(0.5) if fixed else RowDropout(),
+                          nn.Linear(256, 10))
+    train(model, vectors(256), steps)
+
+
+def rnn_cell_loop(fixed: bool, steps: int, out: Path) -> None:
+    train(CellRNN(per_step_cell=not fixed), sequences(), steps)
+
+
+def checkpoint_every_step(fixed: bool, steps: int, out: Path) -> None:
+    model = nn.Sequential(*[nn.Linear(512, 512) for _ in range(6)], nn.Linear(512, 10))
+    data = ((torch.randn(16, 512), y) for _, y in vectors(16))
+    ckpt = out / "ckpt.pt"
+
+    def save(step: int) -> None:
+        if not fixed:
+            torch.save(model.state_dict(), ckpt)
+
+    train(model, data, steps, after_step=save)
+    if fixed:
+        torch.save(model.state_dict(), ckpt)  # once, after training
+
+
+def gc_storm(fixed: bool, steps: int, out: Path) -> None:
+    keep: list = []
+
+    def churn(step: int) -> None:
+        for _ in range(10_000):
+            a: list = []
+            a.append(a)
+            keep.append({"i": len(keep)})
+        if not fixed:
+            gc.collect()
+
+    if fixed:
+        gc.freeze()  # long-lived objects out of the collector's way
+    train(mlp(), vectors(), steps, after_step=churn)
+
+
+def float64_model(fixed: bool, steps: int, out: Path) -> None:
+    dtype = torch.float32 if fixed else torch.float64
+    train(SmallCNN(16).to(dtype), images(32, 32, dtype), steps)
+
+
+def sleep_in_loop(fixed: bool, steps: int, out: Path) -> None:
+    def throttle(step: int) -> None:
+        if not fixed:
+            time.sleep(0.03)  # a "rate limiter" left in from debugging
+
+    train(mlp(width=128, depth=2), vectors(), steps, after_step=throttle)
+
+
+def log_io(fixed: bool, steps: int, out: Path) -> None:
+    model = SmallCNN(8)
+    log = open(out / "train_log.jsonl", "a")
+    try:
+        def log_stats(step: int) -> None:
+            if fixed:
+                return
+            # Per-parameter statistics written and fsynced every step.
+            for name, p in model.named_parameters():
+                for row in p.detach().reshape(p.shape[0], -1).tolist():
+                    log.write(json.dumps({"step": step, "param": name, "values": row}) + "\n")
+                log.flush()
+                os.fsync(log.fileno())
+
+        train(model, images(16, 16), steps, after_step=log_stats)
+    finally:
+        log.close()
+
+
+def item_loop(fixed: bool, steps: int, out: Path) -> None:
+    model = mlp(width=128, depth=2)
+    history: list[float] = []
+
+    def forward(x):
+        logits = model(x)
+        if fixed:
+            history.append(float(logits.detach().abs().mean()))
+        else:  # a per-element Python loop over a large tensor, one .item() per value
+            flat = logits.detach().flatten()
+            history.append(sum(abs(flat[i].item()) for i in range(flat.numel())) / flat.numel())
+        return logits
+
+    train(model, vectors(256), steps, forward=forward)
+
+
+def memory_churn(fixed: bool, steps: int, out: Path) -> None:
+    model = mlp(width=128, depth=2)
+    numel = 16_000_000  # 64 MB: above the allocator's reuse, so every fresh tensor is new pages
+    bank = torch.zeros(numel) if fixed else None
+
+    def forward(x):
+        # A large "feature bank" of which each step fills a slice: a fresh zeroed one per step, or one reused.
+        nonlocal bank
+        if not fixed:
+            bank = torch.zeros(numel)
+        bank[:x.numel()].copy_(x.flatten())
+        return model(x + bank[:64])
+
+    train(model, vectors(), steps, forward=forward)
+
+
+def cpu_contention(fixed: bool, steps: int, out: Path) -> None:
+    busy = None if fixed else start_busy(2 * CORES, seconds=60, same_session=True)
+    try:
+        train(mlp(width=512, depth=3), vectors(256), steps)
+    finally:
+        if busy:
+            stop_busy(busy)
+
+
+def oversubscription(fixed: bool, steps: int, out: Path) -> None:
+    threads = CORES if fixed else 8 * CORES
+    torch.set_num_threads(threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    train(mlp(width=256, depth=6), vectors(64), steps)  # many mid-sized ops: one parallel region each
+
+
+def dynamic_shapes(fixed: bool, steps: int, out: Path) -> None:
+    model = TinyTransformer()
+    g = torch.Generator().manual_seed(1)
+
+    def batches():
+        while True:
+            # Unbucketed: every batch a different size and sequence length (up to 192 tokens).
+            b, seq = (32, 48) if fixed else (int(torch.randint(8, 48, (1,), generator=g)),
+                                              int(torch.randint(16, 192, (1,), generator=g)))
+            yield torch.randint(0, 1000, (b, seq), generator=g), torch.randint(0, 10, (b,), generator=g)
+
+    train(model, batches(), steps)
+
+
+def eval_every_3(fixed: bool, steps: int, out: Path) -> None:
+    model = SmallCNN(8)
+    val = [next(images(64, 32)) for _ in range(6)]
+
+    def evaluate() -> None:
+        with torch.no_grad():
+            for x, _ in val:
+                model(x)
+
+    train(model, images(16, 32), steps, after_step=lambda s: None if fixed or s % 3 else evaluate())
+    if fixed:
+        evaluate()  # once, at the end
+
+
+def linalg_forward(fixed: bool, steps: int, out: Path) -> None:
+    train(WhitenedMLP(recompute=not fixed), vectors(256), steps)
+
+
+def sort_forward(fixed: bool, steps: int, out: Path) -> None:
+    train(SortPooled(use_sort=not fixed), token_batches(32, 128, 5000), steps)
+
+
+def slow_rank(fixed: bool, steps: int, out: Path) -> None:
+    """Two gloo ranks (under torchrun) with DDP; rank 1 also does an extra preprocessing pass."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    try:
+        rank = dist.get_rank()
+        model = nn.parallel.DistributedDataParallel(mlp(width=128, depth=2))
+        extra = nn.Linear(64, 64)
+
+        def forward(x):
+            if rank == 1 and not fixed:
+                with torch.no_grad():  # a feature pass only this rank's data needs
+                    for _ in range(20):
+                        x = torch.tanh(extra(x)) + x
+            return model(x)
+
+        train(model, vectors(2048), steps, forward=forward)  # compute well above the gradient all-reduce
+    finally:
+        dist.destroy_process_group()
+
+
+SCENARIOS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f in (
+    clean_mlp, clean_cnn, loader_getitem, per_sample, row_dropout, rnn_cell_loop, checkpoint_every_step,
+    gc_storm, float64_model, sleep_in_loop, log_io, item_loop, memory_churn, cpu_contention, oversubscription,
+    dynamic_shapes, eval_every_3, linalg_forward, sort_forward, slow_rank)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("--fixed", action="store_true", help="run the fixed twin")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--out", type=Path, default=None, help="where a scenario writes files (default: a temp dir)")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads (oversubscription sets its own)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.out is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            SCENARIOS[args.scenario](args.fixed, args.steps, Path(tmp))
+    else:
+        args.out.mkdir(parents=True, exist_ok=True)
+        SCENARIOS[args.scenario](args.fixed, args.steps, args.out)
+
+
+if __name__ == "__main__":
+    main()
