@@ -118,7 +118,7 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                round(count(*) / count(DISTINCT (window_index, step)), 1) AS calls_per_step
         FROM module_calls WHERE step IS NOT NULL GROUP BY module_path
         HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step))
-        ORDER BY calls DESC LIMIT 3""")
+        ORDER BY calls DESC, min(depth), module_path LIMIT 3""")
     site = _loop_site(ctx, envelopes, module_loop=bool(modules))
     ops_per_step = ctx.store.rows("SELECT count(*) FROM host_ops WHERE step IS NOT NULL AND category = 'cpu_op'")[0][0]
     what = (f"{modules[0]['module_path']} ({modules[0]['module_type']}) is called {modules[0]['calls_per_step']:g} "
