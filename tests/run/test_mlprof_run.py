@@ -263,3 +263,26 @@ def test_a_job_with_its_own_torch_profiler_is_not_crashed(tmp_path, job_profiler
     assert ("the job starts its own profiler" in result.stderr
             or "another torch profiler session is running" in result.stderr), result.stderr
     assert json.loads(trace.read_text())["traceEvents"], "the job's own trace must still be written"
+
+
+def test_a_job_shorter_than_the_window_says_what_to_change(tmp_path):
+    result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "4")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "nothing was captured" in line]
+    assert len(lines) == 1
+    assert "ended after 4 step(s)" in lines[0] and "steps 6-8" in lines[0] and "lower --skip-first" in lines[0]
+
+
+def test_a_failure_after_the_job_is_one_line_and_the_jobs_exit_code_wins(tmp_path, monkeypatch):
+    import errno
+
+    from mlprof.collect import runner
+
+    def full_disk(capture, samples_file):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runner, "_attach_samples", full_disk)
+    options = RunOptions(output=str(tmp_path / "out"), skip_first=1, active=2)
+    result = runner.run_command(options, [sys.executable, str(SCRIPT), "6"], {})
+    assert result.exit_code == 0
+    assert len(result.problems) == 1 and "No space left on device" in result.problems[0]

@@ -42,13 +42,15 @@ def run(args: argparse.Namespace) -> int:
     summary = {"exit_code": result.exit_code, "output": str(result.output),
                "captures": [str(c) for c in result.captures], "parsed": parsed,
                "host_samples": str(result.samples_file) if result.samples_file else None,
-               "profiling_off": result.profiling_off}
+               "profiling_off": result.profiling_off, "problems": result.problems}
     if args.json:
         print_json(summary)
     else:
         for entry in parsed:
-            print(f"mlprof run: parsed {entry['capture']} -> {entry.get('output_dir') or entry['error']}",
-                  file=sys.stderr)
+            print(f"mlprof run: parsed {entry['capture']} -> {entry['output_dir']}" if entry.get("output_dir")
+                  else f"mlprof run: not parsed: {entry['error']}", file=sys.stderr)
+        for problem in result.problems:
+            print(f"mlprof run: warning: {problem}", file=sys.stderr)
         print(f"mlprof run: command exited with {result.exit_code}; {len(result.captures)} capture(s) in "
               f"{result.output}", file=sys.stderr)
     return result.exit_code
@@ -60,6 +62,6 @@ def _parse(capture: Path, options: RunOptions) -> dict:
         results = parse_path(capture, ParseOptions())
         for result in results:
             run_exports(Path(result.output_dir), ExportOptions(export_types=options.export_type))
-    except MlprofError as exc:
+    except (MlprofError, OSError) as exc:  # a full disk after the job: reported, the job's exit code wins
         return {"capture": str(capture), "error": str(exc)}
     return {"capture": str(capture), "output_dir": str(results[0].output_dir) if results else None}

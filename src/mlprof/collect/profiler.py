@@ -242,6 +242,8 @@ class _KinetoProfile:
         self._backend.stop()
         if self._capture is not None:
             self._stop_sampler()
+            # The last step number reached: says why a capture has no window (the job ended first).
+            self._capture.info["steps_seen"] = self._backend.step_num
             self._capture.close(layout.STATUS_FINISHED)
             if isinstance(self.on_trace_ready, TraceHandler) and self.on_trace_ready.analyse_flag:
                 flush_analysis(self._capture.path)

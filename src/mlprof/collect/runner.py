@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..capture import layout
@@ -45,6 +45,8 @@ class RunResult:
     samples_file: Path | None
     # Why the command ran without profiling (e.g. --output not writable); None when profiled.
     profiling_off: str | None = None
+    # What went wrong after the job, or what the user should know (one line each); never fatal.
+    problems: list[str] = field(default_factory=list)
 
 
 def parse_environment(text: str | None) -> dict[str, str]:
@@ -96,10 +98,37 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
                 sampler.terminate()
                 sampler.wait(timeout=10)
     captures = _captures_since(output, started_ns)
+    problems = []
     if samples_file is not None and samples_file.exists():
         for capture in captures:
-            _attach_samples(capture, samples_file)
-    return RunResult(code, output, captures, samples_file)
+            # After the job: a full disk or a broken capture is reported, and the
+            # job's exit code still wins.
+            try:
+                _attach_samples(capture, samples_file)
+            except (OSError, ValueError, MlprofError) as exc:
+                problems.append(f"{capture}: host samples not attached: {exc}")
+    for capture in captures:
+        reason = empty_capture_reason(capture, options)
+        if reason:
+            problems.append(reason)
+    return RunResult(code, output, captures, samples_file, problems=problems)
+
+
+def empty_capture_reason(capture: Path, options: RunOptions) -> str | None:
+    """Why a capture of ``mlprof run`` holds no window, in the user's terms; None when it has one."""
+    try:
+        info = json.loads((capture / layout.INFO_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("windows"):
+        return None
+    first = options.skip_first + options.wait + options.warmup
+    seen = info.get("steps_seen")
+    ended = (f"the job ended after {seen} step(s)" if isinstance(seen, int)
+             else "the job ended before its first optimizer step")
+    return (f"{capture}: nothing was captured: {ended}, and the first window records steps {first}-"
+            f"{first + options.active - 1} (--skip-first {options.skip_first}, --wait {options.wait}, "
+            f"--warmup {options.warmup}, --active {options.active}); lower --skip-first or run more steps")
 
 
 def _output_problem(output: Path) -> str | None:
