@@ -43,13 +43,18 @@ from mlprof.collect.analysis_child import wait_for_analysis  # noqa: E402
 StepFn = Callable[[], float]
 
 
+# --sampling-interval-ms: the sampler's interval to measure (None: the API's default).
+SAMPLING_INTERVAL_MS: float | None = None
+
+
 def _mlprof_block(level: str, out: Path, analyse: bool = False, attribution: bool = False):
     return mlprof.profile(
         activities=[mlprof.ProfilerActivity.CPU],
         on_trace_ready=mlprof.tensorboard_trace_handler(out, analyse_flag=analyse),
         record_shapes=False,
-        experimental_config=mlprof.ExperimentalConfig(profiler_level=level, python_sampling=attribution,
-                                                      record_modules=attribution),
+        experimental_config=mlprof.ExperimentalConfig(
+            profiler_level=level, python_sampling=attribution, record_modules=attribution,
+            **({"python_sampling_interval_ms": SAMPLING_INTERVAL_MS} if SAMPLING_INTERVAL_MS else {})),
     )
 
 
@@ -177,7 +182,11 @@ def main() -> None:
     parser.add_argument("--no-stall", action="store_true", help="skip the window-end stall measurement")
     parser.add_argument("--attribution-only", action="store_true",
                         help="only Level0 against Level0 + python_sampling + record_modules (more rounds in less time)")
+    parser.add_argument("--sampling-interval-ms", type=float, default=None,
+                        help="python_sampling_interval_ms of the attribution configuration (default: the API's)")
     args = parser.parse_args()
+    global SAMPLING_INTERVAL_MS
+    SAMPLING_INTERVAL_MS = args.sampling_interval_ms
     import cnn_train
     import transformer_lm
 

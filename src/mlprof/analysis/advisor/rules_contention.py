@@ -3,10 +3,17 @@
 A job starved of CPU by other processes looks compute-bound to every
 trace-only tool: its ops just take longer. The host sampler of `mlprof run`
 sees the whole machine, and ``step_host_load`` joins its samples with each
-step (docs/attribution.md). The rule compares the CPU the rest of the machine
-used during the steps with the cores there are, and names the processes
-responsible. It only reports when threads were also queueing for a core
-(runnable threads above the core count), so idle cores never raise it.
+step (docs/attribution.md). The rule reports when three things hold during the
+steps:
+
+* the rest of the machine used at least ``cpu_contention_other_share`` of its cores;
+* threads queued for a core (runnable threads above the core count);
+* the job got clearly less CPU than its threads could use: under 80% of
+  min(torch threads, cores), since a busy machine whose scheduler still gives
+  the job its share is not slowing it.
+
+It names the processes responsible. Its share is the CPU the job missed,
+as a fraction of what it could use.
 """
 
 from __future__ import annotations
@@ -16,6 +23,9 @@ from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severit
 from mlprof.analysis.host import step_host_load
 
 __all__ = ["cpu_contention"]
+
+# The job is starved below this fraction of the CPU its threads could use.
+_STARVED = 0.8
 
 
 def _mean(values: list) -> float | None:
@@ -38,10 +48,14 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     other_cores = max(system / 100.0 * cores - job / 100.0, 0.0)
     queueing = runnable is None or runnable > cores
     share_of_machine = other_cores / cores
-    if not queueing or share_of_machine < th.cpu_contention_other_share:
+    system_facts = ctx.metadata.get("profiler_metadata.system") or {}
+    threads = system_facts.get("torch_num_threads") if isinstance(system_facts, dict) else None
+    demand = min(threads if isinstance(threads, int) and threads > 0 else cores, cores) * 100.0
+    starved = job < _STARVED * demand
+    if not queueing or not starved or share_of_machine < th.cpu_contention_other_share:
         return []
-    # The job could have had those cores: an estimate of step time lost, not a measurement.
-    share = min(share_of_machine, 1.0)
+    # The CPU the job missed, of what its threads could use: an estimate, not a measurement.
+    share = min(1.0 - job / demand, 1.0)
     severity = severity_for(share, th.cpu_contention_other_share, th)
     if severity is None:
         return []
@@ -58,8 +72,9 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
               + (f" ({who})" if who else ""),
         evidence=Evidence(
             metrics={"cores": cores, "system_cpu_percent": round(system, 1), "job_cpu_percent": round(job, 1),
+                     "job_cpu_demand_percent": demand,
                      "other_cores": round(other_cores, 2), "runnable_threads": None if runnable is None
-                     else round(runnable, 1), "estimate": "step time the job could have had with those cores"},
+                     else round(runnable, 1), "estimate": "CPU the job missed, of what its threads could use"},
             ops=procs,
             steps=[{"step": r["step"], "window": r["window"], "job_cpu_percent": r["job_cpu_percent"],
                     "system_cpu_percent": r["system_cpu_percent"], "runnable_threads": r["runnable_threads"]}
