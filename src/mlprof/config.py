@@ -103,7 +103,7 @@ class ExperimentalConfig:
     # during each window (python_samples.json): where host time goes outside ops.
     python_sampling: bool = False
     # Sampling period; each sample walks the stack while holding the GIL.
-    python_sampling_interval_ms: float = 5.0
+    python_sampling_interval_ms: float = 10.0
     # Record every nn.Module forward call with its path (modules.json), through
     # global forward hooks; costs about a microsecond per module call.
     record_modules: bool = False

@@ -256,7 +256,7 @@ def test_switches_must_be_booleans(name):
 
 def test_options_are_off_by_default_in_the_api():
     config = mlprof.ExperimentalConfig()
-    assert (config.python_sampling, config.python_sampling_interval_ms, config.record_modules) == (False, 5.0, False)
+    assert (config.python_sampling, config.python_sampling_interval_ms, config.record_modules) == (False, 10.0, False)
 
 
 def test_a_profiler_failure_mid_window_stops_sampling_and_removes_the_hooks(tmp_path, monkeypatch):

@@ -68,7 +68,8 @@ def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
 
 
 def test_run_samples_python_stacks_records_modules_and_gc_by_default(tmp_path):
-    result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "10", options=["--no-parse"])
+    # 30 ms steps: a window of 3 steps spans several 10 ms sampling intervals.
+    result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "10", "--sleep-s", "0.03", options=["--no-parse"])
     assert result.returncode == 0, result.stderr
     (capture,) = captures(tmp_path / "out")
     config = json.loads((capture / "profiler_info.json").read_text())["config"]["experimental_config"]

@@ -69,7 +69,7 @@ class RunOptions:
     with_flops: bool = _opt(False, "estimate FLOPs of matmul/conv ops")
     gc_detect_threshold: float | None = _opt(1.0, "record Python GC pauses of at least this many ms ('none': off)")
     python_sampling: bool = _opt(True, "sample the training thread's Python stack (python_samples.json)")
-    python_sampling_interval_ms: float = _opt(5.0, "Python stack sampling period in ms (0.5-1000)")
+    python_sampling_interval_ms: float = _opt(10.0, "Python stack sampling period in ms (0.5-1000)")
     record_modules: bool = _opt(True, "record nn.Module forward calls with their paths (modules.json)")
     host_sys: tuple[str, ...] = _opt(lambda: ("cpu", "mem"), "host resources to sample: cpu,mem,disk,network")
     host_sys_freq: int = _opt(10, "host sampling frequency in Hz (1-50)")
