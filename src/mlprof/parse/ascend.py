@@ -4,8 +4,6 @@ table builder, into the same tables as a Kineto trace (plus the Ascend-only
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -13,13 +11,10 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.errors import TraceFormatError
 from mlprof.parse.ascend_common import AscendInput, AscendRows, link_host_ops
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.kineto_events import StringPool
-from mlprof.parse.attribution import write_attribution
-from mlprof.tables.store import write_tables
 
 __all__ = ["parse_ascend", "ascend_tables"]
 
@@ -85,12 +80,7 @@ def parse_ascend(item: AscendInput, options, result_cls):
     result.event_count = rows.event_count
     result.unknown_events = {f"{ph}/{cat}": n for (ph, cat), n in rows.unknown.items()}
     result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
-    make_private_dir(out_dir)
-    with output_lock(out_dir):
-        tmp = out_dir / f".tmp_tables_{os.getpid()}"
-        write_tables(tmp, columns, pool.values())
-        write_attribution(tmp)
-        replace_dir(tmp, out_dir / "tables")
-        result.parse_seconds = round(time.perf_counter() - started, 3)
-        atomic_write(out_dir / "parse_info.json", json.dumps(result.to_dict(), indent=2))
+    from mlprof.parse.pipeline import write_parsed  # the pipeline imports this module lazily: no cycle
+
+    write_parsed(out_dir, columns, pool.values(), result, started)
     return result

@@ -197,6 +197,16 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
         raise
 
 
+def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: ParseResult, started: float) -> None:
+    """Write one input's tables, add the attribution, publish them with parse_info.json (every parser's last step)."""
+    make_private_dir(out_dir)
+    with output_lock(out_dir):
+        tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
+        write_tables(tmp, columns, strings)
+        write_attribution(tmp)
+        _publish_tables(tmp, out_dir, result, started)
+
+
 def _publish_tables(tmp: Path, out_dir: Path, result: ParseResult, started: float) -> None:
     """Swap finished tables in with their parse_info.json, both complete or neither."""
     result.parse_seconds = round(time.perf_counter() - started, 3)
@@ -216,12 +226,7 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     columns = build_tables([WindowData(index=0, kineto=k)], pool, {"source.path": str(item.path)})
     del k
     result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
-    make_private_dir(out_dir)
-    with output_lock(out_dir):
-        tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
-        write_tables(tmp, columns, pool.values())
-        write_attribution(tmp)
-        _publish_tables(tmp, out_dir, result, started)
+    write_parsed(out_dir, columns, pool.values(), result, started)
     return result
 
 
