@@ -58,6 +58,7 @@ def test_data_loading_bottleneck_is_flagged_with_the_worker_fix(runs):
     assert f.impact_ns == sum(s.data_loading_ns for s in steps)
     assert f.evidence.metrics["single_process_loader"] is True
     assert "num_workers" in f.fix
+    assert "pin_memory" not in f.fix, "pinned memory only helps device copies; this is a CPU-only run"
     assert report.findings[0].id == "data_loading"
 
 

@@ -104,12 +104,15 @@ def data_loading(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM host_ops
         WHERE step IS NOT NULL AND name LIKE 'enumerate(DataLoader)%' GROUP BY name ORDER BY total_ns DESC""")
     single = any("_SingleProcessDataLoaderIter" in r["name"] for r in loaders)
-    fix = ("Load batches in worker processes: DataLoader(num_workers=N, pin_memory=True, "
+    # pin_memory only speeds up host-to-device copies: no such advice on CPU-only runs.
+    pin = ", pin_memory=True" if ctx.has_device else ""
+    fix = (f"Load batches in worker processes: DataLoader(num_workers=N{pin}, "
            "persistent_workers=True, prefetch_factor=2+); the loader here runs in the training process "
            "(num_workers=0), so every item is read and collated between steps."
            if single else
            "Give the DataLoader more workers or a larger prefetch_factor, make __getitem__ cheaper "
-           "(pre-decoded/cached data, vectorised transforms), and use pin_memory=True for device copies.")
+           "(pre-decoded/cached data, vectorised transforms)"
+           + (", and use pin_memory=True for device copies." if ctx.has_device else "."))
     return [Finding(
         id="data_loading", severity=severity, share=round(share, 4), impact_ns=int(wait_ns),
         title=f"Input-bound: {share:.0%} of step time waits for the next batch",
