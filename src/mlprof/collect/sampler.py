@@ -169,6 +169,9 @@ class HostSampler:
                 threads += proc.num_threads()
             except psutil.Error:
                 continue
+        if threads == 0:
+            # Every process of the job is gone (or a zombie): a sample now would show a job using nothing.
+            raise psutil.NoSuchProcess(self.root.pid)
         out["job_threads"] = threads
         # The sampler itself is left out too: under `mlprof run` it is not in the job's tree.
         out["top_processes"] = self._others.top(set(self._procs) | {os.getpid()})
@@ -181,6 +184,8 @@ class HostSampler:
         record: dict[str, Any] = {"ts_ns": time.time_ns()}
         # One walk of the process table per sample (children() scans every process).
         tree = self._tree() if self.host_sys & {"cpu", "mem"} else []
+        if self.host_sys & {"cpu", "mem"} and not tree:
+            raise psutil.NoSuchProcess(self.root.pid)  # the job ended between alive() and now
         if "cpu" in self.host_sys:
             per_core = psutil.cpu_percent(interval=None, percpu=True)
             tree_cpu_s = self._tree_cpu_seconds(tree)
