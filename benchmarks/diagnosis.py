@@ -1,6 +1,7 @@
 """The diagnosis benchmark: does the advisor name the bottleneck, and stay quiet on healthy runs?
 
     python benchmarks/diagnosis.py [--only NAME ...] [--jobs N] [--keep DIR] [--json]
+    python benchmarks/diagnosis.py --rejudge DIR     # advise the captures kept by --keep DIR again
 
 Runs every case of ``tests/scenarios/diagnosis_cases.py`` (each bottleneck, its
 fixed twin, and the clean controls) unmodified under ``mlprof run``, asks
@@ -23,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "scenarios"))
 
-from diagnosis_cases import CASES, Verdict, run_one, runs_of, score  # noqa: E402
+from diagnosis_cases import CASES, Verdict, advise_one, run_one, runs_of, score  # noqa: E402
 
 
 def _top(v: Verdict) -> str:
@@ -77,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1: timings stay honest)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the captures in DIR (default: a temp dir)")
     parser.add_argument("--json", action="store_true", help="print the verdicts and the score as JSON")
+    parser.add_argument("--rejudge", type=Path, default=None, metavar="DIR",
+                        help="run no job: advise the outputs an earlier --keep DIR left, with today's advisor")
     args = parser.parse_args(argv)
     known = {c.name for c in CASES}
     unknown = sorted(set(args.only) - known)
@@ -84,12 +87,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     runs = runs_of([c for c in CASES if not args.only or c.name in args.only])
     started = time.perf_counter()
+    if args.rejudge:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            verdicts = list(pool.map(lambda r: advise_one(r, args.rejudge), runs))
+        return report(verdicts, time.perf_counter() - started, args)
     with tempfile.TemporaryDirectory(prefix="mlprof-diagnosis-") as tmp:
         workdir = args.keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             verdicts = list(pool.map(lambda r: run_one(r, workdir), runs))
-    elapsed = time.perf_counter() - started
+    return report(verdicts, time.perf_counter() - started, args)
+
+
+def report(verdicts: list[Verdict], elapsed: float, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"score": score(verdicts), "elapsed_s": round(elapsed, 1), "runs": [
             {"run": v.run.label, "expected": list(v.run.case.expected), "ok": v.ok, "error": v.error,

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import mlprof
-from mlprof.collect.module_recorder import ModuleRecorder
+from mlprof.collect.module_recorder import ModuleRecorder, _input_dtype
 from mlprof.collect.stack_sampler import StackSampler
 
 from .conftest import load_json, torch, windows_of
@@ -167,9 +167,14 @@ def test_modules_json_names_nested_modules_by_path_and_counts_every_forward(tmp_
     assert load_json(window / "window.json")["files"]["modules"] == "modules.json"
     data = load_json(window / "modules.json")
     assert data["dropped"] == 0
-    assert [tuple(m) for m in data["modules"]] == [
+    assert [tuple(m[:2]) for m in data["modules"]] == [
         ("Net", "Net"), ("Net.conv1", "Linear"), ("Net.layers", "Sequential"),
         ("Net.layers.0", "Linear"), ("Net.layers.1", "ReLU"), ("Net.layers.2", "Linear")]
+    # Where each class lives and the dtypes it computes in, read at its first call.
+    by_name = {m[0]: m for m in data["modules"]}
+    assert by_name["Net"][2] == Net.__module__ and by_name["Net.layers.0"][2] == "torch.nn.modules.linear"
+    assert by_name["Net.layers.0"][3] == "torch.float32" and by_name["Net.layers"][3] is None
+    assert by_name["Net"][4] == "torch.float32"
     counts = collections.Counter(data["modules"][c[0]][0] for c in data["calls"])
     assert set(counts.values()) == {2}, counts  # two recorded steps, one forward each
     tid = threading.get_native_id()
@@ -177,6 +182,19 @@ def test_modules_json_names_nested_modules_by_path_and_counts_every_forward(tmp_
     # A child's call lies inside its parent's.
     by_path = {data["modules"][c[0]][0]: c for c in data["calls"][:6]}
     assert by_path["Net"][1] <= by_path["Net.layers.0"][1] <= by_path["Net.layers.0"][2] <= by_path["Net"][2]
+
+
+def test_modules_json_records_a_float64_model_and_non_tensor_inputs(tmp_path):
+    model = Net().double()
+    with profiled(tmp_path, record_modules=True) as prof:
+        for _ in range(3):
+            model(torch.randn(4, 16, dtype=torch.float64)).sum().backward()
+            prof.step()
+    (window,) = windows_of(prof.capture_dir)
+    by_name = {m[0]: m for m in load_json(window / "modules.json")["modules"]}
+    assert by_name["Net.layers.0"][3] == "torch.float64" and by_name["Net"][4] == "torch.float64"
+    assert _input_dtype((3, "x")) is None and _input_dtype(()) is None
+    assert _input_dtype((torch.zeros(2, dtype=torch.int64),)) is None
 
 
 def test_inplace_relu_still_trains_with_record_modules(tmp_path):

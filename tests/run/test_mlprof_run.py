@@ -84,7 +84,7 @@ def test_run_samples_python_stacks_records_modules_and_gc_by_default(tmp_path):
     samples = json.loads((window / files["python_samples"]).read_text())
     assert samples["samples"] and any(f[0] == str(SCRIPT) for f in samples["frames"])
     modules = json.loads((window / files["modules"]).read_text())
-    paths = {path for path, _type in modules["modules"]}
+    paths = {entry[0] for entry in modules["modules"]}
     assert {"Sequential", "Sequential.0", "Sequential.1", "Sequential.2"} <= paths
     forwards = [c for c in modules["calls"] if modules["modules"][c[0]][0] == "Sequential"]
     assert len(forwards) == 3  # one forward per recorded step

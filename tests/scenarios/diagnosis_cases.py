@@ -175,6 +175,17 @@ def run_one(run: Run, workdir: Path, timeout_s: int = 600) -> Verdict:
     finally:
         if busy:
             stop_busy(busy)
+    return advise_one(run, workdir, timeout_s, start)
+
+
+def advise_one(run: Run, workdir: Path, timeout_s: int = 600, start: float | None = None) -> Verdict:
+    """`mlprof advise --json --no-write` on a run's kept output (``workdir/<label>/result``)."""
+    base = workdir / run.label
+    output = base / "result"
+    env = {**os.environ, "MLPROF_LOCK_DIR": str(base / "locks")}
+    start = time.perf_counter() if start is None else start
+    if not output.is_dir():
+        return Verdict(run, ok=False, error=f"no kept output in {output}")
     advice = subprocess.run([sys.executable, "-m", "mlprof", "advise", str(output), "--json", "--no-write"],
                             env=env, capture_output=True, text=True, timeout=timeout_s)
     wall_s = time.perf_counter() - start

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mlprof.errors import ConfigError
 from mlprof.parse.capture_reader import find_inputs
-from mlprof.parse.pipeline import PARSE_INFO_FILE, TABLES_DIR, ParseOptions, parse_path
+from mlprof.parse.pipeline import PARSE_INFO_FILE, TABLES_DIR, ParseOptions, parse_path, tables_schema
 
 __all__ = ["ParsedOutput", "parsed_outputs_of", "single_output", "is_stale"]
 
@@ -48,10 +48,14 @@ def _newest_input_ns(source: Path) -> int:
 
 
 def is_stale(source: str | Path, output_dir: Path) -> bool:
-    """True when the raw data changed after its tables were written (re-parse them)."""
+    """True when the raw data changed after its tables were written, or an mlprof with other
+    table columns wrote them (re-parse them)."""
+    info = Path(output_dir) / PARSE_INFO_FILE
     try:
-        parsed_ns = (Path(output_dir) / PARSE_INFO_FILE).stat().st_mtime_ns
-    except OSError:
+        parsed_ns = info.stat().st_mtime_ns
+        if json.loads(info.read_text()).get("tables_schema") != tables_schema():
+            return True
+    except (OSError, ValueError, AttributeError):
         return True
     return _newest_input_ns(Path(source)) > parsed_ns
 

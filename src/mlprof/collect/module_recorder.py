@@ -37,7 +37,7 @@ _ROOT = -1  # the "parent index" of a module called while no module runs
 class ModuleRecorder:
     def __init__(self, max_calls: int = MAX_CALLS) -> None:
         self.max_calls = max_calls
-        self.modules: list[tuple[str, str]] = []  # [path, type]
+        self.modules: list[list[str | None]] = []  # [path, type, class_module, param_dtype, input_dtype]
         self.calls: list[list[Any]] = []  # [module_index, start_ns, end_ns | None, tid]
         self.dropped = 0
         self.error: str | None = None
@@ -95,10 +95,10 @@ class ModuleRecorder:
                 if stack:
                     parent = stack[-1]
                     cached = paths.get((parent[1], id(module)))
-                    index = cached[0] if cached is not None and cached[1] is module else resolve(parent, module)
+                    index = cached[0] if cached is not None and cached[1] is module else resolve(parent, module, _args)
                 else:
                     cached = paths.get((_ROOT, id(module)))
-                    index = cached[0] if cached is not None and cached[1] is module else resolve(None, module)
+                    index = cached[0] if cached is not None and cached[1] is module else resolve(None, module, _args)
                 if len(calls) < max_calls:
                     record = [index, start_ns, None, threads.tid]
                     append_call(record)
@@ -141,8 +141,9 @@ class ModuleRecorder:
 
         return pre_hook, post_hook
 
-    def _resolve(self, parent: tuple[Any, int, Any] | None, module: Any) -> int:
-        type_name = type(module).__name__
+    def _resolve(self, parent: tuple[Any, int, Any] | None, module: Any, args: Any = ()) -> int:
+        cls = type(module)
+        type_name = cls.__name__
         path = type_name
         if parent is not None:
             name = _name_in(parent[0], module)
@@ -152,7 +153,9 @@ class ModuleRecorder:
         index = self._module_index.get(key)
         if index is None:
             index = self._module_index[key] = len(self.modules)
-            self.modules.append(key)
+            # Once per module path: where its class is defined (torch.nn built-in or the user's) and
+            # the dtypes it computes in, so a float64 model is seen without record_shapes.
+            self.modules.append([path, type_name, cls.__module__, _param_dtype(module), _input_dtype(args)])
         if len(self._paths) >= _MAX_CACHED_PATHS:
             self._paths.clear()
         self._paths[(_ROOT if parent is None else parent[1], id(module))] = (index, module)
@@ -169,6 +172,25 @@ class ModuleRecorder:
     def to_json(self) -> dict[str, Any]:
         """modules.json; call after detach()."""
         return {"modules": [list(m) for m in self.modules], "calls": self.calls, "dropped": self.dropped}
+
+
+def _param_dtype(module: Any) -> str | None:
+    """The dtype of the module's first own parameter ("torch.float64"), None without one."""
+    try:
+        for param in module.parameters(recurse=False):
+            return str(param.dtype)
+    except Exception:  # noqa: BLE001 - a user override of parameters() must not stop the recording
+        return None
+    return None
+
+
+def _input_dtype(args: Any) -> str | None:
+    """The dtype of the first positional argument when it is a floating or complex tensor."""
+    first = args[0] if isinstance(args, tuple) and args else None
+    dtype = getattr(first, "dtype", None)
+    if dtype is None or not (getattr(dtype, "is_floating_point", False) or getattr(dtype, "is_complex", False)):
+        return None
+    return str(dtype)
 
 
 def _name_in(parent: Any, child: Any) -> str | None:

@@ -68,7 +68,8 @@ class PythonSamplesFile(msgspec.Struct):
 
 
 class ModulesFile(msgspec.Struct):
-    modules: list[tuple[str, str]] = []
+    # [path, type] (older captures) or [path, type, class_module, param_dtype, input_dtype]
+    modules: list[list[Union[str, None]]] = []
     calls: list[tuple[Int, Int, Union[Int, None], Union[Int, None]]] = []
     dropped: Int = 0
 

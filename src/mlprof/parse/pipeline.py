@@ -32,7 +32,7 @@ from mlprof.capture.files import atomic_write, make_private_dir, output_lock, re
 from mlprof.tables.schema import TABLES
 from mlprof.tables.store import combine_tables, named_write_errors, write_tables
 
-__all__ = ["ParseOptions", "ParseResult", "parse_path", "TABLES_DIR", "PARSE_INFO_FILE"]
+__all__ = ["ParseOptions", "ParseResult", "parse_path", "TABLES_DIR", "PARSE_INFO_FILE", "tables_schema"]
 
 TABLES_DIR = "tables"
 PARSE_INFO_FILE = "parse_info.json"
@@ -44,6 +44,11 @@ ProgressFn = Callable[[str, int, int], None]
 # Cached window tables are stale as soon as any table's columns change.
 _SCHEMA_FINGERPRINT = hashlib.sha256(json.dumps(
     {name: [(c.name, c.sql_type) for c in t.columns] for name, t in TABLES.items()}).encode()).hexdigest()[:16]
+
+
+def tables_schema() -> str:
+    """Fingerprint of the tables' columns: outputs written under another one are re-parsed."""
+    return _SCHEMA_FINGERPRINT
 
 
 @dataclass(frozen=True)
@@ -210,7 +215,9 @@ def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: Parse
 def _publish_tables(tmp: Path, out_dir: Path, result: ParseResult, started: float) -> None:
     """Swap finished tables in with their parse_info.json, both complete or neither."""
     result.parse_seconds = round(time.perf_counter() - started, 3)
-    atomic_write(tmp / PARSE_INFO_FILE, json.dumps(result.to_dict(), indent=2))
+    # The tables' layout, so readers re-parse outputs an older mlprof wrote (see analysis.inputs.is_stale).
+    atomic_write(tmp / PARSE_INFO_FILE, json.dumps({**result.to_dict(), "tables_schema": _SCHEMA_FINGERPRINT},
+                                                   indent=2))
     replace_dir(tmp, out_dir / TABLES_DIR)
     os.replace(out_dir / TABLES_DIR / PARSE_INFO_FILE, out_dir / PARSE_INFO_FILE)
 

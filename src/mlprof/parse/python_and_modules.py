@@ -74,6 +74,11 @@ def python_tables(data: PythonSamplesFile, path: str, step_of) -> dict[str, dict
     }
 
 
+def _field(entry: list, index: int) -> str | None:
+    """An optional field of a modules.json entry (older captures have only path and type)."""
+    return entry[index] if len(entry) > index else None
+
+
 def module_call_table(data: ModulesFile, path: str, step_of) -> dict[str, np.ndarray]:
     """``module_calls`` columns of one window (call ids from 0), with nesting per thread."""
     n_modules = len(data.modules)
@@ -85,7 +90,7 @@ def module_call_table(data: ModulesFile, path: str, step_of) -> dict[str, np.nda
     stack: list[int] = []
     last_tid = object()
     for i, (module, start, end, tid) in enumerate(calls):
-        if not 0 <= module < n_modules:
+        if not 0 <= module < n_modules or len(data.modules[module]) < 2:
             raise CaptureError(f"{path}: a call refers to a module that does not exist")
         if end is not None and end < start:
             raise CaptureError(f"{path}: a module call ends before it starts")
@@ -103,6 +108,9 @@ def module_call_table(data: ModulesFile, path: str, step_of) -> dict[str, np.nda
         "call_id": np.arange(count, dtype=np.int64),
         "module_path": np.array([data.modules[c[0]][0] for c in calls], dtype=object),
         "module_type": np.array([data.modules[c[0]][1] for c in calls], dtype=object),
+        "module_class_module": np.array([_field(data.modules[c[0]], 2) for c in calls], dtype=object),
+        "param_dtype": np.array([_field(data.modules[c[0]], 3) for c in calls], dtype=object),
+        "input_dtype": np.array([_field(data.modules[c[0]], 4) for c in calls], dtype=object),
         "tid": np.array([MISSING if c[3] is None else c[3] for c in calls], dtype=np.int64),
         "start_ns": start, "end_ns": ends,
         "dur_ns": np.where(ends == MISSING, MISSING, ends - start),

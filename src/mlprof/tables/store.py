@@ -40,7 +40,12 @@ class TableStore:
         for name in TABLES:
             path = self.tables_dir / f"{name}.parquet"
             if path.is_file():
-                self.con.execute(f"CREATE VIEW \"{name}\" AS SELECT * FROM read_parquet('{_sql_str(path)}')")
+                source = f"read_parquet('{_sql_str(path)}')"
+                present = {row[0] for row in self.con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+                # Tables an older mlprof wrote lack newer columns: they read as NULL, not as a binder error.
+                missing = "".join(f', CAST(NULL AS {c.sql_type}) AS "{c.name}"'
+                                  for c in TABLES[name].columns if c.name not in present)
+                self.con.execute(f"CREATE VIEW \"{name}\" AS SELECT *{missing} FROM {source}")
             else:
                 self.con.execute(TABLES[name].create_sql())
 

@@ -108,3 +108,19 @@ class AdvisorContext:
                 GROUP BY o.op_id, o.folded_self_ns)
             SELECT call_site, module, count(*) AS count, sum(folded_self_ns) AS self_ns
             FROM hit GROUP BY call_site, module ORDER BY self_ns DESC LIMIT {int(limit)}""", params)
+
+    def sampled_call_sites(self, op_filter_sql: str, params: list, limit: int = 3) -> list[dict]:
+        """The user's lines the Python sampler saw while the matching host ops ran (on any thread
+        of the window), most samples first; [] without samples. Works at every level, unlike
+        :meth:`call_sites`, which needs Kineto's python frames."""
+        if not self.store.rows("SELECT count(*) FROM python_samples")[0][0]:
+            return []
+        return self.store.dicts(f"""
+            WITH o AS (SELECT window_index, start_ns, start_ns + dur_ns AS end_ns FROM host_ops
+                       WHERE {op_filter_sql}),
+            hit AS (SELECT DISTINCT s.window_index, s.ts_ns, s.stack_id, s.weight_ns FROM python_samples s
+                    JOIN o ON o.window_index = s.window_index AND s.ts_ns >= o.start_ns AND s.ts_ns < o.end_ns)
+            SELECT k.call_site, any_value(k.leaf) AS leaf, count(*) AS samples, sum(h.weight_ns) AS self_ns
+            FROM hit h JOIN python_stacks k ON k.window_index = h.window_index AND k.stack_id = h.stack_id
+            WHERE k.call_site IS NOT NULL
+            GROUP BY k.call_site ORDER BY samples DESC LIMIT {int(limit)}""", params)

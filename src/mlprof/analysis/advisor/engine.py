@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
-from mlprof.analysis.advisor.rules_comm import communication_overlap
+from mlprof.analysis.advisor.rules_comm import communication_overlap, exposed_by_step, split_waiting
 from mlprof.analysis.advisor.rules_device import device_idle, memory_churn, synchronization
 from mlprof.analysis.advisor.rules_env import cpu_oversubscription, dynamic_shapes, recompilation
 from mlprof.analysis.advisor.rules_host import (
@@ -19,7 +19,9 @@ from mlprof.analysis.advisor.rules_host import (
     step_outliers,
 )
 from mlprof.analysis.advisor.rules_modules import dominant_module
+from mlprof.analysis.advisor.rules_alloc import fresh_tensors
 from mlprof.analysis.advisor.rules_contention import cpu_contention
+from mlprof.analysis.advisor.rules_dtype import slow_dtype
 from mlprof.analysis.advisor.rules_storm import op_storm
 from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile, npu_wording
 from mlprof.analysis.advisor.whole_trace import whole_trace_store
@@ -31,7 +33,7 @@ Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 
 # Every rule, in reporting order for equal severity and share.
 RULES: tuple[Rule, ...] = (
-    op_storm, dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, device_idle, synchronization,
+    op_storm, slow_dtype, fresh_tensors, dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, device_idle, synchronization,
     communication_overlap, memory_churn, recompilation, dynamic_shapes, step_outliers, cpu_oversubscription,
     cpu_contention,
     ai_cpu_ops, npu_op_compile,
@@ -102,27 +104,52 @@ def advise_outputs(outputs: Sequence[tuple[str, Path]], thresholds: Thresholds |
     from mlprof.analysis.cluster_data import rank_data
     from mlprof.analysis.jobs import group_jobs, run_identity
 
-    reports, identities = [], []
+    th = thresholds or Thresholds()
+    reports, identities, exposed = [], [], {}
     for source, out in outputs:
         with TableStore(Path(out) / "tables") as store:
-            report = advise(store, thresholds)
+            report = advise(store, th)
             identities.append(run_identity(store, str(source)))
+            if any(f.id == "communication_overlap" for f in report.findings):
+                exposed[str(source)] = exposed_by_step(AdvisorContext(store))
         report.source = str(source)
         reports.append(report)
     grouping = group_jobs(identities)
     out_of = {str(source): out for source, out in outputs}
+    by_source = {r.source: r for r in reports}
     for job in grouping.jobs:
         if len(job) < 2:
             continue
-        cluster = combine([rank_data(out_of[m.source], m.source) for m in job], thresholds)
-        for finding in slow_rank_findings(cluster):
+        cluster = combine([rank_data(out_of[m.source], m.source) for m in job], th)
+        slow = slow_rank_findings(cluster)
+        for finding in slow:
             # Matched by source: ranks of bare traces may all be None.
-            for report in reports:
-                if report.source == finding.evidence.metrics["source"]:
-                    report.findings = sort_findings(report.findings + [finding])
+            report = by_source.get(finding.evidence.metrics["source"])
+            if report is not None:
+                report.findings.append(finding)
+        _split_communication_waiting(job, by_source, exposed, slow, th)
+        for member in job:
+            by_source[member.source].findings = sort_findings(by_source[member.source].findings)
     for report in reports:
         report.notes.extend(grouping.warnings)
     return reports
+
+
+def _split_communication_waiting(job, by_source: dict, exposed: dict, slow: list[Finding], th: Thresholds) -> None:
+    """Among the ranks of one job, each rank's exposed communication beyond the least-exposed rank's
+    (per step) is waiting for others, owned by the slow rank when there is one."""
+    ranks_of = {m.source: m for m in job}
+    for member in job:
+        report = by_source[member.source]
+        own = exposed.get(member.source)
+        if own is None:
+            continue
+        # A rank without exposed communication worth a finding waited about nothing.
+        others = [exposed[o] if o in exposed else dict.fromkeys(own, 0) for o in ranks_of if o != member.source]
+        late = [str(f.rank) for f in slow if f.evidence.metrics["source"] != member.source]
+        for finding in report.findings:
+            if finding.id == "communication_overlap":
+                split_waiting(finding, own, others, report.total_step_ns, th, late)
 
 
 def advise_path(path: str | Path, thresholds: Thresholds | None = None) -> list[AdvisorReport]:

@@ -31,6 +31,8 @@ class Thresholds:
     dominant_op_warn_share: float = 0.25
     # Host time waiting for the next batch (DataLoader iteration) in the step.
     data_loading_warn_share: float = 0.10
+    # ... when the DataLoader already uses worker processes (each wait includes the batch's hand-off).
+    data_loading_workers_warn_share: float = 0.20
     # Step time covered by no op at all: the user's Python, sleeps, I/O, logging.
     # High by nature on tiny CPU steps (loop glue), hence a high bar.
     host_outside_ops_warn_share: float = 0.40
@@ -72,6 +74,10 @@ class Thresholds:
     cpu_contention_other_share: float = 0.25
     # Threads per core above which CPU threads are oversubscribed.
     threads_per_core: float = 1.0
+    # Step time computing in float64/complex128 (modules or op inputs).
+    slow_dtype_warn_share: float = 0.10
+    # Step time creating and filling fresh tensors (torch.zeros/ones/full) on the host.
+    fresh_tensor_warn_share: float = 0.10
     # Step time in ops on an Ascend NPU's AI CPU (slow cores) worth a warning.
     ai_cpu_warn_share: float = 0.05
 

@@ -9,7 +9,7 @@ from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severit
 from mlprof.analysis.cluster_data import HOST_COMM_PATTERN
 from mlprof.analysis.intervals import union_length
 
-__all__ = ["communication_overlap", "host_exposed_communication"]
+__all__ = ["communication_overlap", "exposed_by_step", "host_exposed_communication", "split_waiting"]
 
 _FIX = ("Overlap gradients' all-reduce with backward: DDP bucket sizes (bucket_cap_mb), "
         "gradient_as_bucket_view=True, no_sync() for accumulation steps; for FSDP, forward/backward "
@@ -56,6 +56,50 @@ def host_exposed_communication(ctx: AdvisorContext) -> dict[tuple[int, int], tup
     return out
 
 
+def exposed_by_step(ctx: AdvisorContext) -> dict[int, int]:
+    """Exposed communication ns per step number (device traces: not overlapped; CPU ranks: host-blocked)."""
+    if ctx.has_device:
+        return {s.step: int(s.communication_not_overlapped_ns or 0) for s in ctx.steps}
+    out: dict[int, int] = {}
+    for (_, step), (_, exposed) in host_exposed_communication(ctx).items():
+        out[step] = out.get(step, 0) + exposed
+    return out
+
+
+def split_waiting(finding: Finding, own: dict[int, int], others: list[dict[int, int]], total_step_ns: int,
+                  th: Thresholds, slow_ranks: list[str]) -> Finding:
+    """Re-rate a rank's exposed communication by what the other ranks of its job saw.
+
+    In a collective, the last rank to arrive waits least: per step, the smallest exposed time among
+    the ranks bounds the transfer itself, and the rest of a rank's exposed time is waiting for a later
+    rank (imbalance, a slow rank, jitter). Only the transfer is this finding's to fix.
+    """
+    transfer_by_step = {step: min([ns, *(o[step] for o in others if step in o)]) for step, ns in own.items()}
+    transfer = sum(transfer_by_step.values())
+    exposed = sum(own.values())
+    waiting = max(exposed - transfer, 0)
+    if not waiting or not total_step_ns:
+        return finding
+    share = transfer / total_step_ns
+    # Judged like the rule itself: without the worst step (5+ steps), one preempted step is not a culprit.
+    judged = share
+    if len(transfer_by_step) >= 5:
+        judged = (transfer - max(transfer_by_step.values())) / total_step_ns * len(own) / (len(own) - 1)
+    severity = severity_for(min(share, judged), th.communication_warn_share, th) or "info"
+    late = f" for rank {', '.join(slow_ranks)} (slow_rank)" if slow_ranks else " for later ranks"
+    finding.severity = severity
+    finding.share = round(share, 4)
+    finding.impact_ns = int(transfer)
+    finding.title = (f"Un-overlapped communication: {share:.0%} of step time in transfers, plus "
+                     f"{waiting / total_step_ns:.0%} waiting{late}")
+    finding.evidence.metrics.update({"transfer_ns": int(transfer), "waiting_ns": int(waiting),
+                                     "waiting_for": slow_ranks or None})
+    if slow_ranks:
+        finding.fix = (f"Most of this rank's exposed communication waits for rank {', '.join(slow_ranks)}: "
+                       "fix that rank first (see its slow_rank finding). " + finding.fix)
+    return finding
+
+
 def communication_overlap(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Communication the computation does not hide."""
     if ctx.has_device:
@@ -80,7 +124,8 @@ def communication_overlap(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         kinds = ctx.store.dicts(f"""SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM host_ops
             WHERE step IS NOT NULL AND regexp_matches(name, '{HOST_COMM_PATTERN}') GROUP BY 1 ORDER BY total_ns DESC""")
     share = ctx.share(exposed_ns)
-    severity = severity_for(share, th.communication_warn_share, th)
+    by_step = exposed_by_step(ctx)
+    severity = severity_for(ctx.robust_share(lambda s: by_step.get(s.step, 0)), th.communication_warn_share, th)
     if severity is None or not total_comm:
         return []
     return [Finding(

@@ -6,6 +6,7 @@ import re
 import statistics
 
 from mlprof.analysis.steps import HOST_FIELDS
+from mlprof.analysis.advisor.rules_alloc import UNDER_FACTORY_SQL
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.ops import DEVICE_NS_PER_OP
@@ -16,8 +17,10 @@ __all__ = ["dominant_op", "data_loading", "gc_pauses", "step_outliers", "host_ou
 # leads, the model is compute-bound, which is the healthy state (info only).
 EXPECTED_COMPUTE = re.compile(
     r"^aten::(mm|addmm|bmm|baddbmm|addbmm|matmul|linear|einsum|_?convolution\w*|conv\w*|cudnn_convolution\w*|"
-    r"mkldnn_convolution\w*|miopen_convolution\w*|_?scaled_dot_product\w*|_flash_attention\w*|"
-    r"_efficient_attention\w*)$")
+    r"mkldnn_convolution\w*|miopen_convolution\w*|_?slow_conv\w*|thnn_conv\w*|_?scaled_dot_product\w*|"
+    r"_flash_attention\w*|_efficient_attention\w*|_addmm_activation|mkldnn_linear\w*|"
+    # Recurrent layers: their fused kernels are matrix products over time steps.
+    r"_?lstm\w*|_?gru\w*|rnn_tanh\w*|rnn_relu\w*|mkldnn_rnn\w*|_cudnn_rnn\w*|miopen_rnn\w*|_thnn_fused_\w*)$")
 
 # Ops that are not "the model's ops" for this rule: step spans, optimizer and
 # DataLoader annotations have their own rules.
@@ -37,7 +40,8 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         {DEVICE_NS_PER_OP}
         SELECT h.name, count(*) AS count, sum(h.folded_self_ns) AS host_self_ns,
                coalesce(sum(d.device_ns), 0) AS device_ns, count(DISTINCT h.step) AS steps
-        FROM (SELECT * FROM host_ops WHERE {_OP_FILTER}) h LEFT JOIN dev d ON d.host_op_id = h.op_id
+        FROM (SELECT * FROM host_ops h WHERE {_OP_FILTER} AND NOT {UNDER_FACTORY_SQL}) h
+             LEFT JOIN dev d ON d.host_op_id = h.op_id
         GROUP BY h.name""")
     for r in rows:
         r["cost_ns"] = max(r["host_self_ns"] or 0, r["device_ns"] or 0)
@@ -49,8 +53,9 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             break  # sorted: the rest are smaller
         expected = bool(EXPECTED_COMPUTE.match(top["name"]))
         per_step = ctx.store.dicts(f"""
-            SELECT window_index AS window, step, sum(folded_self_ns) AS self_ns FROM host_ops
-            WHERE name = ? AND {_OP_FILTER} GROUP BY 1, 2 ORDER BY self_ns DESC""", [top["name"]])
+            SELECT window_index AS window, step, sum(folded_self_ns) AS self_ns FROM host_ops h
+            WHERE name = ? AND {_OP_FILTER} AND NOT {UNDER_FACTORY_SQL} GROUP BY 1, 2 ORDER BY self_ns DESC""",
+            [top["name"]])
         judged = share
         if top["host_self_ns"] >= top["device_ns"]:
             # Host-timed: judge without the op's worst step, so one preempted call is not a culprit.
@@ -58,20 +63,27 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             judged = ctx.robust_share(lambda st: by_step.get((st.window, st.step), 0))
         if judged < th.dominant_op_warn_share:
             continue
-        # Dense math leading the step is what a healthy, compute-bound run looks like.
-        severity = "info" if expected else severity_for(judged, th.dominant_op_warn_share, th)
-        sites = ctx.call_sites(f"name = ? AND {_OP_FILTER}", [top["name"]])
+        builtin = None if expected else _builtin_module(ctx, top["name"])
+        # Dense math leading the step is what a healthy, compute-bound run looks like; an op inside
+        # torch's own nn layer (nn.Dropout's mask, nn.LayerNorm) has no built-in to switch to.
+        severity = "info" if expected or builtin else severity_for(judged, th.dominant_op_warn_share, th)
+        sites = (ctx.call_sites(f"name = ? AND {_OP_FILTER}", [top["name"]])
+                 or ctx.sampled_call_sites(f"name = ? AND {_OP_FILTER}", [top["name"]]))
         shapes = ctx.store.dicts(f"""
             SELECT input_dims, input_types, count(*) AS count, sum(folded_self_ns) AS self_ns FROM host_ops
             WHERE name = ? AND {_OP_FILTER} GROUP BY 1, 2 ORDER BY self_ns DESC LIMIT 3""", [top["name"]])
         # float64 is the classic slow path (seed 002's dropout drew doubles): say so when it is there.
         slow_dtype = next((t for t in ("double", "c10::complex<double>")
                            if shapes and t in str(shapes[0]["input_types"] or "").lower()), None)
-        where = f" called from {sites[0]['call_site'] or sites[0]['module']}" if sites and (
-            sites[0]["call_site"] or sites[0]["module"]) else ""
+        site = (sites[0].get("call_site") or sites[0].get("module")) if sites else None
+        where = f" in torch's nn.{builtin}" if builtin else f" called from {site}" if site else ""
         fix = (f"{top['name']} is dense math leading the step: the run is compute-bound. Gains come from "
                "less work (smaller shapes, fewer FLOPs), lower precision (bf16/AMP, TF32) or fused kernels."
                if expected else
+               f"{top['name']} runs inside torch's own nn.{builtin}: there is no faster built-in to switch to. "
+               "Its cost follows the tensors it touches (e.g. activation size for dropout and normalisation); "
+               "reduce those, or fuse the layer with its neighbours (torch.compile)."
+               if builtin else
                f"Look at why {top['name']}{where} is so expensive: a hand-written or unoptimised op "
                "(seed 002's dropout) usually has a built-in or fused equivalent (torch.nn.functional.*), "
                "a cheaper algorithm, or runs on a slow path (float64, CPU fallback, Python loop). Check it "
@@ -83,7 +95,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             evidence=Evidence(
                 metrics={"op": top["name"], "count": top["count"], "host_self_ns": top["host_self_ns"],
                          "device_ns": top["device_ns"], "total_step_ns": ctx.total_step_ns,
-                         "expected_compute": expected, "slow_dtype": slow_dtype,
+                         "expected_compute": expected, "slow_dtype": slow_dtype, "builtin_module": builtin,
                          "input_shapes": [{"input_dims": r["input_dims"], "input_types": r["input_types"],
                                            "count": r["count"], "self_ns": r["self_ns"]} for r in shapes]},
                 steps=per_step[:5], ops=[{k: r[k] for k in ("name", "count", "host_self_ns", "device_ns", "cost_ns")}
@@ -93,17 +105,43 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     return findings
 
 
+def _builtin_module(ctx: AdvisorContext, op_name: str) -> str | None:
+    """The torch.nn class (e.g. "Dropout") whose forward holds most of the op's self time, else None.
+
+    Innermost recorded module call on the op's thread; needs record_modules (NULL class in older captures).
+    """
+    rows = ctx.store.rows(f"""
+        WITH o AS (SELECT op_id, window_index, tid, start_ns, folded_self_ns FROM host_ops
+                   WHERE name = ? AND {_OP_FILTER}),
+        inner_most AS (
+            SELECT o.op_id, any_value(o.folded_self_ns) AS ns,
+                   arg_max(m.module_class_module, m.depth) AS cls, arg_max(m.module_type, m.depth) AS type
+            FROM o JOIN module_calls m ON m.window_index = o.window_index AND m.tid = o.tid
+             AND o.start_ns >= m.start_ns AND o.start_ns < m.end_ns
+            GROUP BY o.op_id)
+        SELECT type, sum(ns) FILTER (WHERE cls LIKE 'torch.%'), (SELECT sum(folded_self_ns) FROM o)
+        FROM inner_most GROUP BY type ORDER BY 2 DESC NULLS LAST LIMIT 1""", [op_name])
+    if not rows or not rows[0][1] or not rows[0][2]:
+        return None
+    type_name, builtin_ns, total_ns = rows[0]
+    return type_name if builtin_ns >= 0.5 * total_ns else None
+
+
 def data_loading(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Steps waiting for input: time in DataLoader iteration inside the step."""
     wait_ns = sum(s.data_loading_ns for s in ctx.steps)
     share = ctx.share(wait_ns)
-    severity = severity_for(ctx.robust_share(lambda s: s.data_loading_ns), th.data_loading_warn_share, th)
-    if severity is None:
-        return []
     loaders = ctx.store.dicts("""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM host_ops
         WHERE step IS NOT NULL AND name LIKE 'enumerate(DataLoader)%' GROUP BY name ORDER BY total_ns DESC""")
     single = any("_SingleProcessDataLoaderIter" in r["name"] for r in loaders)
+    workers = any("_MultiProcessingDataLoaderIter" in r["name"] for r in loaders) and not single
+    # With worker processes part of every wait is receiving the batch (unpickling, shared-memory
+    # hand-off), which no worker count removes: a higher bar before calling the run input-bound.
+    warn_share = th.data_loading_workers_warn_share if workers else th.data_loading_warn_share
+    severity = severity_for(ctx.robust_share(lambda s: s.data_loading_ns), warn_share, th)
+    if severity is None:
+        return []
     # pin_memory only speeds up host-to-device copies: no such advice on CPU-only runs.
     pin = ", pin_memory=True" if ctx.has_device else ""
     fix = (f"Load batches in worker processes: DataLoader(num_workers=N{pin}, "
@@ -117,7 +155,7 @@ def data_loading(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         id="data_loading", severity=severity, share=round(share, 4), impact_ns=int(wait_ns),
         title=f"Input-bound: {share:.0%} of step time waits for the next batch",
         evidence=Evidence(metrics={"data_loading_ns": wait_ns, "total_step_ns": ctx.total_step_ns,
-                                   "single_process_loader": single},
+                                   "single_process_loader": single, "worker_processes": workers},
                           steps=ctx.step_rows(lambda s: s.data_loading_ns)[:5], ops=loaders,
                           call_sites=ctx.phase_call_sites("data_loading")),
         fix=fix, rank=ctx.rank)]

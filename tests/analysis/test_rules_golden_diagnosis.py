@@ -1,0 +1,125 @@
+"""Golden tests of the diagnosis rules on tiny traces: slow dtypes, fresh tensors, fused RNN kernels,
+and the split of a rank's exposed communication into transfer and waiting."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlprof.analysis.advisor import Thresholds, advise
+from mlprof.analysis.advisor.model import Evidence, Finding
+from mlprof.analysis.advisor.rules_comm import split_waiting
+
+from test_rules_golden import X, _store
+
+STEP_US = 1_000
+
+
+def _steps(body, n=5):
+    """``n`` steps of 1 ms; ``body(t0)`` gives each step's ops."""
+    events = []
+    for i in range(n):
+        t0 = i * STEP_US
+        events.append(X(f"ProfilerStep#{i + 1}", t0, STEP_US, cat="user_annotation"))
+        events.extend(body(t0))
+    return events
+
+
+def _ids(store):
+    return {f.id: f for f in advise(store).findings}
+
+
+def test_ops_on_float64_inputs_are_a_slow_dtype_finding(tmp_path):
+    def body(dtype):
+        return lambda t0: [X("aten::mm", t0 + 10, 400, **{"Input Dims": [[64, 64], [64, 64]], "Input type": [dtype] * 2}),
+                           X("aten::relu", t0 + 500, 100, **{"Input Dims": [[64, 64]], "Input type": [dtype]})]
+
+    with _store(tmp_path, _steps(body("double")), "f64") as store:
+        f = _ids(store)["slow_dtype"]
+    # mm and relu on doubles: 500 of every 1000 us.
+    assert f.share == pytest.approx(0.5) and f.severity == "critical"
+    assert [o["name"] for o in f.evidence.ops] == ["aten::mm", "aten::relu"]
+    assert "float64" in f.title and "float32" in f.fix and "from_numpy" in f.fix
+    with _store(tmp_path, _steps(body("float")), "f32") as store:
+        assert "slow_dtype" not in _ids(store)
+
+
+def test_fresh_tensors_own_their_fill_and_dominant_op_does_not_repeat_it(tmp_path):
+    def body(t0):
+        return [X("aten::zeros", t0 + 10, 600), X("aten::zero_", t0 + 20, 580), X("aten::fill_", t0 + 25, 570),
+                X("aten::mm", t0 + 700, 200)]
+
+    with _store(tmp_path, _steps(body), "churn") as store:
+        findings = advise(store).findings
+    churn = next(f for f in findings if f.id == "memory_churn")
+    assert churn.share == pytest.approx(0.6) and churn.severity == "critical"
+    assert churn.evidence.metrics["calls_per_step"] == 1 and churn.evidence.ops[0]["name"] == "aten::zeros"
+    # The fill_ under zeros is memory_churn's time, not a dominant op.
+    assert not [f for f in findings if f.id == "dominant_op" and f.evidence.metrics["op"] == "aten::fill_"]
+    # A small buffer each step is fine.
+    small = lambda t0: [X("aten::zeros", t0 + 10, 20), X("aten::fill_", t0 + 12, 15), X("aten::mm", t0 + 100, 800)]
+    with _store(tmp_path, _steps(small), "small") as store:
+        assert "memory_churn" not in _ids(store)
+
+
+def test_fill_outside_a_factory_op_is_still_a_dominant_op(tmp_path):
+    body = lambda t0: [X("aten::fill_", t0 + 10, 700), X("aten::mm", t0 + 800, 100)]
+    with _store(tmp_path, _steps(body), "fill") as store:
+        found = _ids(store)
+    assert found["dominant_op"].evidence.metrics["op"] == "aten::fill_"
+    assert found["dominant_op"].severity == "critical" and "memory_churn" not in found
+
+
+@pytest.mark.parametrize("kernel", ["aten::mkldnn_rnn_layer_backward", "aten::_thnn_fused_lstm_cell",
+                                    "aten::_slow_conv2d_backward", "aten::lstm"])
+def test_fused_recurrent_and_conv_kernels_leading_the_step_are_healthy(tmp_path, kernel):
+    body = lambda t0: [X(kernel, t0 + 10, 700), X("aten::add", t0 + 800, 50)]
+    with _store(tmp_path, _steps(body), "k") as store:
+        f = _ids(store)["dominant_op"]
+    assert f.evidence.metrics["op"] == kernel and f.severity == "info"
+
+
+def _comm_finding(share):
+    return Finding(id="communication_overlap", title="t", severity="critical", share=share, impact_ns=0,
+                   evidence=Evidence(metrics={}), fix="Overlap gradients' all-reduce.")
+
+
+def test_exposed_communication_beyond_the_last_arrival_is_waiting():
+    th = Thresholds()
+    step_ns = 10_000_000
+    waiting_rank = {s: 6_000_000 for s in range(1, 6)}  # waits 6 ms a step ...
+    late_rank = {s: 500_000 for s in range(1, 6)}  # ... for a rank that arrives last and waits 0.5 ms
+    f = split_waiting(_comm_finding(0.6), waiting_rank, [late_rank], 5 * step_ns, th, ["1"])
+    assert f.evidence.metrics["transfer_ns"] == 5 * 500_000 and f.evidence.metrics["waiting_ns"] == 5 * 5_500_000
+    assert f.share == pytest.approx(0.05) and f.severity == "info"
+    assert "waiting for rank 1" in f.title and f.fix.startswith("Most of this rank's")
+    # Balanced ranks that both block 3 ms: all transfer, the finding stands.
+    both = {s: 3_000_000 for s in range(1, 6)}
+    g = split_waiting(_comm_finding(0.3), both, [dict(both)], 5 * step_ns, th, [])
+    assert g.severity == "critical" and g.share == 0.3 and "waiting_ns" not in g.evidence.metrics
+
+
+def test_tables_an_older_mlprof_wrote_read_newer_columns_as_null_and_count_as_stale(tmp_path):
+    import json
+
+    import duckdb
+
+    from mlprof.analysis.inputs import is_stale
+
+    body = lambda t0: [X("aten::mm", t0 + 10, 700)]
+    with _store(tmp_path, _steps(body), "old") as store:
+        tables = store.tables_dir
+    trace = tmp_path / "old.pt.trace.json"
+    out = tables.parent
+    assert not is_stale(trace, out)
+    table = tables / "module_calls.parquet"
+    duckdb.sql(f"COPY (SELECT * EXCLUDE (param_dtype, input_dtype, module_class_module) "
+               f"FROM read_parquet('{table}')) TO '{tmp_path / 'm.parquet'}' (FORMAT parquet)")
+    (tmp_path / "m.parquet").replace(table)
+    info = out / "parse_info.json"
+    info.write_text(json.dumps({k: v for k, v in json.loads(info.read_text()).items() if k != "tables_schema"}))
+    from mlprof.tables.store import TableStore
+
+    with TableStore(tables) as store:
+        assert store.rows("SELECT count(param_dtype) FROM module_calls") == [(0,)]
+        assert advise(store).findings[0].evidence.metrics["op"] == "aten::mm"
+    assert is_stale(trace, out)  # written under another table layout: parse again
