@@ -123,3 +123,27 @@ def test_tables_an_older_mlprof_wrote_read_newer_columns_as_null_and_count_as_st
         assert store.rows("SELECT count(param_dtype) FROM module_calls") == [(0,)]
         assert advise(store).findings[0].evidence.metrics["op"] == "aten::mm"
     assert is_stale(trace, out)  # written under another table layout: parse again
+
+
+def test_the_report_counts_what_the_warnings_explain_once(tmp_path):
+    from mlprof.analysis.advisor.explained import explain
+    from mlprof.cli.advise import explained_line
+
+    def body(t0):
+        return [X("aten::zeros", t0 + 10, 600), X("aten::fill_", t0 + 20, 580), X("aten::sort", t0 + 650, 300)]
+
+    with _store(tmp_path, _steps(body), "two") as store:
+        report = advise(store)
+    warns = {f.id: f.share for f in report.warnings}
+    # memory_churn (60%) and dominant_op on sort (30%) are both compute time: they add up to 90%, no more.
+    assert warns == {"memory_churn": pytest.approx(0.6), "dominant_op": pytest.approx(0.3)}
+    e = report.explained
+    assert e.by_part["compute"]["share"] == pytest.approx(0.9) and e.by_part["python"]["share"] == pytest.approx(0.1)
+    # Within one part the largest finding counts (they may overlap): 60%, not 90% (a lower bound).
+    assert e.explained_share == pytest.approx(0.6) and e.unexplained_share == pytest.approx(0.4)
+    assert explained_line(e).startswith("explained: at least 60% of step time by the warnings (overlaps counted "
+                                        "once); up to 40% not explained (compute 30%, python 10%)")
+    assert report.to_dict()["explained"]["explained_share"] == pytest.approx(0.6)
+    # Nothing warns: nothing is explained; no steps: no account at all.
+    assert explain([], report.steps, report.total_step_ns).explained_share == 0
+    assert explain([], [], 0) is None

@@ -33,6 +33,16 @@ def _ms(ns: int | float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:.2f} ms"
 
 
+def explained_line(e) -> str:
+    """One line: the share of step time the warnings explain (counted once) and what is left, by part."""
+    rest = sorted(((p["share"] - p["explained_share"], part) for part, p in e.by_part.items()
+                   if p["share"] - p["explained_share"] >= 0.01), reverse=True)
+    left = ", ".join(f"{part.replace('_', ' ')} {share:.0%}" for share, part in rest[:4])
+    why = f"; across the step: {', '.join(e.cross_cutting)}" if e.cross_cutting else ""
+    return (f"explained: at least {e.explained_share:.0%} of step time by the warnings (overlaps counted once); "
+            f"up to {e.unexplained_share:.0%} not explained" + (f" ({left})" if left else "") + why)
+
+
 def format_report(source: str, report: AdvisorReport) -> list[str]:
     """Terminal lines for one report (used by the CLI; plain text, no colour)."""
     rank = "" if report.rank is None else f" (rank {report.rank})"
@@ -47,6 +57,8 @@ def format_report(source: str, report: AdvisorReport) -> list[str]:
                      "(call prof.step() once per training step)")
     elif not report.findings:
         lines.append("  no findings: nothing above the thresholds")
+    if report.step_count and report.explained is not None:
+        lines.append("  " + explained_line(report.explained))
     for f in report.findings:
         lines.append(f"  [{f.severity.upper()}] {f.id}: {f.title}")
         if f.impact_ns:

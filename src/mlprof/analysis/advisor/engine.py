@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.explained import Explained, explain
 from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
 from mlprof.analysis.advisor.rules_comm import communication_overlap, exposed_by_step, split_waiting
 from mlprof.analysis.advisor.rules_device import device_idle, memory_churn, synchronization
@@ -54,6 +55,14 @@ class AdvisorReport:
     whole_trace: bool = False
     # Things the reader should know that are not findings (e.g. a rank seen twice in one job).
     notes: list[str] = field(default_factory=list)
+    # How much of the step time the warnings explain, counted once (None without steps).
+    explained: Explained | None = None
+    steps: list = field(default_factory=list, repr=False)  # the StepBreakdowns judged
+
+    def recount(self) -> None:
+        """Sort the findings and count what they explain again (after findings were added or re-rated)."""
+        self.findings = sort_findings(self.findings)
+        self.explained = explain(self.findings, self.steps, self.total_step_ns)
 
     @property
     def warnings(self) -> list[Finding]:
@@ -62,7 +71,9 @@ class AdvisorReport:
     def to_dict(self) -> dict:
         return {"source": self.source, "rank": self.rank, "whole_trace": self.whole_trace,
                 "step_count": self.step_count, "total_step_ns": self.total_step_ns,
-                "rules_run": self.rules_run, "notes": self.notes, "findings": [f.to_dict() for f in self.findings]}
+                "rules_run": self.rules_run, "notes": self.notes,
+                "explained": self.explained.to_dict() if self.explained else None,
+                "findings": [f.to_dict() for f in self.findings]}
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
@@ -91,8 +102,10 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
     for rule in rules:
         findings.extend(rule(ctx, th))
     findings = npu_wording(ctx, findings)
-    return AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
-                         findings=sort_findings(findings), rules_run=[r.__name__ for r in rules])
+    report = AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
+                           findings=findings, rules_run=[r.__name__ for r in rules], steps=list(ctx.steps))
+    report.recount()
+    return report
 
 
 
@@ -129,7 +142,7 @@ def advise_outputs(outputs: Sequence[tuple[str, Path]], thresholds: Thresholds |
                 report.findings.append(finding)
         _split_communication_waiting(job, by_source, exposed, slow, th)
         for member in job:
-            by_source[member.source].findings = sort_findings(by_source[member.source].findings)
+            by_source[member.source].recount()
     for report in reports:
         report.notes.extend(grouping.warnings)
     return reports

@@ -53,14 +53,14 @@ def fresh_tensors(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         o["count"] += 1
         o["total_ns"] += r["dur_ns"] or 0
     top = sorted(ops.values(), key=lambda o: -o["total_ns"])
-    per_step = len(rows) / max(len(ctx.steps), 1)
+    per_step = top[0]["count"] / max(len(ctx.steps), 1)
     sites = ctx.sampled_call_sites(f"step IS NOT NULL AND regexp_matches(name, '{FACTORY_OP_REGEX}')", [])
     where = f" at {sites[0]['call_site']}" if sites else ""
     return [Finding(
         id="memory_churn", severity=severity, share=round(share, 4), impact_ns=int(total_ns),
         title=f"Fresh tensors created and filled every step take {share:.0%} of step time "
               f"({per_step:.0f} {top[0]['name']} call(s) per step{where})",
-        evidence=Evidence(metrics={"fresh_tensor_ns": total_ns, "calls_per_step": round(per_step, 1),
+        evidence=Evidence(metrics={"fresh_tensor_ns": total_ns, "calls_per_step": round(len(rows) / max(len(ctx.steps), 1), 1),
                                    "mean_call_ns": int(total_ns / len(rows)), "total_step_ns": ctx.total_step_ns,
                                    "measured_on": "host"},
                           steps=ctx.step_rows(lambda s: by_step.get((s.window, s.step), 0))[:5], ops=top[:5],

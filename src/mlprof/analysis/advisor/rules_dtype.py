@@ -54,7 +54,7 @@ def _module_cost(ctx: AdvisorContext) -> tuple[int, list[dict]]:
         ns = m.total_ns + m.backward_total_ns
         cost += ns
         modules.append({"module": path, "module_type": slow_paths[path]["module_type"],
-                        "dtype": slow_paths[path]["dtype"], "forward_ns": m.total_ns,
+                        "dtype": slow_paths[path]["dtype"], "self_ns": ns, "forward_ns": m.total_ns,
                         "backward_ns": m.backward_total_ns, "calls": m.calls})
     modules.sort(key=lambda r: -(r["forward_ns"] + r["backward_ns"]))
     return cost, modules
