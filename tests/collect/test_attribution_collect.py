@@ -175,6 +175,12 @@ def test_modules_json_names_nested_modules_by_path_and_counts_every_forward(tmp_
     assert by_name["Net"][2] == Net.__module__ and by_name["Net.layers.0"][2] == "torch.nn.modules.linear"
     assert by_name["Net.layers.0"][3] == "torch.float32" and by_name["Net.layers"][3] is None
     assert by_name["Net"][4] == "torch.float32"
+    # Outermost calls carry their input's shape; nested ones do not.
+    index_of = {m[0]: i for i, m in enumerate(data["modules"])}
+    outer = [c for c in data["calls"] if c[0] == index_of["Net"]]
+    inner = [c for c in data["calls"] if c[0] == index_of["Net.layers.0"]]
+    assert outer and all(len(c) == 5 and c[4] == [64, 16] for c in outer), outer
+    assert inner and all(len(c) == 4 for c in inner)
     counts = collections.Counter(data["modules"][c[0]][0] for c in data["calls"])
     assert set(counts.values()) == {2}, counts  # two recorded steps, one forward each
     tid = threading.get_native_id()
@@ -224,7 +230,7 @@ def test_an_exception_in_forward_leaves_the_recorder_consistent(tmp_path):
     paths = [m[0] for m in data["modules"]]
     assert paths == ["Sequential", "Sequential.0", "Sequential.0.inner", "Sequential.1"]
     ends = collections.defaultdict(list)
-    for index, _start, end, _tid in data["calls"]:
+    for index, _start, end, _tid, *_shape in data["calls"]:
         ends[paths[index]].append(end)
     assert [e is None for e in ends["Sequential"]] == [False, True, False]
     assert [e is None for e in ends["Sequential.0"]] == [False, True, False]

@@ -190,10 +190,19 @@ def combine(ranks: list[dict], thresholds: Thresholds | None = None) -> ClusterR
     return report
 
 
+def _typical_mean(values: list) -> float:
+    """Mean without the largest value (5+ values): one step hit by a preemption must not make a slow rank."""
+    vals = [v for v in values if v is not None]
+    if len(vals) >= 5:
+        vals.remove(max(vals))
+    return sum(vals) / len(vals) if vals else 0.0
+
+
 def _combine_job(good: list[dict], th: Thresholds) -> ClusterReport:
     """The cross-rank figures of the ranks of one job."""
     waits = _waits(good)
     summaries, step_rows, collectives, matrix = [], [], [], []
+    typical: dict[str, dict[str, float | None]] = {}
     for ri, r in enumerate(good):
         op_wait = [min(waits.get((ri, oi), 0), op["dur_ns"]) for oi, op in enumerate(r["comm_ops"])]
         n_steps = max(len(r["steps"]), 1)
@@ -202,6 +211,10 @@ def _combine_job(good: list[dict], th: Thresholds) -> ClusterReport:
         # Wait is counted on the ops' own durations; capped by the step-level communication figure.
         wait_mean = min(wait_total / n_steps, comm_mean)
         free_vals = [s["free_ns"] for s in r["steps"]]
+        typical[r["source"]] = {
+            "compute": _typical_mean([s["compute_ns"] for s in r["steps"]]),
+            "communication": max(_typical_mean([s["communication_ns"] for s in r["steps"]]) - wait_mean, 0.0),
+            "free": None if all(v is None for v in free_vals) else _typical_mean(free_vals)}
         summaries.append(RankSummary(
             rank=r["rank"], source=r["source"], steps=len(r["steps"]), step_ns=_mean([s["dur_ns"] for s in r["steps"]]),
             compute_ns=_mean([s["compute_ns"] for s in r["steps"]]), communication_ns=comm_mean, wait_ns=wait_mean,
@@ -232,16 +245,19 @@ def _combine_job(good: list[dict], th: Thresholds) -> ClusterReport:
                     matrix.append({"src_rank": r["rank"], "dst_rank": dst, "collective": m["collective_name"],
                                    "group": m["group_name"], "count": m["count"], "size_bytes": m["size_bytes"],
                                    "time_ns": m["time_ns"], "bandwidth_gb_per_s": m["bandwidth_gb_per_s"]})
-    slow = _slow_ranks(summaries, th) if len(summaries) > 1 else []
+    slow = _slow_ranks(summaries, th, typical) if len(summaries) > 1 else []
     return ClusterReport(ranks=summaries, step_rows=step_rows, slow_ranks=slow, collectives=collectives,
                          matrix=matrix)
 
 
-def _slow_ranks(ranks: list[RankSummary], th: Thresholds) -> list[SlowRank]:
+def _slow_ranks(ranks: list[RankSummary], th: Thresholds,
+                typical: dict[str, dict[str, float | None]] | None = None) -> list[SlowRank]:
     """Ranks whose own work (not their waiting) is longer than the others'.
 
     Waiting is the symptom on the fast ranks, so communication is judged by
-    transit time; compute and device-idle time directly.
+    transit time; compute and device-idle time directly. With ``typical``
+    (each rank's figures without its worst step) the excess must also hold
+    there, so one disturbed step does not name a slow rank.
     """
     if len(ranks) < 2:
         return []
@@ -261,6 +277,14 @@ def _slow_ranks(ranks: list[RankSummary], th: Thresholds) -> list[SlowRank]:
             base = statistics.median(others) if len(others) > 1 else others[0]
             excess = v - base
             share = excess / median_step
+            if share >= th.slow_rank_warn_share and typical is not None and r.source in typical:
+                mine = typical[r.source].get(cause)
+                rest = [typical[rr.source].get(cause) for rr in ranks if rr is not r and rr.source in typical]
+                rest = [x for x in rest if x is not None]
+                if mine is not None and rest:
+                    typical_base = statistics.median(rest) if len(rest) > 1 else rest[0]
+                    if (mine - typical_base) / median_step < th.slow_rank_warn_share:
+                        continue  # the excess came from one step: not a slow rank
             if share >= th.slow_rank_warn_share:
                 severity = "critical" if share >= th.critical_share else "warning"
                 found.append(SlowRank(rank=r.rank, source=r.source, cause=cause, value_ns=v, median_ns=base, excess_ns=excess,

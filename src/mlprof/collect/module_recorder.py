@@ -101,6 +101,10 @@ class ModuleRecorder:
                     index = cached[0] if cached is not None and cached[1] is module else resolve(None, module, _args)
                 if len(calls) < max_calls:
                     record = [index, start_ns, None, threads.tid]
+                    if not stack:
+                        # Outermost calls only (about one per step): the input's shape, so steps whose
+                        # time follows the batch's size are seen without record_shapes.
+                        record.append(_input_shape(_args))
                     append_call(record)
                 else:
                     record = None
@@ -191,6 +195,18 @@ def _input_dtype(args: Any) -> str | None:
     if dtype is None or not (getattr(dtype, "is_floating_point", False) or getattr(dtype, "is_complex", False)):
         return None
     return str(dtype)
+
+
+def _input_shape(args: Any) -> list[int] | None:
+    """The shape of the first positional argument when it is a tensor (``list(x.shape)``), else None."""
+    first = args[0] if isinstance(args, tuple) and args else None
+    shape = getattr(first, "shape", None)
+    if shape is None or getattr(first, "dtype", None) is None:
+        return None
+    try:
+        return [int(d) for d in shape]
+    except (TypeError, ValueError):  # symbolic sizes under tracing
+        return None
 
 
 def _name_in(parent: Any, child: Any) -> str | None:

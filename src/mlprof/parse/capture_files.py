@@ -70,7 +70,8 @@ class PythonSamplesFile(msgspec.Struct):
 class ModulesFile(msgspec.Struct):
     # [path, type] (older captures) or [path, type, class_module, param_dtype, input_dtype]
     modules: list[list[Union[str, None]]] = []
-    calls: list[tuple[Int, Int, Union[Int, None], Union[Int, None]]] = []
+    # [module, start_ns, end_ns, tid] or, for outermost calls, [..., input_shape]
+    calls: list[list[Union[Int, None, list[Int]]]] = []
     dropped: Int = 0
 
 

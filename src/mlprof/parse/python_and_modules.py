@@ -82,6 +82,9 @@ def _field(entry: list, index: int) -> str | None:
 def module_call_table(data: ModulesFile, path: str, step_of) -> dict[str, np.ndarray]:
     """``module_calls`` columns of one window (call ids from 0), with nesting per thread."""
     n_modules = len(data.modules)
+    for c in data.calls:
+        if not 4 <= len(c) <= 5 or not all(isinstance(v, int) or v is None for v in c[:4]) or c[1] is None:
+            raise CaptureError(f"{path}: a module call is not [module, start_ns, end_ns, tid(, shape)]")
     calls = sorted(data.calls, key=lambda c: (c[3] if c[3] is not None else -1, c[1]))
     count = len(calls)
     depth = np.zeros(count, dtype=np.int64)
@@ -89,7 +92,7 @@ def module_call_table(data: ModulesFile, path: str, step_of) -> dict[str, np.nda
     ends = np.array([MISSING if c[2] is None else c[2] for c in calls], dtype=np.int64)
     stack: list[int] = []
     last_tid = object()
-    for i, (module, start, end, tid) in enumerate(calls):
+    for i, (module, start, end, tid, *_shape) in enumerate(calls):
         if not 0 <= module < n_modules or len(data.modules[module]) < 2:
             raise CaptureError(f"{path}: a call refers to a module that does not exist")
         if end is not None and end < start:
@@ -111,6 +114,8 @@ def module_call_table(data: ModulesFile, path: str, step_of) -> dict[str, np.nda
         "module_class_module": np.array([_field(data.modules[c[0]], 2) for c in calls], dtype=object),
         "param_dtype": np.array([_field(data.modules[c[0]], 3) for c in calls], dtype=object),
         "input_dtype": np.array([_field(data.modules[c[0]], 4) for c in calls], dtype=object),
+        "input_shape": np.array([json.dumps(c[4]) if len(c) > 4 and isinstance(c[4], list) else None
+                                 for c in calls], dtype=object),
         "tid": np.array([MISSING if c[3] is None else c[3] for c in calls], dtype=np.int64),
         "start_ns": start, "end_ns": ends,
         "dur_ns": np.where(ends == MISSING, MISSING, ends - start),

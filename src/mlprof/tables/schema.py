@@ -241,6 +241,7 @@ TABLES: dict[str, TableSchema] = {
              "Python module defining the class, e.g. torch.nn.modules.linear (NULL in older captures)"),
             ("param_dtype", "VARCHAR", "dtype of the module's first own parameter, e.g. torch.float32"),
             ("input_dtype", "VARCHAR", "dtype of the first floating-point tensor argument of its first call"),
+            ("input_shape", "VARCHAR", "outermost calls only: the first tensor argument's shape, JSON list"),
             ("tid", "BIGINT", "thread id"),
             ("start_ns", "BIGINT", "forward call start, ns"),
             ("end_ns", "BIGINT", "forward call end, ns (NULL when it raised or was still running)"),

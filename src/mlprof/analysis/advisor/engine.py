@@ -11,7 +11,8 @@ from mlprof.analysis.advisor.explained import Explained, explain
 from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
 from mlprof.analysis.advisor.rules_comm import communication_overlap, exposed_by_step, split_waiting
 from mlprof.analysis.advisor.rules_device import device_idle, memory_churn, synchronization
-from mlprof.analysis.advisor.rules_env import cpu_oversubscription, dynamic_shapes, recompilation
+from mlprof.analysis.advisor.rules_env import cpu_oversubscription, recompilation
+from mlprof.analysis.advisor.rules_shapes import dynamic_shapes
 from mlprof.analysis.advisor.rules_host import (
     data_loading,
     dominant_op,
@@ -159,7 +160,7 @@ def _split_communication_waiting(job, by_source: dict, exposed: dict, slow: list
             continue
         # A rank without exposed communication worth a finding waited about nothing.
         others = [exposed[o] if o in exposed else dict.fromkeys(own, 0) for o in ranks_of if o != member.source]
-        late = [str(f.rank) for f in slow if f.evidence.metrics["source"] != member.source]
+        late = sorted({str(f.rank) for f in slow if f.evidence.metrics["source"] != member.source})
         for finding in report.findings:
             if finding.id == "communication_overlap":
                 split_waiting(finding, own, others, report.total_step_ns, th, late)

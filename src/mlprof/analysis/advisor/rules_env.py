@@ -7,7 +7,7 @@ import re
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 
-__all__ = ["cpu_oversubscription", "recompilation", "dynamic_shapes"]
+__all__ = ["cpu_oversubscription", "recompilation"]
 
 
 def _int(value) -> int | None:
@@ -80,47 +80,4 @@ def recompilation(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         fix=("Find the failing guard with TORCH_LOGS=recompiles; mark varying dimensions dynamic "
              "(torch._dynamo.mark_dynamic or dynamic=True), pad/bucket variable sequence lengths, and keep "
              "Python scalars that change every step out of compiled functions (pass tensors)."),
-        rank=ctx.rank)]
-
-
-def dynamic_shapes(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
-    """Input shapes that change from step to step (variable sequence lengths, ragged batches).
-
-    Per op, shapes that recur in every step are the model's layers; more
-    distinct shapes over the run than in a typical step means they vary between
-    steps, which defeats the caching allocator's reuse, cuDNN/cuBLAS plan caches
-    and torch.compile's guards. Time lost is not measurable from one run, so
-    this is ``info``; the recompilation rule warns when compiled code suffers.
-    """
-    if len(ctx.steps) < 3:
-        return []
-    rows = ctx.store.dicts("""
-        WITH per_step AS (
-            SELECT name, window_index, step, count(DISTINCT input_dims) AS shapes FROM host_ops
-            WHERE category = 'cpu_op' AND step IS NOT NULL AND input_dims IS NOT NULL
-                  AND NOT coalesce(folded, false) GROUP BY 1, 2, 3),
-        overall AS (
-            SELECT name, count(DISTINCT input_dims) AS shapes, sum(folded_self_ns) AS self_ns FROM host_ops
-            WHERE category = 'cpu_op' AND step IS NOT NULL AND input_dims IS NOT NULL
-                  AND NOT coalesce(folded, false) GROUP BY 1)
-        SELECT o.name, o.shapes AS distinct_shapes, median(p.shapes) AS shapes_per_step,
-               count(p.step) AS steps, o.self_ns
-        FROM overall o JOIN per_step p USING (name) GROUP BY o.name, o.shapes, o.self_ns""")
-    steps_n = len(ctx.steps)
-    varying = [r for r in rows if r["steps"] >= min(3, steps_n)
-               and r["distinct_shapes"] >= max(3, 2 * r["shapes_per_step"])]
-    varying_ns = sum(r["self_ns"] or 0 for r in varying)
-    share = ctx.share(varying_ns)
-    if not varying or share < th.info_share:
-        return []
-    varying.sort(key=lambda r: -(r["self_ns"] or 0))
-    top = varying[0]
-    return [Finding(
-        id="dynamic_shapes", severity="info", share=round(share, 4), impact_ns=int(varying_ns),
-        title=f"Input shapes change between steps: {top['name']} ran with {top['distinct_shapes']} shapes "
-              f"over {top['steps']} steps ({len(varying)} op type(s) affected)",
-        evidence=Evidence(metrics={"ops_with_varying_shapes": len(varying)}, ops=varying[:10]),
-        fix=("Pad or bucket variable dimensions (sequence length, image size) to a few fixed sizes; with "
-             "torch.compile mark them dynamic (torch._dynamo.mark_dynamic) so guards do not recompile; "
-             "`mlprof op PATH --name " + top["name"] + "` lists the shapes."),
         rank=ctx.rank)]

@@ -7,6 +7,7 @@ import statistics
 
 from mlprof.analysis.steps import HOST_FIELDS
 from mlprof.analysis.advisor.rules_alloc import UNDER_FACTORY_SQL
+from mlprof.analysis.advisor.rules_shapes import shape_driven_steps
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.ops import DEVICE_NS_PER_OP
@@ -209,6 +210,10 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []
     if len(slow) < th.step_outlier_min_count:
         severity = "info"
+    # Slow steps that are simply the big batches are dynamic_shapes' finding, not periodic work.
+    driven = shape_driven_steps(ctx)
+    if driven:
+        severity = "info"
     # Which part of the step grew: each outlier's columns against the median of all steps.
     parts = tuple(HOST_FIELDS.values())
     typical = {p: statistics.median(getattr(s, p) for s in ctx.steps) for p in parts}
@@ -225,7 +230,9 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
               f"step ({median / 1e6:.2f} ms)",
         evidence=Evidence(metrics={"median_step_ns": int(median), "outliers": len(slow),
                                    "excess_ns": int(excess_ns)}, steps=steps[:10]),
-        fix=("Compare an outlier step with a typical one (`mlprof compare` on two captures, or the timeline): "
+        fix=(f"Step time follows the input's size (rank correlation {driven['rho']:.2f}): see dynamic_shapes."
+             if driven else
+             "Compare an outlier step with a typical one (`mlprof compare` on two captures, or the timeline): "
              "periodic work (checkpointing, evaluation, logging, GC, recompilation, data loader refills) "
              "or interference from other processes makes single steps slow; move it off the step or spread it."),
         rank=ctx.rank)]
