@@ -12,7 +12,7 @@ T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
 
 
-def _capture(tmp_path, job_percent, system_percent, runnable, threads=2):
+def _capture(tmp_path, job_percent, system_percent, runnable, threads=2, job_processes=None, pid=None):
     root = tmp_path / "cap"
     window = root / "raw" / "window_0000"
     window.mkdir(parents=True)
@@ -21,12 +21,14 @@ def _capture(tmp_path, job_percent, system_percent, runnable, threads=2):
     (window / "window.json").write_text(json.dumps({"index": 0, "status": "complete", "files": {"steps": "steps.json"}}))
     (root / "profiler_info.json").write_text(json.dumps({
         "schema_version": 1, "kind": "mlprof.capture", "status": "finished", "rank": 0, "world_size": 1,
+        **({"pid": pid} if pid else {}),
         "windows": [{"index": 0, "dir": "raw/window_0000", "status": "complete"}], "created_wall_ns": T0}))
     (root / "profiler_metadata.json").write_text(json.dumps(
         {"user": {}, "environment": {}, "system": {"cpu_count": 2, "torch_num_threads": threads}}))
     samples = [{"ts_ns": T0 + k * 25 * MS, "cpu_percent": system_percent, "job_cpu_percent": job_percent,
                 "cpu_count": 2, "runnable_threads": runnable, "job_threads": 4,
-                "top_processes": [{"pid": 99, "name": "stress", "cpu_percent": 150.0}]} for k in range(10)]
+                "top_processes": [{"pid": 99, "name": "stress", "cpu_percent": 150.0}] if job_processes is None else [],
+                **({"job_processes": job_processes} if job_processes else {})} for k in range(10)]
     (root / "host_samples.json").write_text(json.dumps(samples))
     return TableStore(parse_path(root, ParseOptions())[0].tables_dir)
 
@@ -47,3 +49,21 @@ def test_a_busy_machine_that_still_gives_the_job_its_cores_is_silent(tmp_path):
 def test_idle_cores_are_silent(tmp_path):
     report = advise(_capture(tmp_path, job_percent=60.0, system_percent=40.0, runnable=1))
     assert not [f for f in report.findings if f.id == "cpu_contention"]
+
+
+def test_helpers_the_job_started_that_starve_its_training_process_are_named(tmp_path):
+    # The job's tree uses 190% of a core, but 130% of it is two shell loops it started: the training
+    # process (pid 4242) gets 60% of the 200% its two threads could use.
+    procs = [{"pid": 4242, "name": "python", "cpu_percent": 60.0}, {"pid": 5001, "name": "sh", "cpu_percent": 65.0},
+             {"pid": 5002, "name": "sh", "cpu_percent": 65.0}]
+    report = advise(_capture(tmp_path, job_percent=190.0, system_percent=100.0, runnable=5, job_processes=procs,
+                             pid=4242))
+    (finding,) = [f for f in report.findings if f.id == "cpu_contention"]
+    assert finding.share == 0.7 and finding.evidence.metrics["training_process_cpu_percent"] == 60.0
+    assert "the job's own other processes used 1.3" in finding.title and "sh (pid 5001" in finding.title
+    assert "DataLoader workers" in finding.fix
+    # The same tree where the training process itself gets its two cores' worth: silent.
+    busy = [{"pid": 4242, "name": "python", "cpu_percent": 170.0}, {"pid": 5001, "name": "sh", "cpu_percent": 20.0}]
+    quiet = advise(_capture(tmp_path / "b", job_percent=190.0, system_percent=100.0, runnable=5,
+                            job_processes=busy, pid=4242))
+    assert not [f for f in quiet.findings if f.id == "cpu_contention"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlprof.tables.schema import HOST_COUNTERS, HOST_TOP_PROCESSES_COUNTER
+from mlprof.tables.schema import HOST_COUNTERS, HOST_JOB_PROCESSES_COUNTER, HOST_TOP_PROCESSES_COUNTER
 from mlprof.tables.store import TableStore
 
 __all__ = ["host_resources", "step_host_load"]
@@ -48,9 +48,11 @@ def step_host_load(store: TableStore) -> list[dict]:
         FROM joined GROUP BY window_index, step ORDER BY window_index, step""")
     for row in rows:
         lo, hi = row.pop("from_ns"), row["to_ns"]
-        row["top_processes"] = store.dicts(f"""
-            SELECT series AS name, pid, avg(value) AS cpu_percent FROM counters
-            WHERE name = '{HOST_TOP_PROCESSES_COUNTER}' AND ts_ns > ? AND ts_ns <= ?
-            GROUP BY series, pid ORDER BY cpu_percent DESC LIMIT 5""", [lo if lo is not None else hi - 1, hi])
+        for key, counter in (("top_processes", HOST_TOP_PROCESSES_COUNTER),
+                             ("job_processes", HOST_JOB_PROCESSES_COUNTER)):
+            row[key] = store.dicts(f"""
+                SELECT series AS name, pid, avg(value) AS cpu_percent FROM counters
+                WHERE name = '{counter}' AND ts_ns > ? AND ts_ns <= ?
+                GROUP BY series, pid ORDER BY cpu_percent DESC LIMIT 5""", [lo if lo is not None else hi - 1, hi])
         row.pop("to_ns")
     return rows

@@ -173,9 +173,22 @@ class HostSampler:
             # Every process of the job is gone (or a zombie): a sample now would show a job using nothing.
             raise psutil.NoSuchProcess(self.root.pid)
         out["job_threads"] = threads
+        out["job_processes"] = self._job_processes(tree)
         # The sampler itself is left out too: under `mlprof run` it is not in the job's tree.
         out["top_processes"] = self._others.top(set(self._procs) | {os.getpid()})
         return out
+
+    def _job_processes(self, tree: list[psutil.Process]) -> list[dict[str, Any]]:
+        """The job's busiest processes (the training process, DataLoader workers, helpers it started),
+        so a training process starved by its own helpers is told apart from one starved by others."""
+        usage = []
+        for proc in tree:
+            try:
+                usage.append({"pid": proc.pid, "name": proc.name(), "cpu_percent": round(proc.cpu_percent(None), 1)})
+            except psutil.Error:
+                continue
+        usage.sort(key=lambda p: -p["cpu_percent"])
+        return usage[:TOP_PROCESSES_COUNT]
 
     def sample(self) -> dict[str, Any]:
         now = time.monotonic()

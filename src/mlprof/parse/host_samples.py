@@ -15,7 +15,7 @@ import numpy as np
 
 from mlprof.capture import layout
 from mlprof.errors import CaptureError
-from mlprof.tables.schema import HOST_COUNTERS, HOST_TOP_PROCESSES_COUNTER
+from mlprof.tables.schema import HOST_COUNTERS, HOST_JOB_PROCESSES_COUNTER, HOST_TOP_PROCESSES_COUNTER
 
 __all__ = ["read_host_counters"]
 
@@ -68,10 +68,12 @@ def read_host_counters(root: Path, pid: int) -> dict[str, np.ndarray]:
             if isinstance(gpu, dict):
                 for key in _GPU_SERIES:
                     add(f"gpu{gpu.get('index', 0)}", key, ts_ns, gpu.get(key))
-        for proc in sample.get("top_processes") or []:
-            if isinstance(proc, dict) and isinstance(proc.get("pid"), int):
-                add(HOST_TOP_PROCESSES_COUNTER, str(proc.get("name") or proc["pid"])[:200], ts_ns,
-                    proc.get("cpu_percent"), proc["pid"])
+        for key, counter in (("top_processes", HOST_TOP_PROCESSES_COUNTER),
+                             ("job_processes", HOST_JOB_PROCESSES_COUNTER)):
+            for proc in sample.get(key) or []:
+                if isinstance(proc, dict) and isinstance(proc.get("pid"), int):
+                    add(counter, str(proc.get("name") or proc["pid"])[:200], ts_ns, proc.get("cpu_percent"),
+                        proc["pid"])
     return {
         "name": np.array(names, dtype=object),
         "series": np.array(series, dtype=object),

@@ -325,6 +325,8 @@ HOST_COUNTERS = {
 # The busiest processes outside the job (host_samples.json ``top_processes``):
 # counter rows named this, series = process name, pid = its pid, value = CPU % of one core.
 HOST_TOP_PROCESSES_COUNTER = "host_top_processes"
+# The job's own busiest processes (``job_processes``: the training process, its workers and helpers), same layout.
+HOST_JOB_PROCESSES_COUNTER = "host_job_processes"
 
 
 # Ascend NPU tables (torch_npu imports, docs/ascend.md): what an NPU task has
