@@ -57,6 +57,17 @@ def test_same_distribution_twice_is_no_change():
     assert v.sentence.startswith("no change beyond noise:")
 
 
+def test_a_steady_shift_under_the_margin_is_no_change_and_one_over_it_is_not():
+    rng = np.random.default_rng(3)
+    base = _noisy(rng, 30, 20, cv=0.005)
+    small = relative_verdict(base, _noisy(rng, 30, 20.6, cv=0.005))  # +3%: the interval excludes zero
+    assert small.low_pct > 0 and small.verdict == "no change" and "5% margin" in small.sentence
+    assert relative_verdict(base, _noisy(rng, 30, 20.6, cv=0.005), min_change=0.0).verdict == "slower"
+    big = relative_verdict(base, _noisy(rng, 30, 22, cv=0.005))  # +10%
+    assert big.verdict == "slower" and 9 < big.change_pct < 11
+    assert relative_verdict(base, _noisy(rng, 30, 18.8, cv=0.005)).verdict == "faster"  # -6%
+
+
 def test_three_steps_per_side_is_inconclusive_even_when_twice_as_slow():
     v = relative_verdict([20e6, 21e6, 19e6], [40e6, 42e6, 41e6])
     assert v.verdict == "inconclusive" and v.low_pct is None

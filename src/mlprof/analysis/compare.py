@@ -26,7 +26,7 @@ from mlprof.analysis.devices import RunDevice, run_device
 from mlprof.analysis.inputs import single_output
 from mlprof.analysis.ops import DEVICE_NS_PER_OP, HOST_OP_FILTER
 from mlprof.analysis.run_facts import fact_warnings, run_facts
-from mlprof.analysis.stats import Distribution, Shift, Verdict, describe, relative_verdict, shift
+from mlprof.analysis.stats import MIN_CHANGE, Distribution, Shift, Verdict, describe, relative_verdict, shift
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
 from mlprof.errors import MlprofError
 from mlprof.tables.store import TableStore
@@ -233,7 +233,8 @@ def _with_stats(d: Delta, base: list, new: list, log: bool = False) -> Delta:
     return replace(d, base_stats=describe(base), new_stats=describe(new), change=shift(base, new, log=log))
 
 
-def compare(base: TableStore, new: TableStore, top: int | None = None) -> Comparison:
+def compare(base: TableStore, new: TableStore, top: int | None = None,
+            min_change: float = MIN_CHANGE) -> Comparison:
     """Compare ``new`` against ``base``; each section keeps its ``top`` items by impact (None: all).
 
     ``Comparison.more`` counts, per section, the rows ``top`` left out.
@@ -250,7 +251,8 @@ def compare(base: TableStore, new: TableStore, top: int | None = None) -> Compar
     step_delta = mean_n - mean_b
     step_time = _with_stats(_delta("step time", mean_b, mean_n, step_delta),
                             [s.dur_ns for s in base_steps], [s.dur_ns for s in new_steps], log=True)
-    verdict = relative_verdict([s.dur_ns for s in base_steps], [s.dur_ns for s in new_steps])
+    verdict = relative_verdict([s.dur_ns for s in base_steps], [s.dur_ns for s in new_steps],
+                               min_change=min_change)
     breakdown = []
     for f in BREAKDOWN_FIELDS:
         vb = [getattr(s, f) for s in b_steps]

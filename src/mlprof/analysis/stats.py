@@ -25,7 +25,7 @@ from functools import lru_cache
 import numpy as np
 
 __all__ = ["Distribution", "Shift", "Verdict", "describe", "shift", "relative_verdict",
-           "MIN_STEPS", "RECOMMENDED_STEPS", "CONFIDENCE"]
+           "MIN_STEPS", "RECOMMENDED_STEPS", "CONFIDENCE", "MIN_CHANGE"]
 
 CONFIDENCE = 0.95
 # Below this many steps per run no verdict is given (with 3 vs 3 steps not even a
@@ -33,6 +33,10 @@ CONFIDENCE = 0.95
 MIN_STEPS = 5
 # Enough steps per run to resolve changes of a few percent on a noisy host.
 RECOMMENDED_STEPS = 20
+# Two runs of the same code differ by a few percent as a whole (memory layout, CPU frequency, the
+# machine's load at that moment) even when each run's steps are steady: a shift whose estimate is
+# under this fraction reads "no change", even when its interval excludes zero.
+MIN_CHANGE = 0.05
 # Exact null distribution of U up to this many steps per run, normal approximation beyond.
 _EXACT_MAX = 60
 # At most this many pairwise differences: longer runs are thinned to evenly spaced
@@ -186,8 +190,11 @@ def _pct(x: float) -> str:
     return f"{abs(x) * 100:.{1 if abs(x) < 0.1 else 0}f}%"
 
 
-def relative_verdict(base, new, confidence: float = CONFIDENCE) -> Verdict:
-    """The verdict on step times ``base`` vs ``new`` (ns), with a plain sentence."""
+def relative_verdict(base, new, confidence: float = CONFIDENCE, min_change: float = MIN_CHANGE) -> Verdict:
+    """The verdict on step times ``base`` vs ``new`` (ns), with a plain sentence.
+
+    Slower (faster) needs the interval above (below) zero and the estimate beyond ``min_change``.
+    """
     base, new = list(base), list(new)
     s = shift(base, new, log=True, confidence=confidence)
     m, n = len(base), len(new)  # the steps measured (the shift may have thinned long runs)
@@ -200,7 +207,12 @@ def relative_verdict(base, new, confidence: float = CONFIDENCE) -> Verdict:
             sentence += f"; point estimate {change:+.1f}%"
         return Verdict("inconclusive", change, None, None, confidence, m, n, sentence)
     level = f"{confidence * 100:g}% CI"
-    if s.low > 0:
+    if (s.low > 0 or s.high < 0) and abs(s.estimate) < min_change:
+        verdict = "no change"
+        sentence = (f"no change beyond the {100 * min_change:g}% margin: {100 * s.estimate:+.1f}% "
+                    f"({level} {100 * s.low:+.1f}%..{100 * s.high:+.1f}%, {steps}); runs of the same code "
+                    "differ this much")
+    elif s.low > 0:
         verdict = "slower"
         sentence = f"NEW is {_pct(s.estimate)} slower ({level} {_pct(s.low)}-{_pct(s.high)}, {steps})"
     elif s.high < 0:

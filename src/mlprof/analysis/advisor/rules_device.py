@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.intervals import union_length
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.steps import IDLE_FIELDS
 from mlprof.parse.phase_rules import SYNC_CALLS
@@ -91,6 +94,9 @@ def synchronization(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     # An op such as aten::item contains the runtime sync it makes; count the larger of the two views.
     blocked_ns = max(sum(r["total_ns"] for r in api),
                      sum(r["total_ns"] for r in ops if r["name"] in ("aten::_local_scalar_dense", "aten::nonzero")))
+    # Waiting while the device runs a collective is communication_overlap's time, not a sync problem.
+    waiting_for_comm_ns = min(_blocked_during_communication(ctx, bool(api)), blocked_ns)
+    blocked_ns -= waiting_for_comm_ns
     share = ctx.share(blocked_ns)
     severity = severity_for(share, th.sync_warn_share, th)
     if severity is None:
@@ -99,12 +105,31 @@ def synchronization(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     return [Finding(
         id="synchronization", severity=severity, share=round(share, 4), impact_ns=int(blocked_ns),
         title=f"Host waits for the device {share:.0%} of step time in synchronisations",
-        evidence=Evidence(metrics={"blocked_ns": blocked_ns, "total_step_ns": ctx.total_step_ns},
+        evidence=Evidence(metrics={"blocked_ns": blocked_ns, "total_step_ns": ctx.total_step_ns,
+                                   "blocked_during_communication_ns": waiting_for_comm_ns},
                           ops=api + ops, call_sites=ctx.call_sites(sync_filter, [])),
         fix=("Keep values on the device inside the step: accumulate losses/metrics as tensors and call "
              ".item()/.cpu() once every N steps; avoid data-dependent shapes (nonzero, masked_select, "
              "unique) in the hot path; remove torch.cuda.synchronize() (use CUDA events for timing)."),
         rank=ctx.rank)]
+
+
+def _blocked_during_communication(ctx: AdvisorContext, from_api: bool) -> int:
+    """ns of host sync time (runtime sync calls, else sync ops) during which the device runs collectives."""
+    sync = (f"SELECT start_ns, start_ns + dur_ns AS end_ns FROM runtime_calls "
+            f"WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_API)})" if from_api else
+            f"SELECT start_ns, start_ns + dur_ns AS end_ns FROM host_ops WHERE step IS NOT NULL "
+            f"AND name IN ('aten::_local_scalar_dense', 'aten::nonzero') AND NOT coalesce(folded, false)")
+    a = ctx.store.sql(sync).fetchnumpy()
+    b = ctx.store.sql("""SELECT start_ns, start_ns + dur_ns AS end_ns FROM device_ops
+                         WHERE is_communication AND step IS NOT NULL""").fetchnumpy()
+    if not len(a["start_ns"]) or not len(b["start_ns"]):
+        return 0
+    sa, ea = np.asarray(a["start_ns"], dtype=np.int64), np.asarray(a["end_ns"], dtype=np.int64)
+    sb, eb = np.asarray(b["start_ns"], dtype=np.int64), np.asarray(b["end_ns"], dtype=np.int64)
+    # |A and B| = |A| + |B| - |A or B|, each a union of intervals.
+    return int(union_length(sa, ea) + union_length(sb, eb)
+               - union_length(np.concatenate([sa, sb]), np.concatenate([ea, eb])))
 
 
 def memory_churn(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:

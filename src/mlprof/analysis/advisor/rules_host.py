@@ -23,6 +23,9 @@ EXPECTED_COMPUTE = re.compile(
     # Recurrent layers: their fused kernels are matrix products over time steps.
     r"_?lstm\w*|_?gru\w*|rnn_tanh\w*|rnn_relu\w*|mkldnn_rnn\w*|_cudnn_rnn\w*|miopen_rnn\w*|_thnn_fused_\w*)$")
 
+# Host-side names of collectives (c10d, gloo/nccl/hccl annotations, torch_npu's Hccl* ops).
+_COLLECTIVE_NAME = re.compile(r"^(c10d::|(gloo|nccl|mpi|ucc|xccl|hccl):|Hccl|record_param_comms$)", re.IGNORECASE)
+
 # Ops that are not "the model's ops" for this rule: step spans, optimizer and
 # DataLoader annotations have their own rules.
 _OP_FILTER = ("category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL "
@@ -44,6 +47,11 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         FROM (SELECT * FROM host_ops h WHERE {_OP_FILTER} AND NOT {UNDER_FACTORY_SQL}) h
              LEFT JOIN dev d ON d.host_op_id = h.op_id
         GROUP BY h.name""")
+    # Collectives are communication_overlap's (their kernels are transfers and waits, not compute).
+    comm = {n for (n,) in ctx.store.rows("""
+        SELECT DISTINCT h.name FROM device_ops d JOIN host_ops h ON h.op_id = d.host_op_id
+        WHERE d.is_communication AND h.step IS NOT NULL""")}
+    rows = [r for r in rows if r["name"] not in comm and not _COLLECTIVE_NAME.match(r["name"])]
     for r in rows:
         r["cost_ns"] = max(r["host_self_ns"] or 0, r["device_ns"] or 0)
     rows.sort(key=lambda r: -r["cost_ns"])

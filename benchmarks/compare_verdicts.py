@@ -1,0 +1,93 @@
+"""Does `mlprof compare` give the same verdict on a quiet and on a busy machine?
+
+    python benchmarks/compare_verdicts.py [--steps 20] [--json]
+
+For each condition (quiet; busy: shell loops on every core in another session,
+like another job on the host) it profiles a training loop with `mlprof run`
+twice per pair and compares them: the same code twice ("no change") and the
+same loop doing twice the work per step ("2x": two micro-batches). Prints one
+row per pair: condition, expected, verdict, change and interval, mean steps.
+Exit 0 whatever the result: it measures, it does not gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCENARIOS = HERE.parent / "tests" / "scenarios"
+sys.path.insert(0, str(SCENARIOS))
+
+from diagnosis_busy import start_busy, stop_busy  # noqa: E402
+
+JOB = SCENARIOS / "compare_job.py"
+PAIRS = (("no change", 1, 1, "no change"), ("2x work", 1, 2, "slower"))
+
+
+def profile(out: Path, steps: int, micro_batches: int) -> Path:
+    cmd = [sys.executable, "-m", "mlprof", "run", "--output", str(out), "--skip-first", "3", "--active", str(steps),
+           "--", sys.executable, str(JOB), str(steps + 6), "--micro-batches", str(micro_batches)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600)
+    (capture,) = [p for p in out.iterdir() if p.name.endswith("_mlprof")]
+    return capture
+
+
+def verdict(base: Path, new: Path) -> dict:
+    done = subprocess.run([sys.executable, "-m", "mlprof", "compare", str(base), str(new), "--json"],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"mlprof compare exit {done.returncode}: {done.stderr.strip()[-300:]}")
+    return json.loads(done.stdout)["verdict"]
+
+
+def run_all(workdir: Path, steps: int, conditions=("quiet", "busy")) -> list[dict]:
+    rows = []
+    for condition in conditions:
+        for label, base_mb, new_mb, expected in PAIRS:
+            busy = start_busy(2 * 2, seconds=300) if condition == "busy" else None  # another session: another job
+            try:
+                pair = workdir / condition / label.replace(" ", "_")
+                base = profile(pair / "base", steps, base_mb)
+                new = profile(pair / "new", steps, new_mb)
+            finally:
+                if busy:
+                    stop_busy(busy)
+            v = verdict(base, new)
+            rows.append({"condition": condition, "pair": label, "expected": expected, "verdict": v["verdict"],
+                         "change_pct": v["change_pct"], "low_pct": v["low_pct"], "high_pct": v["high_pct"],
+                         "steps": f"{v['base_steps']} vs {v['new_steps']}", "sentence": v["sentence"],
+                         "right": v["verdict"] == expected})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20, help="profiled steps per run (default 20)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mlprof-compare-") as tmp:
+        rows = run_all(Path(tmp), args.steps)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'condition':<9}  {'pair':<9}  {'expected':<9}  {'verdict':<12}  {'change':>8}  {'95% CI':<17}  steps")
+    for r in rows:
+        ci = "-" if r["low_pct"] is None else f"{r['low_pct']:+.1f}..{r['high_pct']:+.1f}%"
+        change = "-" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%"
+        mark = "" if r["right"] else "   <- WRONG"
+        print(f"{r['condition']:<9}  {r['pair']:<9}  {r['expected']:<9}  {r['verdict']:<12}  {change:>8}  {ci:<17}  "
+              f"{r['steps']}{mark}")
+    right = sum(r["right"] for r in rows)
+    print(f"\n{right} of {len(rows)} verdicts as expected; elapsed {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
