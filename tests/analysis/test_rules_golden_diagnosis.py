@@ -147,3 +147,27 @@ def test_the_report_counts_what_the_warnings_explain_once(tmp_path):
     # Nothing warns: nothing is explained; no steps: no account at all.
     assert explain([], report.steps, report.total_step_ns).explained_share == 0
     assert explain([], [], 0) is None
+
+
+def test_host_waiting_while_the_device_runs_a_collective_is_communication_not_a_sync(tmp_path):
+    def body(t0):
+        return [X("aten::mm", t0 + 10, 50, **{"External id": t0 + 1}),
+                X("cudaLaunchKernel", t0 + 20, 10, cat="cuda_runtime", correlation=t0 + 1, **{"External id": t0 + 1}),
+                X("gemm_kernel", t0 + 40, 100, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=t0 + 1),
+                X("nccl:all_reduce", t0 + 100, 30, **{"External id": t0 + 2}),
+                X("cudaLaunchKernel", t0 + 110, 10, cat="cuda_runtime", correlation=t0 + 2, **{"External id": t0 + 2}),
+                X("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + 150, 600, cat="kernel", pid=0, tid=8, device=0,
+                  stream=8, correlation=t0 + 2),
+                X("aten::item", t0 + 140, 700), X("aten::_local_scalar_dense", t0 + 141, 698),
+                X("cudaStreamSynchronize", t0 + 142, 690, cat="cuda_runtime", correlation=t0 + 3)]
+
+    with _store(tmp_path, _steps(body), "syncomm") as store:
+        findings = advise(store).findings
+    found = {f.id: f for f in findings}
+    # The 698 us blocked in _local_scalar_dense overlaps the 600 us all-reduce: 98 us a step is the sync's own.
+    sync = found["synchronization"]
+    assert sync.evidence.metrics["blocked_during_communication_ns"] == 5 * 600_000
+    assert sync.impact_ns == 5 * 98_000 and sync.severity == "warning"
+    assert found["communication_overlap"].severity == "critical"
+    # The collective's host op is not a "dominant op" (its kernel is a transfer, not compute).
+    assert not [f for f in findings if f.id == "dominant_op" and "nccl" in f.evidence.metrics["op"]]
