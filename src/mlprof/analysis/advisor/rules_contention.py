@@ -87,6 +87,7 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     severity = severity_for(share, th.cpu_contention_other_share, th)
     if severity is None:
         return []
+    dur_of = {(st.window, st.step): st.dur_ns for st in ctx.steps}
     outside = _named(_process_mean(load, "top_processes"), 5)
     inside = _named(helpers)
     who_out = ", ".join(f"{p['name']} (pid {p['pid']}, {p['cpu_percent']:.0f}% of a core)" for p in outside[:3])
@@ -115,7 +116,8 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                      "runnable_threads": None if runnable is None else round(runnable, 1),
                      "estimate": "CPU the training process missed, of what its threads could use"},
             ops=outside + [{**p, "in_job": True} for p in inside],
-            steps=[{"step": r["step"], "window": r["window"], "job_cpu_percent": r["job_cpu_percent"],
+            steps=[{"step": r["step"], "window": r["window"], "dur_ns": dur_of.get((r["window"], r["step"])),
+                    "job_cpu_percent": r["job_cpu_percent"],
                     "system_cpu_percent": r["system_cpu_percent"], "runnable_threads": r["runnable_threads"]}
                    for r in load][:5]),
         fix=fix, rank=ctx.rank)]
