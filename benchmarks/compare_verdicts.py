@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,11 @@ PAIRS = (("no change", 1, 1, "no change"), ("2x work", 1, 2, "slower"))
 def profile(out: Path, steps: int, micro_batches: int) -> Path:
     cmd = [sys.executable, "-m", "mlprof", "run", "--output", str(out), "--skip-first", "3", "--active", str(steps),
            "--", sys.executable, str(JOB), str(steps + 6), "--micro-batches", str(micro_batches)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600)
+    # A lock dir of its own: another mlprof run on this host (a test suite) must not refuse ours.
+    env = {**os.environ, "MLPROF_LOCK_DIR": str(out.parent / "locks")}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"mlprof run exit {done.returncode}: {done.stderr.strip()[-300:]}")
     (capture,) = [p for p in out.iterdir() if p.name.endswith("_mlprof")]
     return capture
 

@@ -254,3 +254,25 @@ def test_long_runs_are_thinned_not_exhausting_memory():
     assert 0.08 < s.low < s.estimate < s.high < 0.12
     v = relative_verdict(base, new)
     assert v.verdict == "slower" and "5000 vs 4000 steps" in v.sentence
+
+
+def test_a_busier_machine_is_not_blamed_on_the_code():
+    from mlprof.analysis.compare_load import RunLoad, load_aware_verdict
+
+    rng = np.random.default_rng(5)
+    work = _noisy(rng, 20, 10, cv=0.02)  # the same CPU work per step in both runs
+    base_wall = work
+    new_wall = work * 2.0  # NEW ran while other jobs took half the core
+    wall = relative_verdict(base_wall, new_wall)
+    assert wall.verdict == "slower"
+    base = RunLoad(20, 98.0, [int(w * 0.98) for w in base_wall])
+    new = RunLoad(20, 49.0, [int(w * 0.49) for w in new_wall])
+    verdict, warnings = load_aware_verdict(wall, base, new)
+    assert verdict.verdict == "no change" and "CPU time per step" in verdict.sentence
+    assert len(warnings) == 1 and "98% of a core during BASE" in warnings[0] and "49% during NEW" in warnings[0]
+    # The same loads: wall time stands, no warning.
+    same, none = load_aware_verdict(wall, base, RunLoad(20, 95.0, base.cpu_ns_by_step))
+    assert same is wall and none == []
+    # Twice the work under a busier machine is still slower, on CPU time too.
+    more = RunLoad(20, 49.0, [int(w * 2 * 0.98) for w in work])
+    assert load_aware_verdict(wall, base, more)[0].verdict == "slower"

@@ -26,6 +26,7 @@ from mlprof.analysis.devices import RunDevice, run_device
 from mlprof.analysis.inputs import single_output
 from mlprof.analysis.ops import DEVICE_NS_PER_OP, HOST_OP_FILTER
 from mlprof.analysis.run_facts import fact_warnings, run_facts
+from mlprof.analysis.compare_load import load_aware_verdict, run_load
 from mlprof.analysis.stats import MIN_CHANGE, Distribution, Shift, Verdict, describe, relative_verdict, shift
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
 from mlprof.errors import MlprofError
@@ -316,9 +317,16 @@ def compare(base: TableStore, new: TableStore, top: int | None = None,
     if top is not None:
         sections = {k: rows[:top] for k, rows in sections.items()}
     facts = {"base": run_facts(base), "new": run_facts(new)}
+    warnings = fact_warnings(facts["base"], facts["new"])
+    if not cross and devices[0].kind == "cpu" and devices[1].kind == "cpu":
+        loads = run_load(base), run_load(new)
+        verdict, load_warnings = load_aware_verdict(verdict, *loads, min_change=min_change)
+        warnings += load_warnings
+        facts["load"] = {"base": loads[0].to_dict() if loads[0] else None,
+                         "new": loads[1].to_dict() if loads[1] else None}
     return Comparison(aligned_by=aligned_by, steps=n, step_time=step_time,
                       step_pairs=[StepPair(b.step, w.step, b.dur_ns, w.dur_ns, w.dur_ns - b.dur_ns) for b, w in pairs],
-                      **sections, verdict=verdict, warnings=fact_warnings(facts["base"], facts["new"]), facts=facts,
+                      **sections, verdict=verdict, warnings=warnings, facts=facts,
                       more=more, base_device=devices[0], new_device=devices[1], notes=_device_notes(*devices))
 
 
