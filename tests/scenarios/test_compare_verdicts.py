@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
-    return compare_verdicts.run_all(tmp_path_factory.mktemp("verdicts"), steps=15)
+    return compare_verdicts.run_all(tmp_path_factory.mktemp("verdicts"), steps=12)
 
 
 @pytest.mark.parametrize("condition", ["quiet", "busy"])
