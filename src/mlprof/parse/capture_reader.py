@@ -45,6 +45,7 @@ class CaptureInput:
     metadata: dict
     windows: list[WindowFiles] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "path: why" for each window not parsed
+    scalar_segments: list[Path] = field(default_factory=list)  # scalars/segment_NNNN.json, in order
 
     @property
     def output_dir(self) -> Path:
@@ -145,6 +146,7 @@ def read_capture(root: Path) -> CaptureInput:
     manifest = validate_manifest(root / layout.INFO_FILE, _load_json(root / layout.INFO_FILE, {}))
     metadata = _load_json(root / layout.METADATA_FILE, {})
     capture = CaptureInput(root=root, manifest=manifest, metadata=metadata if isinstance(metadata, dict) else {})
+    capture.scalar_segments = _scalar_segments(root / layout.SCALARS_DIR, capture.skipped)
     raw = root / layout.RAW_DIR
     if not raw.is_dir():
         return capture
@@ -178,6 +180,22 @@ def read_capture(root: Path) -> CaptureInput:
             continue
         capture.windows.append(WindowFiles(index=index, path=entry, manifest=info, **found))
     return capture
+
+
+def _scalar_segments(folder: Path, skipped: list[str]) -> list[Path]:
+    """Finished segments, by number; temporary files are ignored, symlinks and the like reported."""
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    found = []
+    for entry in folder.iterdir():
+        index = layout.scalars_segment_index(entry.name)
+        if index is None:
+            continue
+        if entry.is_symlink() or not entry.is_file():
+            skipped.append(f"{entry}: not a regular file; refusing to read it")
+            continue
+        found.append((index, entry))
+    return [path for _, path in sorted(found)]
 
 
 _WINDOW_FILES = {"kineto": layout.KINETO_TRACE_FILE, "steps": layout.STEPS_FILE,
