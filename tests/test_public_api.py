@@ -14,7 +14,7 @@ PUBLIC = {
     "supported_activities", "supported_profiler_level", "supported_export_type", "mstx", "dynamic", "MlprofError",
     "parse_path", "ParseOptions", "ParseResult", "run_exports", "ExportOptions", "TableStore",
     "advise", "op_analyse", "compare", "cluster", "Thresholds", "Finding", "AdvisorReport", "Comparison",
-    "ClusterReport",
+    "ClusterReport", "log_scalar", "profile_from_config",
 }
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from ..capture.output_path import check_output_template
 from ..config import ExperimentalConfig, HostSystem, ProfilerLevel
 from ..errors import ConfigError
 
@@ -55,7 +56,8 @@ def _opt(default: Any, help_text: str, **meta: Any) -> Any:
 
 @dataclass(frozen=True)
 class RunOptions:
-    output: str = _opt("./mlprof_result", "directory for the captures (one per process/rank)")
+    output: str = _opt("./mlprof_result", "directory for the captures (one per process/rank); {id} or {rank} "
+                                          "in it: each rank's own directory")
     level: str = _opt("Level0", "profiler level: Level_none, Level0, Level1, Level2")
     skip_first: int = _opt(5, "steps to skip before the first cycle (let the job reach steady state)")
     wait: int = _opt(0, "idle steps at the start of each cycle")
@@ -78,6 +80,7 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        check_output_template(self.output)
         for name in ("skip_first", "wait", "warmup", "active", "repeat", "host_sys_freq"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "active" else 0):
