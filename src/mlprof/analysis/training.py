@@ -8,9 +8,15 @@ Face Trainer's ``train_samples_per_second``, a user's own), higher is better.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlprof.analysis.stats import MIN_STEPS, shift
 from mlprof.tables.store import TableStore
 
-__all__ = ["THROUGHPUT_SUFFIX", "is_throughput", "scalar_rows", "metrics_by_step", "throughput_by_step"]
+__all__ = ["THROUGHPUT_SUFFIX", "is_throughput", "scalar_rows", "metrics_by_step", "throughput_by_step",
+           "RateChange", "throughput_changes"]
 
 THROUGHPUT_SUFFIX = "_per_second"
 
@@ -54,4 +60,54 @@ def throughput_by_step(store: TableStore) -> dict[str, dict[int, float]]:
             WHERE step IS NOT NULL AND value IS NOT NULL AND ends_with(name, '{THROUGHPUT_SUFFIX}')
             GROUP BY name, step ORDER BY name, step"""):
         out.setdefault(name, {})[step] = value
+    return out
+
+
+@dataclass(frozen=True)
+class RateChange:
+    """One throughput scalar in two runs (higher is better): medians per step and the relative change.
+
+    ``change_pct`` is the Hodges-Lehmann estimate of NEW's relative change
+    (> 0: more throughput), ``low_pct``/``high_pct`` its confidence interval
+    (None with too few steps), as for step time in :mod:`mlprof.analysis.stats`.
+    """
+
+    name: str
+    base_median: float
+    new_median: float
+    base_mean: float
+    new_mean: float
+    base_steps: int
+    new_steps: int
+    aligned_by: str  # "step number" (the steps both runs logged) or "all steps"
+    change_pct: float | None
+    low_pct: float | None
+    high_pct: float | None
+    verdict: str  # "more", "less", "no change" or "inconclusive"
+
+
+def throughput_changes(base: TableStore, new: TableStore) -> list[RateChange]:
+    """Every throughput scalar both runs logged, compared (``mlprof compare``)."""
+    b_all, n_all = throughput_by_step(base), throughput_by_step(new)
+    out = []
+    for name in sorted(b_all.keys() & n_all.keys()):
+        b, n = b_all[name], n_all[name]
+        common = sorted(b.keys() & n.keys())
+        if common and len(common) * 2 >= min(len(b), len(n)):
+            bv, nv, aligned = [b[s] for s in common], [n[s] for s in common], "step number"
+        else:
+            bv, nv, aligned = list(b.values()), list(n.values()), "all steps"
+        bv, nv = [v for v in bv if v > 0], [v for v in nv if v > 0]
+        if not bv or not nv:
+            continue
+        # Relative change on a log scale; scaled so that no rate is clamped by stats.shift's floor of 1.
+        s = shift([v * 1e9 for v in bv], [v * 1e9 for v in nv], log=True)
+        low = high = None
+        verdict = "inconclusive"
+        if s is not None and s.low is not None and min(len(bv), len(nv)) >= MIN_STEPS:
+            low, high = round(100 * s.low, 3), round(100 * s.high, 3)
+            verdict = "more" if s.low > 0 else "less" if s.high < 0 else "no change"
+        out.append(RateChange(name, float(np.median(bv)), float(np.median(nv)), float(np.mean(bv)),
+                              float(np.mean(nv)), len(bv), len(nv), aligned,
+                              None if s is None else round(100 * s.estimate, 3), low, high, verdict))
     return out
