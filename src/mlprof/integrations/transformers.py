@@ -17,18 +17,21 @@ the step they were logged, with ``samples_per_second`` and
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from .. import mstx
 from ..collect.trainer_session import TrainerSession, with_output
+from ..errors import ConfigError
 from ._common import integration_options, require
 
 _transformers = require("transformers", "transformers", "transformers")
 TrainerCallback = _transformers.TrainerCallback
 
-__all__ = ["MlprofCallback"]
+__all__ = ["MlprofCallback", "MlprofArguments"]
 
 SOURCE = "transformers"
 
@@ -129,3 +132,42 @@ class MlprofCallback(TrainerCallback):
         hook, self._hook = self._hook, None
         if hook is not None:
             hook.remove()
+
+
+@dataclass
+class MlprofArguments:
+    """mlprof's switches as command-line flags beside ``TrainingArguments`` (``HfArgumentParser``).
+
+        parser = HfArgumentParser((TrainingArguments, MlprofArguments))
+        training_args, mlprof_args = parser.parse_args_into_dataclasses()
+        trainer = Trainer(..., callbacks=mlprof_args.callbacks())
+
+        python train.py --output_dir out --mlprof --mlprof_start_step 5 --mlprof_active 3 \
+            --mlprof_options '{"level": "Level1"}'
+    """
+
+    # Optional[...] rather than "X | None": HfArgumentParser reads these hints on Python 3.10 too.
+    mlprof: bool = field(default=False, metadata={"help": "profile chosen steps with mlprof (MlprofCallback)"})
+    mlprof_output_dir: Optional[str] = field(  # noqa: UP007
+        default=None, metadata={"help": "where captures go ({id}: the rank); default <output_dir>/mlprof"})
+    mlprof_start_step: Optional[int] = field(  # noqa: UP007
+        default=None, metadata={"help": "first profiled optimizer step, counted from 1 (default 7)"})
+    mlprof_active: Optional[int] = field(default=None, metadata={"help": "steps profiled (default 3)"})  # noqa: UP007
+    mlprof_config: Optional[str] = field(  # noqa: UP007
+        default=None, metadata={"help": "a training config (YAML/JSON) whose profile section sets everything"})
+    mlprof_options: Optional[str] = field(  # noqa: UP007
+        default=None, metadata={"help": "any other mlprof option as JSON, e.g. '{\"level\": \"Level1\"}'"})
+
+    def callbacks(self) -> list[MlprofCallback]:
+        """``[MlprofCallback(...)]`` with these flags, or ``[]`` without ``--mlprof`` (or ``--mlprof_config``)."""
+        if not self.mlprof and self.mlprof_config is None:
+            return []
+        try:
+            options = json.loads(self.mlprof_options) if self.mlprof_options else {}
+        except ValueError as exc:
+            raise ConfigError(f"--mlprof_options: not valid JSON: {exc}") from None
+        if not isinstance(options, dict):
+            raise ConfigError("--mlprof_options: expected a JSON object of mlprof options")
+        analyse = options.pop("analyse", True)  # the callback's own switch, allowed here too
+        return [MlprofCallback(self.mlprof_output_dir, self.mlprof_start_step, self.mlprof_active,
+                               config=self.mlprof_config, analyse=analyse, **options)]
