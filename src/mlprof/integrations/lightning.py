@@ -58,6 +58,11 @@ class MlprofProfiler(_profilers.Profiler):
                  config: str | os.PathLike | Mapping | None = None, stages: tuple[str, ...] = STAGES,
                  analyse: bool = True, **options: Any) -> None:
         super().__init__(dirpath=dirpath, filename=filename)
+        # Set first: Lightning's __del__ tears down even a profiler whose options were refused.
+        self.session: TrainerSession | None = None
+        self._wrapped_connector: Any = None
+        self._ranges: dict[str, list[int]] = {}
+        self._validation_range: int | None = None
         resolved = integration_options(dirpath, start_step, active, config, options)
         unknown = [s for s in stages if s not in STAGES]
         if unknown:
@@ -69,13 +74,9 @@ class MlprofProfiler(_profilers.Profiler):
         self._output_given = resolved.output_given
         self.stages = tuple(stages)
         self.analyse = bool(analyse)
-        self.session: TrainerSession | None = None
         self._trainer: Any = None
-        self._ranges: dict[str, list[int]] = {}
-        self._validation_range: int | None = None
         self._samples = 0
         self._seen_global_step = 0
-        self._wrapped_connector: Any = None
         self._last_capture: str | None = None
 
     # -- Lightning's Profiler interface -------------------------------------------------------
