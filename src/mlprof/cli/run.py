@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     off = None
     if args.config is not None:
         options, off = _with_config(args.config, options)
-    result = run_command(options, command, parse_environment(args.environment), profiling_off=off)
+    result = run_command(options, command, parse_environment(args.environment), profiling_off=off,
+                         trainer_steps=args.config is not None)
     if result.profiling_off:
         print(f"mlprof run: warning: profiling was off: {result.profiling_off}", file=sys.stderr)
     parsed = [] if args.no_parse else [_parse(capture, options) for capture in result.captures]

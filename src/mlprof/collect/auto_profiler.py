@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import signal
 import sys
 import threading
@@ -18,7 +19,7 @@ from pathlib import Path
 from ..capture.output_path import rank_output_dir
 from .config_profile import build_profile
 from .environment import rank_info
-from .run_options import RunOptions
+from .run_options import TRAINER_STEPS_ENV, RunOptions
 from .storage import age_out
 
 __all__ = ["AutoProfiler", "on_dataloader_batch"]
@@ -35,6 +36,8 @@ class AutoProfiler:
         self._windows_seen = 0
         self._sigterm_handled = False
         self._output_dir: Path | None = None
+        # Trainer numbering (mlprof run --config): step N is the schedule's step N - 1.
+        self._first_index = 0
         atexit.register(self.close)
 
     def on_optimizer_step(self) -> None:
@@ -84,7 +87,10 @@ class AutoProfiler:
         on_job_profiler_start(self.yield_to_job_profiler)
         # {id}/{rank} in the output: this process's own directory (seed 003's rank_{id} layout).
         self._output_dir = rank_output_dir(self.options.output, rank_info()["rank"])
-        self.prof = build_profile(self.options, self._output_dir, analyse=False)
+        # The first boundary ends the first optimizer step: the step starting now is a trainer's step 2.
+        numbered_from = 2 if os.environ.get(TRAINER_STEPS_ENV) else None
+        self._first_index = 1 if numbered_from else 0
+        self.prof = build_profile(self.options, self._output_dir, numbered_from=numbered_from, analyse=False)
         # This profiler is the one others yield to; it does not yield to itself.
         self.prof._backend._automatic = True
         self.prof.start()
@@ -97,7 +103,7 @@ class AutoProfiler:
             if opts.storage_limit_bytes and self._output_dir is not None:
                 age_out(self._output_dir, opts.storage_limit_bytes)
         cycle = opts.wait + opts.warmup + opts.active
-        if not prof.enabled or (opts.repeat and prof.step_num >= opts.skip_first + opts.repeat * cycle):
+        if not prof.enabled or (opts.repeat and prof.step_num - self._first_index >= opts.skip_first + opts.repeat * cycle):
             self.close()
 
     def close(self) -> None:

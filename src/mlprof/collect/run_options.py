@@ -16,11 +16,14 @@ from ..capture.output_path import check_output_template
 from ..config import ExperimentalConfig, HostSystem, ProfilerLevel
 from ..errors import ConfigError
 
-__all__ = ["RunOptions", "parse_size", "OPTIONS_ENV", "RUN_SAMPLES_ENV"]
+__all__ = ["RunOptions", "parse_size", "OPTIONS_ENV", "RUN_SAMPLES_ENV", "TRAINER_STEPS_ENV"]
 
 OPTIONS_ENV = "MLPROF_PROFILING_OPTIONS"
 # Set by `mlprof run`, whose one sampler covers the whole job: its processes must not sample again.
 RUN_SAMPLES_ENV = "MLPROF_RUN_SAMPLES"
+# Set by `mlprof run --config`: number the steps like a trainer (the first optimizer step is step 1), as the
+# config's profile_start_step/profile_stop_step count them.
+TRAINER_STEPS_ENV = "MLPROF_TRAINER_STEPS"
 MIN_STORAGE_LIMIT_BYTES = 200 * 1024 * 1024
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt])?(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}

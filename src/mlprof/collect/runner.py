@@ -26,7 +26,7 @@ from ..capture.output_path import capture_search_dirs, output_root
 from ..errors import CommandStartError, ConfigError, MlprofError
 from ..capture.files import make_private_dir, write_json_atomic
 from .device_lock import DeviceLock, devices_of
-from .run_options import OPTIONS_ENV, RUN_SAMPLES_ENV, RunOptions
+from .run_options import OPTIONS_ENV, RUN_SAMPLES_ENV, TRAINER_STEPS_ENV, RunOptions
 from .sampler import samples_between, spawn_sampler
 from .storage import age_out
 
@@ -63,18 +63,25 @@ def parse_environment(text: str | None) -> dict[str, str]:
     return env
 
 
-def _child_env(options: RunOptions, extra: dict[str, str]) -> dict[str, str]:
+def _child_env(options: RunOptions, extra: dict[str, str], trainer_steps: bool) -> dict[str, str]:
     env = {**os.environ, **extra}
     env[OPTIONS_ENV] = options.to_json()
     env[RUN_SAMPLES_ENV] = "1"
+    env.pop(TRAINER_STEPS_ENV, None)
+    if trainer_steps:
+        env[TRAINER_STEPS_ENV] = "1"
     env.pop("MLPROF_CONFIG_PATH", None)  # one way of profiling per job
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_BOOTSTRAP_DIR), env.get("PYTHONPATH", "")) if p)
     return env
 
 
 def run_command(options: RunOptions, command: list[str], environment: dict[str, str],
-                profiling_off: str | None = None) -> RunResult:
-    """Run ``command`` profiled; with ``profiling_off`` (why, e.g. ``profile: false`` in a config) it runs plain."""
+                profiling_off: str | None = None, trainer_steps: bool = False) -> RunResult:
+    """Run ``command`` profiled; with ``profiling_off`` (why, e.g. ``profile: false`` in a config) it runs plain.
+
+    ``trainer_steps`` numbers the steps like a trainer (the first optimizer step is 1) instead of from 0
+    at the end of the first optimizer step: for a config's profile_start_step (``--config``).
+    """
     if not command:
         raise ConfigError("no command to run: give it after --, e.g. mlprof run -- python train.py")
     # With {id}/{rank} in it, each rank resolves its own directory below this one.
@@ -85,7 +92,7 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
         # (the caller reports ``profiling_off``).
         return RunResult(_run_plain(command, {**os.environ, **environment}), output, [], None, profiling_off=off)
     options = replace(options, output=str(Path(options.output).expanduser().absolute()))
-    env = _child_env(options, environment)
+    env = _child_env(options, environment, trainer_steps)
     started_ns = time.time_ns()
     with DeviceLock(devices_of(env)):
         child = _start(command, env)
@@ -112,13 +119,13 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
             except (OSError, ValueError, MlprofError) as exc:
                 problems.append(f"{capture}: host samples not attached: {exc}")
     for capture in captures:
-        reason = empty_capture_reason(capture, options)
+        reason = empty_capture_reason(capture, options, trainer_steps)
         if reason:
             problems.append(reason)
     return RunResult(code, output, captures, samples_file, problems=problems)
 
 
-def empty_capture_reason(capture: Path, options: RunOptions) -> str | None:
+def empty_capture_reason(capture: Path, options: RunOptions, trainer_steps: bool = False) -> str | None:
     """Why a capture of ``mlprof run`` holds no window, in the user's terms; None when it has one."""
     try:
         info = json.loads((capture / layout.INFO_FILE).read_text())
@@ -126,7 +133,8 @@ def empty_capture_reason(capture: Path, options: RunOptions) -> str | None:
         return None
     if not isinstance(info, dict) or info.get("windows"):
         return None
-    first = options.skip_first + options.wait + options.warmup
+    # Trainer numbering counts steps from 1 (the schedule's step 0 is step 1).
+    first = options.skip_first + options.wait + options.warmup + (1 if trainer_steps else 0)
     seen = info.get("steps_seen")
     ended = (f"the job ended after {seen} step(s)" if isinstance(seen, int)
              else "the job ended before its first optimizer step")
