@@ -12,6 +12,7 @@ from mlprof.errors import ConfigError
 
 from .conftest import QUIET, captures, forward_share_of_module_time, host_phases, parse_capture, window_steps
 
+pytest.importorskip("torch")
 pytest.importorskip("lightning")
 
 from mlprof.integrations.lightning import MlprofProfiler  # noqa: E402

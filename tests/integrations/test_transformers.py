@@ -16,6 +16,7 @@ from mlprof.errors import ConfigError
 from .conftest import QUIET, captures, forward_share_of_module_time, free_port, host_phases, parse_capture, \
     window_steps
 
+pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
