@@ -128,6 +128,20 @@ def test_a_failure_inside_the_integration_stops_profiling_not_training(tmp_path,
     assert not callback.session.running
 
 
+def test_an_error_in_the_callbacks_own_code_is_logged_once_and_profiling_stops(tmp_path, monkeypatch, caplog):
+    def broken(self, model):
+        raise AttributeError("no hooks here")
+
+    monkeypatch.setattr(MlprofCallback, "_count_inputs_of", broken)
+    callback = MlprofCallback(output_dir=tmp_path / "prof", start_step=1, active=2, **QUIET)
+    with caplog.at_level(logging.ERROR, logger="mlprof"):
+        trainer = hf_job.train(hf_job.training_args(tmp_path / "out", max_steps=3), [callback])
+    assert trainer.state.global_step == 3
+    (error,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "MlprofCallback failed in on_train_begin" in error and "no hooks here" in error
+    assert not callback.session.running  # stopped, its open window saved; the conftest checks nothing is attached
+
+
 def test_an_unwritable_output_switches_profiling_off_and_training_goes_on(tmp_path, caplog):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")

@@ -18,6 +18,7 @@ docs/integrations.md.
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from collections.abc import Mapping
@@ -25,7 +26,7 @@ from typing import Any
 
 from .. import mstx
 from ..collect.trainer_session import TrainerSession, with_output
-from ._common import FALLBACK_OUTPUT, integration_options, require
+from ._common import FALLBACK_OUTPUT, integration_options, never_raises, require
 
 _lightning = require("lightning", "lightning", "lightning")
 _profilers = require("lightning.pytorch.profilers", "lightning", "lightning")
@@ -33,6 +34,8 @@ _data = require("lightning.pytorch.utilities.data", "lightning", "lightning")
 _apply_func = require("lightning.fabric.utilities.apply_func", "lightning", "lightning")
 
 __all__ = ["MlprofProfiler"]
+
+logger = logging.getLogger("mlprof")
 
 SOURCE = "lightning"
 STAGES = ("fit", "validate", "test", "predict")
@@ -60,6 +63,7 @@ class MlprofProfiler(_profilers.Profiler):
         super().__init__(dirpath=dirpath, filename=filename)
         # Set first: Lightning's __del__ tears down even a profiler whose options were refused.
         self.session: TrainerSession | None = None
+        self._broken = False
         self._wrapped_connector: Any = None
         self._ranges: dict[str, list[int]] = {}
         self._validation_range: int | None = None
@@ -82,7 +86,10 @@ class MlprofProfiler(_profilers.Profiler):
     # -- Lightning's Profiler interface -------------------------------------------------------
     def setup(self, stage: str, local_rank: int | None = None, log_dir: str | None = None) -> None:
         super().setup(stage, local_rank, log_dir)
-        stage = str(getattr(stage, "value", stage))
+        self._open(str(getattr(stage, "value", stage)), log_dir)
+
+    @never_raises
+    def _open(self, stage: str, log_dir: str | None) -> None:
         self._stage = stage
         module = getattr(self, "_lightning_module", None)
         if not self.enabled or stage not in self.stages or module is None:
@@ -104,6 +111,7 @@ class MlprofProfiler(_profilers.Profiler):
             self._last_capture = str(self.session.capture_dir)
             self._record_logged_metrics(trainer)
 
+    @never_raises
     def start(self, action_name: str) -> None:
         session = self.session
         if session is None or not session.running:
@@ -113,6 +121,7 @@ class MlprofProfiler(_profilers.Profiler):
                 and action_name.endswith(".on_validation_start")):
             self._validation_range = mstx.range_start("validation")
 
+    @never_raises
     def stop(self, action_name: str) -> None:
         session = self.session
         if session is None or not session.running:
@@ -143,14 +152,21 @@ class MlprofProfiler(_profilers.Profiler):
         return f"mlprof: {self._stage} capture in {self._last_capture}"
 
     def teardown(self, stage: str | None) -> None:
-        self._unwrap_connector()
-        session, self.session = self.session, None
-        if session is not None:
-            session.stop()
+        self._close()
+        super().teardown(stage)
+
+    def _close(self) -> None:
+        try:
+            self._unwrap_connector()
+            session, self.session = self.session, None
+            if session is not None:
+                session.stop()
+        except Exception as exc:  # noqa: BLE001 - Lightning's own teardown must still run
+            logger.error("mlprof: MlprofProfiler failed in teardown (%s: %s); training continues",
+                         type(exc).__name__, exc)
         self._ranges.clear()
         self._validation_range = None
         self._trainer = None
-        super().teardown(stage)
 
     # -- what the Trainer logs ------------------------------------------------------------------
     def _record_logged_metrics(self, trainer: Any) -> None:

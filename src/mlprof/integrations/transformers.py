@@ -26,7 +26,7 @@ from typing import Any, Optional
 from .. import mstx
 from ..collect.trainer_session import TrainerSession, with_output
 from ..errors import ConfigError
-from ._common import integration_options, require
+from ._common import integration_options, never_raises, require
 
 _transformers = require("transformers", "transformers", "transformers")
 TrainerCallback = _transformers.TrainerCallback
@@ -52,12 +52,13 @@ class MlprofCallback(TrainerCallback):
     def __init__(self, output_dir: str | os.PathLike | None = None, start_step: int | None = None,
                  active: int | None = None, *, config: str | os.PathLike | Mapping | None = None,
                  analyse: bool = True, **options: Any) -> None:
+        self._broken = False
+        self.session: TrainerSession | None = None
         resolved = integration_options(output_dir, start_step, active, config, options)
         self.options = resolved.options
         self.enabled = resolved.enabled
         self._output_given = resolved.output_given
         self.analyse = bool(analyse)
-        self.session: TrainerSession | None = None
         self._hook: Any = None
         self._input_name = "input_ids"
         self._samples = 0
@@ -65,6 +66,7 @@ class MlprofCallback(TrainerCallback):
         self._eval_range: int | None = None
 
     # -- Trainer events ---------------------------------------------------------------
+    @never_raises
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if not self.enabled:
             return
@@ -81,25 +83,30 @@ class MlprofCallback(TrainerCallback):
         if self.session.running and model is not None:
             self._count_inputs_of(model)
 
+    @never_raises
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.session is not None:
             self.session.end_step(self._samples or None, self._tokens or None)
             self._samples = self._tokens = 0
 
+    @never_raises
     def on_log(self, args: Any, state: Any, control: Any, logs: Mapping | None = None, **kwargs: Any) -> None:
         if self.session is not None and logs:
             self.session.log(logs, state.global_step, SOURCE)
 
+    @never_raises
     def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         # Evaluation shows as one "evaluate" range on the timeline (it runs inside a step).
         if self.session is not None and self._eval_range is None:
             self._eval_range = mstx.range_start("evaluate")
 
+    @never_raises
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._eval_range is not None:
             mstx.range_end(self._eval_range)
             self._eval_range = None
 
+    @never_raises
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._remove_hook()
         if self.session is not None:
