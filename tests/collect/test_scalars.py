@@ -86,3 +86,19 @@ def test_a_killed_job_keeps_the_segments_written_before(tmp_path):
     (result,) = parse_path(capture, ParseOptions())
     with TableStore(result.tables_dir) as store:
         assert store.count("scalars") == 5
+
+
+def test_the_automatic_parse_sees_the_values_logged_after_the_last_window(tmp_path):
+    from mlprof.collect.analysis_child import wait_for_analysis
+
+    prof = mlprof.profile(schedule=mlprof.schedule(wait=0, warmup=0, active=1, repeat=1, skip_first=1),
+                          on_trace_ready=mlprof.tensorboard_trace_handler(tmp_path / "out"),
+                          experimental_config=mlprof.ExperimentalConfig(profiler_level="Level_none"))
+    with prof:
+        for i in range(5):
+            mlprof.log_scalar("loss", float(i))
+            prof.step()
+    assert wait_for_analysis(timeout_s=120)
+    # The tables the collector's own parse wrote, not a parse of ours: all 5 values, not the 2 before the window.
+    with TableStore(prof.capture_dir / "mlprof_output" / "tables") as store:
+        assert store.count("scalars") == 5

@@ -247,12 +247,15 @@ class _KinetoProfile:
             self._recorder.end_step(time.time_ns())
         self._backend.stop()
         if self._capture is not None:
-            self._stop_sampler()
-            self._close_scalars()
+            late = self._stop_sampler()
+            late = self._close_scalars() or late
             # The last step number reached: says why a capture has no window (the job ended first).
             self._capture.info["steps_seen"] = self._backend.step_num
             self._capture.close(layout.STATUS_FINISHED)
             if isinstance(self.on_trace_ready, TraceHandler) and self.on_trace_ready.analyse_flag:
+                if late and self._capture.info["windows"]:
+                    # Written at stop, after the last window's parse (scalars logged since, host samples).
+                    spawn_analysis(self._capture.path)
                 flush_analysis(self._capture.path)
 
     def _start_sampler(self) -> None:
@@ -261,22 +264,25 @@ class _KinetoProfile:
             self._sampler = spawn_sampler(self._capture.path / layout.HOST_SAMPLES_PARTIAL_FILE, os.getpid(),
                                           tuple(h.value for h in host_sys), HOST_SAMPLES_FREQ_HZ)
 
-    def _stop_sampler(self) -> None:
+    def _stop_sampler(self) -> bool:
+        """Stop the host sampler; True when its samples were written into the capture."""
         sampler, self._sampler = self._sampler, None
         if sampler is None or self._capture is None:
-            return
+            return False
         sampler.terminate()
         sampler.wait(timeout=10)
         partial = self._capture.path / layout.HOST_SAMPLES_PARTIAL_FILE
         if partial.exists():
             write_json_atomic(self._capture.path / layout.HOST_SAMPLES_FILE, samples_between(partial, 0, 2**63))
             partial.unlink()
+            return True
+        return False
 
-    def _close_scalars(self) -> None:
+    def _close_scalars(self) -> bool:
+        """Stop recording scalars; True when a last segment was written."""
         scalars, self._scalars = self._scalars, None
         deactivate_scalars(scalars)
-        if scalars is not None:
-            scalars.flush()
+        return scalars is not None and scalars.flush() is not None
 
     def _begin_step(self, now_ns: int) -> None:
         if self._records_steps and self._recorder is not None:
