@@ -179,3 +179,15 @@ def test_mlprof_run_with_a_bad_config_exits_2_with_one_line(tmp_path, private_lo
     assert "never runs" not in result.stdout
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("mlprof run: error:") and "profile_stop_setp" in line and "Traceback" not in line
+
+
+def test_the_rank_layout_is_found_from_its_root(tmp_path):
+    from mlprof.parse.capture_reader import find_inputs
+
+    for rank in (0, 1):
+        capture = tmp_path / "output" / "profile" / f"rank_{rank}" / f"host_{rank}_20240101000000000_mlprof"
+        (capture / "raw").mkdir(parents=True)
+        (capture / "profiler_info.json").write_text(json.dumps({"rank": rank, "status": "finished"}))
+    (tmp_path / "output" / "profile" / "notes").mkdir()
+    found = find_inputs(tmp_path / "output" / "profile")
+    assert [item.manifest["rank"] for item in found] == [0, 1]

@@ -230,7 +230,7 @@ def _window_file(window: Path, files: dict, key: str, default: str) -> Path | No
 
 def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
     """Captures, trace files and torch_npu ``*_ascend_pt`` folders under ``path``
-    (one of them, or a dir of them)."""
+    (one of them, or a dir of them; captures also one folder down, as in ``rank_{id}/``)."""
     path = Path(path)
     if not path.exists():
         raise CaptureError(f"{path}: no such file or directory")
@@ -253,6 +253,9 @@ def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
             found.append(TraceInput(child))
         elif is_ascend_dir(child):
             found.append(read_ascend_dir(child))
+        elif child.is_dir():
+            # A folder per rank holding captures (seed 003's output/profile/rank_{id}/ layout).
+            found += [read_capture(c) for c in sorted(child.iterdir()) if not c.is_symlink() and is_capture_dir(c)]
     if not found:
         raise CaptureError(f"{path}: no mlprof capture, *_ascend_pt folder or Kineto trace file (plain or gzip "
                            "JSON) found")
