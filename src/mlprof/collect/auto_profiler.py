@@ -103,7 +103,8 @@ class AutoProfiler:
             if opts.storage_limit_bytes and self._output_dir is not None:
                 age_out(self._output_dir, opts.storage_limit_bytes)
         cycle = opts.wait + opts.warmup + opts.active
-        if not prof.enabled or (opts.repeat and prof.step_num - self._first_index >= opts.skip_first + opts.repeat * cycle):
+        index = prof.step_num - self._first_index  # the schedule's step
+        if not prof.enabled or (opts.repeat and index >= opts.skip_first + opts.repeat * cycle):
             self.close()
 
     def close(self) -> None:
