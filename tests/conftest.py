@@ -35,6 +35,9 @@ def _no_profiler_left_attached():
 
     assert recorder.active_recorder() is None, "an mlprof window recorder is still attached"
     assert not recorder._open_ranges, "mstx ranges leaked out of a window"
+    from mlprof.collect import scalars
+
+    assert scalars.active_log() is None, "an mlprof scalar log (log_scalar) is still recording"
     leaked = [cb for cb in gc.callbacks if getattr(cb, "__self__", None).__class__.__name__ == "HostRecorder"]
     assert not leaked, "an mlprof GC callback is still installed"
     from mlprof.collect.stack_sampler import THREAD_NAME

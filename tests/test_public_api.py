@@ -14,7 +14,7 @@ PUBLIC = {
     "supported_activities", "supported_profiler_level", "supported_export_type", "mstx", "dynamic", "MlprofError",
     "parse_path", "ParseOptions", "ParseResult", "run_exports", "ExportOptions", "TableStore",
     "advise", "op_analyse", "compare", "cluster", "Thresholds", "Finding", "AdvisorReport", "Comparison",
-    "ClusterReport",
+    "ClusterReport", "log_scalar", "profile_from_config",
 }
 
 
@@ -77,3 +77,41 @@ def test_building_a_profiler_without_torch_says_what_is_missing():
     )
     assert result.returncode == 0, result.stderr
     assert "needs torch" in result.stdout and "pip install torch==" in result.stdout
+
+
+def test_import_mlprof_never_imports_the_trainer_libraries():
+    result = subprocess.run([sys.executable, "-c", "import sys, mlprof, mlprof.integrations, mlprof.profile_config\n"
+                             "print(sorted(m for m in ('torch', 'transformers', 'lightning', 'pytorch_lightning', "
+                             "'accelerate', 'yaml') if m in sys.modules))"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_an_integration_without_its_library_says_what_to_install():
+    for module, library in (("transformers", "transformers"), ("lightning", "lightning")):
+        result = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+            import sys; sys.modules[{library!r}] = None
+            import mlprof
+            try:
+                import mlprof.integrations.{module}
+            except ImportError as exc:
+                print(isinstance(exc, mlprof.MlprofError), exc)
+            """)], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("True ") and f"pip install {library}" in result.stdout
+
+
+def test_configs_and_scalars_work_without_torch():
+    result = run_without_torch(
+        """
+        import mlprof
+        from mlprof.profile_config import load_profile_config
+        cfg = load_profile_config({"profile": True, "profile_start_step": 3, "profile_stop_step": 4,
+                                   "init_start_profile": False})
+        assert cfg.options.active == 2
+        mlprof.log_scalar("loss", 1.0)
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

@@ -20,6 +20,7 @@ from .config import (
     supported_profiler_level,
 )
 from .collect.handler import tensorboard_trace_handler
+from .collect.scalars import log_scalar
 from .errors import MlprofError
 from .schedule import ProfilerAction, schedule
 
@@ -35,6 +36,8 @@ __all__ = [
     "HostSystem",
     "ExperimentalConfig",
     "tensorboard_trace_handler",
+    "log_scalar",
+    "profile_from_config",
     "supported_activities",
     "supported_profiler_level",
     "supported_export_type",
@@ -63,6 +66,7 @@ __all__ = [
 _LAZY = {
     "profile": "mlprof.collect.profiler",
     "_KinetoProfile": "mlprof.collect.profiler",
+    "profile_from_config": "mlprof.collect.config_profile",
     "parse_path": "mlprof.parse",
     "ParseOptions": "mlprof.parse",
     "ParseResult": "mlprof.parse",

@@ -11,6 +11,7 @@ __all__ = [
     "TraceFormatError",
     "TorchUnavailableError",
     "CommandStartError",
+    "MissingDependencyError",
 ]
 
 
@@ -36,3 +37,7 @@ class TorchUnavailableError(MlprofError, ImportError):
 
 class CommandStartError(MlprofError):
     """``mlprof run``: the command could not be started (not found, not executable): exit 127."""
+
+
+class MissingDependencyError(MlprofError, ImportError):
+    """An optional part of mlprof needs a library that is not installed (the message says what to install)."""

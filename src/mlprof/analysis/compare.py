@@ -12,6 +12,9 @@ time's interval, so a few noisy steps cannot flip it. Warnings say when the
 two runs differ in hardware, versions, world size or profiler settings
 (:mod:`mlprof.analysis.run_facts`).
 
+Throughput: the training scalars named ``*_per_second`` that both runs
+logged (:mod:`mlprof.analysis.training`), median per step and relative change.
+
 Sections: step time, its breakdown (host and, on device traces, device
 columns of :mod:`mlprof.analysis.steps`), op types (by op name), ops (by name
 and input shapes), kernels (device ops by name) and memory peaks.
@@ -29,6 +32,7 @@ from mlprof.analysis.run_facts import fact_warnings, run_facts
 from mlprof.analysis.compare_load import load_aware_verdict, run_load
 from mlprof.analysis.stats import MIN_CHANGE, Distribution, Shift, Verdict, describe, relative_verdict, shift
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
+from mlprof.analysis.training import RateChange, throughput_changes
 from mlprof.errors import MlprofError
 from mlprof.tables.store import TableStore
 
@@ -101,6 +105,8 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)  # the runs differ in hardware, versions, settings
     facts: dict = field(default_factory=dict)  # {"base": {...}, "new": {...}}: what the warnings compare
     more: dict = field(default_factory=dict)  # section -> rows left out by ``top`` (0: nothing cut)
+    # Throughput scalars both runs logged (samples/s, tokens/s, ...; training_metrics): higher is better.
+    throughput: list[RateChange] = field(default_factory=list)
 
     @property
     def cross_device(self) -> bool:
@@ -327,7 +333,8 @@ def compare(base: TableStore, new: TableStore, top: int | None = None,
     return Comparison(aligned_by=aligned_by, steps=n, step_time=step_time,
                       step_pairs=[StepPair(b.step, w.step, b.dur_ns, w.dur_ns, w.dur_ns - b.dur_ns) for b, w in pairs],
                       **sections, verdict=verdict, warnings=warnings, facts=facts,
-                      more=more, base_device=devices[0], new_device=devices[1], notes=_device_notes(*devices))
+                      more=more, base_device=devices[0], new_device=devices[1], notes=_device_notes(*devices),
+                      throughput=throughput_changes(base, new))
 
 
 def _device_notes(base: RunDevice, new: RunDevice) -> list[str]:

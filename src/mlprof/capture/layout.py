@@ -32,6 +32,9 @@ MODULES_FILE = "modules.json"
 # Files in the capture root.
 HOST_SAMPLES_FILE = "host_samples.json"
 HOST_SAMPLES_PARTIAL_FILE = "host_samples.jsonl"  # while sampling; left behind by a killed job
+# Training scalars (mlprof.log_scalar, the trainer integrations): capture-level
+# segments, each written once, atomically, in order (scalars/segment_0000.json, ...).
+SCALARS_DIR = "scalars"
 
 DIR_MODE = 0o750
 FILE_MODE = 0o640
@@ -42,6 +45,7 @@ STATUS_FINISHED = "finished"
 STATUS_FAILED = "failed"
 
 _WINDOW_RE = re.compile(r"^window_(\d{4,})$")
+_SEGMENT_RE = re.compile(r"^segment_(\d{4,})\.json$")
 
 
 def window_dir_name(index: int) -> str:
@@ -55,4 +59,14 @@ def partial_dir_name(index: int) -> str:
 def window_index(dir_name: str) -> int | None:
     """The window number of a finished window directory name, else None."""
     match = _WINDOW_RE.match(dir_name)
+    return int(match.group(1)) if match else None
+
+
+def scalars_segment_name(index: int) -> str:
+    return f"segment_{index:04d}.json"
+
+
+def scalars_segment_index(file_name: str) -> int | None:
+    """The number of a finished scalars segment file name, else None (temporary files included)."""
+    match = _SEGMENT_RE.match(file_name)
     return int(match.group(1)) if match else None

@@ -126,6 +126,7 @@ def format_comparison(base: str, new: str, c: Comparison, top: int) -> list[str]
               f"{st.new_ns / 1e6:,.3f} ms ({_pct(st)}" + (f", speedup x{c.speedup:.2f})" if c.speedup else ")")]
     lines += [f"warning: {w}" for w in c.warnings]
     lines.append("")
+    lines += _throughput_lines(c)
     more = c.more or {}
     lines += _table("Step breakdown", c.breakdown, top, more.get("breakdown", 0))
     lines += _table("Op types", c.op_types, top, more.get("op_types", 0))
@@ -134,6 +135,19 @@ def format_comparison(base: str, new: str, c: Comparison, top: int) -> list[str]
                     c.kernels, top, more.get("kernels", 0))
     lines += _table("Memory peak", c.memory, top, more.get("memory", 0), unit="MiB")
     return lines
+
+
+def _throughput_lines(c: Comparison) -> list[str]:
+    if not c.throughput:
+        return []
+    lines = ["Throughput (median per step, higher is better)",
+             f"  {'base':>12} {'new':>12} {'change':>8}  {'[95% CI]':>18}  name"]
+    for r in c.throughput:
+        change = "" if r.change_pct is None else f"{r.change_pct:+.1f}%"
+        ci = f"[{r.low_pct:+.1f}%..{r.high_pct:+.1f}%]" if r.low_pct is not None else "[too few steps]"
+        lines.append(f"  {r.base_median:>12,.2f} {r.new_median:>12,.2f} {change:>8}  {ci:>18}  {r.name}"
+                     + (f" ({r.verdict})" if r.verdict != "inconclusive" else ""))
+    return lines + [""]
 
 
 def run(args: argparse.Namespace) -> int:

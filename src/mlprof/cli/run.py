@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields, replace
 
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from mlprof.export import ExportOptions, run_exports
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.collect.run_options import RunOptions
 from mlprof.collect.runner import parse_environment, run_command
+from mlprof.profile_config import load_profile_config
 
 __all__ = ["register", "run"]
 
@@ -25,6 +27,10 @@ def register(sub) -> None:
                     "the captures. The same options work by hand as MLPROF_PROFILING_OPTIONS='{json}'.",
     )
     RunOptions.add_arguments(p)
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="take the options from a training config's profile section (YAML or JSON: profile, "
+                        "profile_start_step, profile_stop_step, ...; docs/integrations.md); flags given here "
+                        "override it (default: none)")
     p.add_argument("--environment", default="", help='extra environment for CMD, "K=V;K2=V2" (default: none)')
     p.add_argument("--no-parse", action="store_true", help="do not parse the captures afterwards (default: parse)")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout (default: text)")
@@ -35,7 +41,11 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     options = RunOptions.from_namespace(args)
-    result = run_command(options, command, parse_environment(args.environment))
+    off = None
+    if args.config is not None:
+        options, off = _with_config(args.config, options)
+    result = run_command(options, command, parse_environment(args.environment), profiling_off=off,
+                         trainer_steps=args.config is not None)
     if result.profiling_off:
         print(f"mlprof run: warning: profiling was off: {result.profiling_off}", file=sys.stderr)
     parsed = [] if args.no_parse else [_parse(capture, options) for capture in result.captures]
@@ -54,6 +64,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"mlprof run: command exited with {result.exit_code}; {len(result.captures)} capture(s) in "
               f"{result.output}", file=sys.stderr)
     return result.exit_code
+
+
+def _with_config(path: Path, flags: RunOptions) -> tuple[RunOptions, str | None]:
+    """The config's options, with the flags that differ from their defaults on top; and why profiling is off."""
+    config = load_profile_config(path)
+    defaults = RunOptions()
+    given = {f.name: getattr(flags, f.name) for f in fields(RunOptions)
+             if getattr(flags, f.name) != getattr(defaults, f.name)}
+    options = replace(config.options, **given)
+    return options, None if config.enabled else f"profile is false in {config.source}"
 
 
 def _parse(capture: Path, options: RunOptions) -> dict:

@@ -9,14 +9,17 @@ windows are done; whatever is open at exit is saved.
 from __future__ import annotations
 
 import atexit
-import os
 import logging
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
-from .run_options import RUN_SAMPLES_ENV, RunOptions
+from ..capture.output_path import rank_output_dir
+from .config_profile import build_profile
+from .environment import rank_info
+from .run_options import TRAINER_STEPS_ENV, RunOptions
 from .storage import age_out
 
 __all__ = ["AutoProfiler", "on_dataloader_batch"]
@@ -32,6 +35,9 @@ class AutoProfiler:
         self.optimizer_seen = False
         self._windows_seen = 0
         self._sigterm_handled = False
+        self._output_dir: Path | None = None
+        # Trainer numbering (mlprof run --config): step N is the schedule's step N - 1.
+        self._first_index = 0
         atexit.register(self.close)
 
     def on_optimizer_step(self) -> None:
@@ -70,7 +76,6 @@ class AutoProfiler:
         self.done = True
 
     def _start(self) -> None:
-        import mlprof
         import torch
 
         from .torch_backend import guard_job_profilers, on_job_profiler_start
@@ -80,20 +85,12 @@ class AutoProfiler:
             return
         guard_job_profilers()
         on_job_profiler_start(self.yield_to_job_profiler)
-        opts = self.options
-        self.prof = mlprof.profile(
-            schedule=mlprof.schedule(wait=opts.wait, warmup=opts.warmup, active=opts.active, repeat=opts.repeat,
-                                     skip_first=opts.skip_first),
-            on_trace_ready=mlprof.tensorboard_trace_handler(Path(opts.output).absolute(), analyse_flag=False),
-            record_shapes=opts.record_shapes,
-            profile_memory=opts.profile_memory,
-            with_stack=opts.with_stack,
-            with_modules=opts.with_modules,
-            with_flops=opts.with_flops,
-            # Under `mlprof run` one sampler covers the whole job; by hand each process samples itself.
-            experimental_config=opts.experimental_config(host_sys=() if os.environ.get(RUN_SAMPLES_ENV)
-                                                         else opts.host_sys),
-        )
+        # {id}/{rank} in the output: this process's own directory (seed 003's rank_{id} layout).
+        self._output_dir = rank_output_dir(self.options.output, rank_info()["rank"])
+        # The first boundary ends the first optimizer step: the step starting now is a trainer's step 2.
+        numbered_from = 2 if os.environ.get(TRAINER_STEPS_ENV) else None
+        self._first_index = 1 if numbered_from else 0
+        self.prof = build_profile(self.options, self._output_dir, numbered_from=numbered_from, analyse=False)
         # This profiler is the one others yield to; it does not yield to itself.
         self.prof._backend._automatic = True
         self.prof.start()
@@ -103,10 +100,11 @@ class AutoProfiler:
         windows = prof._window_index
         if windows != self._windows_seen:
             self._windows_seen = windows
-            if opts.storage_limit_bytes:
-                age_out(Path(opts.output).absolute(), opts.storage_limit_bytes)
+            if opts.storage_limit_bytes and self._output_dir is not None:
+                age_out(self._output_dir, opts.storage_limit_bytes)
         cycle = opts.wait + opts.warmup + opts.active
-        if not prof.enabled or (opts.repeat and prof.step_num >= opts.skip_first + opts.repeat * cycle):
+        index = prof.step_num - self._first_index  # the schedule's step
+        if not prof.enabled or (opts.repeat and index >= opts.skip_first + opts.repeat * cycle):
             self.close()
 
     def close(self) -> None:

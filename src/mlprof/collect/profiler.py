@@ -27,6 +27,7 @@ from .capture_writer import CaptureWriter, default_worker_name
 from .handler import TraceHandler
 from .module_recorder import ModuleRecorder
 from .recorder import HostRecorder
+from .scalars import ScalarLog, activate as activate_scalars, deactivate as deactivate_scalars
 from .sampler import samples_between, spawn_sampler
 from .stack_sampler import StackSampler
 
@@ -146,6 +147,8 @@ class _KinetoProfile:
         self._sampler: Any = None
         self._stack_sampler: StackSampler | None = None
         self._module_recorder: ModuleRecorder | None = None
+        # Training scalars (mlprof.log_scalar) of the capture, for the whole session.
+        self._scalars: ScalarLog | None = None
 
     def _checked_schedule(self, step: int) -> ProfilerAction:
         action = self._schedule(step)
@@ -220,6 +223,9 @@ class _KinetoProfile:
                                           self.options.to_dict())
             self._capture.user_metadata = self._user_metadata
             self._start_sampler()
+            self._scalars = ScalarLog(self._capture.path,
+                                      (lambda: self._backend.step_num) if self._records_steps else (lambda: None))
+            activate_scalars(self._scalars)
         self._backend.start()
         self._begin_step(time.time_ns())
 
@@ -241,11 +247,15 @@ class _KinetoProfile:
             self._recorder.end_step(time.time_ns())
         self._backend.stop()
         if self._capture is not None:
-            self._stop_sampler()
+            late = self._stop_sampler()
+            late = self._close_scalars() or late
             # The last step number reached: says why a capture has no window (the job ended first).
             self._capture.info["steps_seen"] = self._backend.step_num
             self._capture.close(layout.STATUS_FINISHED)
             if isinstance(self.on_trace_ready, TraceHandler) and self.on_trace_ready.analyse_flag:
+                if late and self._capture.info["windows"]:
+                    # Written at stop, after the last window's parse (scalars logged since, host samples).
+                    spawn_analysis(self._capture.path)
                 flush_analysis(self._capture.path)
 
     def _start_sampler(self) -> None:
@@ -254,16 +264,25 @@ class _KinetoProfile:
             self._sampler = spawn_sampler(self._capture.path / layout.HOST_SAMPLES_PARTIAL_FILE, os.getpid(),
                                           tuple(h.value for h in host_sys), HOST_SAMPLES_FREQ_HZ)
 
-    def _stop_sampler(self) -> None:
+    def _stop_sampler(self) -> bool:
+        """Stop the host sampler; True when its samples were written into the capture."""
         sampler, self._sampler = self._sampler, None
         if sampler is None or self._capture is None:
-            return
+            return False
         sampler.terminate()
         sampler.wait(timeout=10)
         partial = self._capture.path / layout.HOST_SAMPLES_PARTIAL_FILE
         if partial.exists():
             write_json_atomic(self._capture.path / layout.HOST_SAMPLES_FILE, samples_between(partial, 0, 2**63))
             partial.unlink()
+            return True
+        return False
+
+    def _close_scalars(self) -> bool:
+        """Stop recording scalars; True when a last segment was written."""
+        scalars, self._scalars = self._scalars, None
+        deactivate_scalars(scalars)
+        return scalars is not None and scalars.flush() is not None
 
     def _begin_step(self, now_ns: int) -> None:
         if self._records_steps and self._recorder is not None:
@@ -279,7 +298,10 @@ class _KinetoProfile:
         finally:
             if self._capture is not None:
                 self._stop_sampler()
-                self._capture.close(layout.STATUS_FAILED, self._failsafe.error)
+                try:  # keep what was logged, if the disk still takes it
+                    self._close_scalars()
+                finally:
+                    self._capture.close(layout.STATUS_FAILED, self._failsafe.error)
 
     def __enter__(self) -> "_KinetoProfile":
         self.start()
@@ -411,6 +433,9 @@ class _KinetoProfile:
             "files": names,
             "kineto_events_written": kineto,
         })
+        if self._scalars is not None:
+            # Before the parse below, so it sees the values logged up to this window.
+            self._scalars.flush()
         if handler.analyse_flag:
             spawn_analysis(capture.path)
 

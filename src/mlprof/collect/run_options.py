@@ -12,14 +12,18 @@ import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from ..capture.output_path import check_output_template
 from ..config import ExperimentalConfig, HostSystem, ProfilerLevel
 from ..errors import ConfigError
 
-__all__ = ["RunOptions", "parse_size", "OPTIONS_ENV", "RUN_SAMPLES_ENV"]
+__all__ = ["RunOptions", "parse_size", "OPTIONS_ENV", "RUN_SAMPLES_ENV", "TRAINER_STEPS_ENV"]
 
 OPTIONS_ENV = "MLPROF_PROFILING_OPTIONS"
 # Set by `mlprof run`, whose one sampler covers the whole job: its processes must not sample again.
 RUN_SAMPLES_ENV = "MLPROF_RUN_SAMPLES"
+# Set by `mlprof run --config`: number the steps like a trainer (the first optimizer step is step 1), as the
+# config's profile_start_step/profile_stop_step count them.
+TRAINER_STEPS_ENV = "MLPROF_TRAINER_STEPS"
 MIN_STORAGE_LIMIT_BYTES = 200 * 1024 * 1024
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt])?(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -55,7 +59,8 @@ def _opt(default: Any, help_text: str, **meta: Any) -> Any:
 
 @dataclass(frozen=True)
 class RunOptions:
-    output: str = _opt("./mlprof_result", "directory for the captures (one per process/rank)")
+    output: str = _opt("./mlprof_result", "directory for the captures (one per process/rank); {id} or {rank} "
+                                          "in it: each rank's own directory")
     level: str = _opt("Level0", "profiler level: Level_none, Level0, Level1, Level2")
     skip_first: int = _opt(5, "steps to skip before the first cycle (let the job reach steady state)")
     wait: int = _opt(0, "idle steps at the start of each cycle")
@@ -78,6 +83,7 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        check_output_template(self.output)
         for name in ("skip_first", "wait", "warmup", "active", "repeat", "host_sys_freq"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "active" else 0):

@@ -22,10 +22,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..capture import layout
+from ..capture.output_path import capture_search_dirs, output_root
 from ..errors import CommandStartError, ConfigError, MlprofError
 from ..capture.files import make_private_dir, write_json_atomic
 from .device_lock import DeviceLock, devices_of
-from .run_options import OPTIONS_ENV, RUN_SAMPLES_ENV, RunOptions
+from .run_options import OPTIONS_ENV, RUN_SAMPLES_ENV, TRAINER_STEPS_ENV, RunOptions
 from .sampler import samples_between, spawn_sampler
 from .storage import age_out
 
@@ -62,33 +63,43 @@ def parse_environment(text: str | None) -> dict[str, str]:
     return env
 
 
-def _child_env(options: RunOptions, extra: dict[str, str]) -> dict[str, str]:
+def _child_env(options: RunOptions, extra: dict[str, str], trainer_steps: bool) -> dict[str, str]:
     env = {**os.environ, **extra}
     env[OPTIONS_ENV] = options.to_json()
     env[RUN_SAMPLES_ENV] = "1"
+    env.pop(TRAINER_STEPS_ENV, None)
+    if trainer_steps:
+        env[TRAINER_STEPS_ENV] = "1"
     env.pop("MLPROF_CONFIG_PATH", None)  # one way of profiling per job
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_BOOTSTRAP_DIR), env.get("PYTHONPATH", "")) if p)
     return env
 
 
-def run_command(options: RunOptions, command: list[str], environment: dict[str, str]) -> RunResult:
+def run_command(options: RunOptions, command: list[str], environment: dict[str, str],
+                profiling_off: str | None = None, trainer_steps: bool = False) -> RunResult:
+    """Run ``command`` profiled; with ``profiling_off`` (why, e.g. ``profile: false`` in a config) it runs plain.
+
+    ``trainer_steps`` numbers the steps like a trainer (the first optimizer step is 1) instead of from 0
+    at the end of the first optimizer step: for a config's profile_start_step (``--config``).
+    """
     if not command:
         raise ConfigError("no command to run: give it after --, e.g. mlprof run -- python train.py")
-    output = Path(options.output).expanduser().absolute()
-    off = _output_problem(output)
+    # With {id}/{rank} in it, each rank resolves its own directory below this one.
+    output = output_root(options.output)
+    off = profiling_off or _output_problem(output)
     if off is not None:
         # As the profile() API does: the job is never stopped by its profiler
         # (the caller reports ``profiling_off``).
         return RunResult(_run_plain(command, {**os.environ, **environment}), output, [], None, profiling_off=off)
-    options = replace(options, output=str(output))
-    env = _child_env(options, environment)
+    options = replace(options, output=str(Path(options.output).expanduser().absolute()))
+    env = _child_env(options, environment, trainer_steps)
     started_ns = time.time_ns()
     with DeviceLock(devices_of(env)):
         child = _start(command, env)
         forward = _SignalForwarder(child)
         samples_file = output / f"host_samples_{os.uname().nodename}_{child.pid}.jsonl" if options.host_sys else None
         sampler = spawn_sampler(samples_file, child.pid, options.host_sys, options.host_sys_freq) if samples_file else None
-        stop_ageing = _start_ageing(output, options.storage_limit_bytes)
+        stop_ageing = _start_ageing(options.output, options.storage_limit_bytes)
         try:
             code = _wait(child)
         finally:
@@ -97,7 +108,7 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
             if sampler is not None:
                 sampler.terminate()
                 sampler.wait(timeout=10)
-    captures = _captures_since(output, started_ns)
+    captures = _captures_since(options.output, started_ns)
     problems = []
     if samples_file is not None and samples_file.exists():
         for capture in captures:
@@ -108,13 +119,13 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
             except (OSError, ValueError, MlprofError) as exc:
                 problems.append(f"{capture}: host samples not attached: {exc}")
     for capture in captures:
-        reason = empty_capture_reason(capture, options)
+        reason = empty_capture_reason(capture, options, trainer_steps)
         if reason:
             problems.append(reason)
     return RunResult(code, output, captures, samples_file, problems=problems)
 
 
-def empty_capture_reason(capture: Path, options: RunOptions) -> str | None:
+def empty_capture_reason(capture: Path, options: RunOptions, trainer_steps: bool = False) -> str | None:
     """Why a capture of ``mlprof run`` holds no window, in the user's terms; None when it has one."""
     try:
         info = json.loads((capture / layout.INFO_FILE).read_text())
@@ -122,7 +133,8 @@ def empty_capture_reason(capture: Path, options: RunOptions) -> str | None:
         return None
     if not isinstance(info, dict) or info.get("windows"):
         return None
-    first = options.skip_first + options.wait + options.warmup
+    # Trainer numbering counts steps from 1 (the schedule's step 0 is step 1).
+    first = options.skip_first + options.wait + options.warmup + (1 if trainer_steps else 0)
     seen = info.get("steps_seen")
     ended = (f"the job ended after {seen} step(s)" if isinstance(seen, int)
              else "the job ended before its first optimizer step")
@@ -191,13 +203,15 @@ class _SignalForwarder:
             signal.signal(sig, handler)
 
 
-def _start_ageing(output: Path, limit_bytes: int | None) -> threading.Event:
+def _start_ageing(output: str, limit_bytes: int | None) -> threading.Event:
     stop = threading.Event()
     if limit_bytes:
         def loop() -> None:
             while not stop.wait(1.0):
                 try:
-                    age_out(output, limit_bytes)
+                    # With {id} in the output, the limit holds for each rank's directory.
+                    for folder in capture_search_dirs(output):
+                        age_out(folder, limit_bytes)
                 except OSError as exc:
                     logger.warning("mlprof: storage ageing failed: %s", exc)
 
@@ -205,9 +219,10 @@ def _start_ageing(output: Path, limit_bytes: int | None) -> threading.Event:
     return stop
 
 
-def _captures_since(output: Path, started_ns: int) -> list[Path]:
+def _captures_since(output: str, started_ns: int) -> list[Path]:
     found = []
-    for capture in sorted(output.glob(f"*{layout.CAPTURE_DIR_SUFFIX}")):
+    every = [c for folder in capture_search_dirs(output) for c in sorted(folder.glob(f"*{layout.CAPTURE_DIR_SUFFIX}"))]
+    for capture in every:
         try:
             info = json.loads((capture / layout.INFO_FILE).read_text())
         except (OSError, ValueError):

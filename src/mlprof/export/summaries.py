@@ -17,6 +17,7 @@ from mlprof.analysis.modules import module_tree
 from mlprof.analysis.steps import data_loading_spans
 from mlprof.analysis.host import host_resources
 from mlprof.analysis.memory import memory_record, operator_memory
+from mlprof.analysis.training import scalar_rows
 from mlprof.tables.store import TableStore
 
 __all__ = ["SummaryColumn", "Summary", "SUMMARIES"]
@@ -211,4 +212,11 @@ SUMMARIES: tuple[Summary, ...] = (
         _c("Network Recv(bytes/s)", "net_recv_bytes_per_s", "", "system network received since the previous sample"),
         _c("Network Sent(bytes/s)", "net_sent_bytes_per_s", "", "system network sent since the previous sample"),
     ), host_resources),
+    Summary("training_metrics", "Training scalars logged beside the profile (loss, learning rate, throughput).", (
+        _c("Step", "step", "", "training step the value belongs to"),
+        _c("Name", "name", "", "scalar name, e.g. loss or samples_per_second"),
+        _c("Value", "value", "", "the value (empty for NaN or infinity)"),
+        _c("Source", "source", "", "user (mlprof.log_scalar), transformers, lightning, or mlprof (measured per step)"),
+        _c("Time(us)", "ts_ns", "us", "when it was logged, wall clock"),
+    ), scalar_rows),
 )

@@ -32,7 +32,7 @@ def _base_ns(store: TableStore) -> int:
         SELECT min(start_ns) AS t FROM host_ops UNION ALL SELECT min(start_ns) FROM device_ops
         UNION ALL SELECT min(start_ns) FROM steps UNION ALL SELECT min(start_ns) FROM markers
         UNION ALL SELECT min(start_ns) FROM runtime_calls UNION ALL SELECT min(start_ns) FROM gc_pauses
-        UNION ALL SELECT min(ts_ns) FROM counters)""")[0][0]
+        UNION ALL SELECT min(ts_ns) FROM counters UNION ALL SELECT min(ts_ns) FROM scalars)""")[0][0]
     return 0 if lo is None else (lo // 1_000_000_000) * 1_000_000_000
 
 
@@ -102,6 +102,11 @@ def _queries(base: int, step: int | None) -> list[tuple[str, list]]:
         (f"""SELECT to_json({{ph: 'C', name: name, pid: coalesce(pid, {MLPROF_PID}), ts: {ts % 'ts_ns'},
                args: map_from_entries([(series, value)])}})
             FROM counters""", []),
+        # Training scalars: one counter track each (loss, learning_rate, samples_per_second, ...),
+        # drawn at the moment they were logged, on mlprof's own process.
+        (f"""SELECT to_json({{ph: 'C', cat: 'scalar', name: name, pid: {MLPROF_PID}, ts: {ts % 'ts_ns'},
+               args: map_from_entries([(name, value)])}})
+            FROM scalars WHERE value IS NOT NULL{st} ORDER BY ts_ns""", p),
     ]
 
 

@@ -13,7 +13,8 @@ import msgspec
 from mlprof.errors import CaptureError
 
 __all__ = ["StepRecord", "MarkRecord", "RangeRecord", "MarkersFile", "GcRecord", "PythonSamplesFile",
-           "ModulesFile", "read_steps", "read_markers", "read_gc", "read_python_samples", "read_modules"]
+           "ModulesFile", "ScalarsSegment", "read_steps", "read_markers", "read_gc", "read_python_samples",
+           "read_modules", "read_scalars_segment"]
 
 
 # Every integer must fit the tables' int64 columns (hostile or corrupt files).
@@ -75,6 +76,12 @@ class ModulesFile(msgspec.Struct):
     dropped: Int = 0
 
 
+class ScalarsSegment(msgspec.Struct):
+    # [name, step or null, ts_ns, value or null, source] (docs/capture_format.md)
+    rows: list[tuple[str, Union[Int, None], Int, Union[float, None], str]] = []
+    dropped: Int = 0
+
+
 def _decode(path: Path | None, kind, default):
     if path is None:
         return default
@@ -111,3 +118,7 @@ def read_python_samples(path: Path | None) -> PythonSamplesFile | None:
 
 def read_modules(path: Path | None) -> ModulesFile | None:
     return _decode(path, ModulesFile, None)
+
+
+def read_scalars_segment(path: Path) -> ScalarsSegment:
+    return _decode(path, ScalarsSegment, ScalarsSegment())

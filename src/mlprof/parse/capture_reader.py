@@ -45,6 +45,7 @@ class CaptureInput:
     metadata: dict
     windows: list[WindowFiles] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "path: why" for each window not parsed
+    scalar_segments: list[Path] = field(default_factory=list)  # scalars/segment_NNNN.json, in order
 
     @property
     def output_dir(self) -> Path:
@@ -145,6 +146,7 @@ def read_capture(root: Path) -> CaptureInput:
     manifest = validate_manifest(root / layout.INFO_FILE, _load_json(root / layout.INFO_FILE, {}))
     metadata = _load_json(root / layout.METADATA_FILE, {})
     capture = CaptureInput(root=root, manifest=manifest, metadata=metadata if isinstance(metadata, dict) else {})
+    capture.scalar_segments = _scalar_segments(root / layout.SCALARS_DIR, capture.skipped)
     raw = root / layout.RAW_DIR
     if not raw.is_dir():
         return capture
@@ -180,6 +182,22 @@ def read_capture(root: Path) -> CaptureInput:
     return capture
 
 
+def _scalar_segments(folder: Path, skipped: list[str]) -> list[Path]:
+    """Finished segments, by number; temporary files are ignored, symlinks and the like reported."""
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    found = []
+    for entry in folder.iterdir():
+        index = layout.scalars_segment_index(entry.name)
+        if index is None:
+            continue
+        if entry.is_symlink() or not entry.is_file():
+            skipped.append(f"{entry}: not a regular file; refusing to read it")
+            continue
+        found.append((index, entry))
+    return [path for _, path in sorted(found)]
+
+
 _WINDOW_FILES = {"kineto": layout.KINETO_TRACE_FILE, "steps": layout.STEPS_FILE,
                  "markers": layout.MARKERS_FILE, "gc": layout.GC_FILE,
                  "python_samples": layout.PYTHON_SAMPLES_FILE, "modules": layout.MODULES_FILE}
@@ -212,7 +230,7 @@ def _window_file(window: Path, files: dict, key: str, default: str) -> Path | No
 
 def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
     """Captures, trace files and torch_npu ``*_ascend_pt`` folders under ``path``
-    (one of them, or a dir of them)."""
+    (one of them, or a dir of them; captures also one folder down, as in ``rank_{id}/``)."""
     path = Path(path)
     if not path.exists():
         raise CaptureError(f"{path}: no such file or directory")
@@ -235,6 +253,9 @@ def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
             found.append(TraceInput(child))
         elif is_ascend_dir(child):
             found.append(read_ascend_dir(child))
+        elif child.is_dir():
+            # A folder per rank holding captures (seed 003's output/profile/rank_{id}/ layout).
+            found += [read_capture(c) for c in sorted(child.iterdir()) if not c.is_symlink() and is_capture_dir(c)]
     if not found:
         raise CaptureError(f"{path}: no mlprof capture, *_ascend_pt folder or Kineto trace file (plain or gzip "
                            "JSON) found")

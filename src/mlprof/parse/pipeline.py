@@ -25,6 +25,7 @@ from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.attribution import write_attribution
 from mlprof.parse.capture_files import read_gc, read_markers, read_modules, read_python_samples, read_steps
 from mlprof.parse.host_samples import read_host_counters
+from mlprof.parse.scalars import read_scalar_columns
 from mlprof.parse.ascend_common import AscendInput
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
@@ -325,8 +326,9 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
                 shutil.rmtree(stale, ignore_errors=True)
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         host_counters = read_host_counters(item.root, int(item.manifest.get("pid") or 0))
+        scalars = read_scalar_columns(item.scalar_segments, result.skipped)
         counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
-                                host_counters)
+                                host_counters, {"scalars": scalars} if scalars else None)
         write_attribution(tmp)
         result.table_rows = {name: n for name, n in counts.items() if n}
         _publish_tables(tmp, out_dir, result, started)

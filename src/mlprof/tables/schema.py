@@ -291,6 +291,19 @@ TABLES: dict[str, TableSchema] = {
             ("overlapped", "BOOLEAN", "device compute while communication also ran (communication hidden)"),
         ),
         _t(
+            "scalars",
+            "Training scalars logged beside the profile (mlprof.log_scalar, the trainer integrations), for the whole "
+            "profiling session: one row per value.",
+            ("window_index", "INTEGER", "always NULL: scalars belong to the capture, not to one window"),
+            ("step", "BIGINT", "training step the value belongs to (the trainer's global step, else the profiler "
+                               "step when it was logged); NULL when unknown"),
+            ("name", "VARCHAR", "scalar name, e.g. loss, learning_rate, grad_norm, samples_per_second"),
+            ("value", "DOUBLE", "the value; NULL for NaN or infinity"),
+            ("ts_ns", "BIGINT", "when it was logged, wall clock ns"),
+            ("source", "VARCHAR", "who logged it: user (mlprof.log_scalar), transformers or lightning (the trainer's "
+                                  "own logs), mlprof (throughput an integration measured per step)"),
+        ),
+        _t(
             "unknown_events",
             "Events the parser does not model, counted per phase and category (never fatal).",
             _WINDOW,

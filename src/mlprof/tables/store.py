@@ -153,13 +153,15 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
 
 
 def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, str]],
-                   capture_counters: dict[str, np.ndarray] | None = None) -> dict[str, int]:
+                   capture_counters: dict[str, np.ndarray] | None = None,
+                   capture_rows: dict[str, dict[str, np.ndarray]] | None = None) -> dict[str, int]:
     """Stack per-window table directories into one set of tables in ``out_dir``.
 
     Each part numbers its row ids from 0; ids are shifted by the rows of the
     parts before it (``Column.id_space``). ``metadata`` adds capture-level
     rows (window_index NULL), ``capture_counters`` capture-level counter rows
-    (host samples). Rows keep part order, then file order. Returns
+    (host samples), ``capture_rows`` capture-level rows of other tables
+    (training scalars; text columns as object arrays). Rows keep part order, then file order. Returns
     the row count of each table.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -191,6 +193,15 @@ def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, s
                 con.register("_capture_counters", capture_counters)
                 selects.append(f"SELECT {len(parts)} AS _part, 0 AS _row, CAST(NULL AS INTEGER) AS window_index, "
                                "name, series, pid, ts_ns, value FROM _capture_counters")
+            extra_rows = 0
+            frame = (capture_rows or {}).get(name)
+            if frame is not None and len(next(iter(frame.values()))):
+                extra_rows = len(next(iter(frame.values())))
+                con.register(f"_capture_{name}", {**frame, "_row": np.arange(extra_rows, dtype=np.int64)})
+                # window_index stays NULL: these rows belong to the capture, not to a window.
+                present = set(frame) - {"window_index"}
+                selects.append(f"SELECT {len(parts) + 1} AS _part, f._row AS _row, "
+                               f"{_select_list(schema, present, set())} FROM _capture_{name} f")
             target = _sql_str(out_dir / f"{name}.parquet")
             names = ", ".join(f'"{c}"' for c in schema.column_names)
             if selects:
@@ -200,7 +211,8 @@ def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, s
                 con.execute(schema.create_sql())
                 con.execute(f"COPY \"{name}\" TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
                 con.execute(f'DROP TABLE "{name}"')
-            counts[name] = sum(rows[name]) + (len(metadata) if name == "metadata" else 0) + extra_counters
+            counts[name] = (sum(rows[name]) + (len(metadata) if name == "metadata" else 0) + extra_counters
+                            + extra_rows)
     finally:
         con.close()
     return counts
