@@ -11,6 +11,8 @@ import json
 from mlprof.parse import parse_path
 
 from .browser import api, browser, canvas_ink, check_charts, page, q, run_url, serve, shot, wait_page  # noqa: F401
+from mlprof.ui.memory_html import TORCH_CATEGORIES, memory_timeline_html
+
 from .conftest import OPS_PER_STEP, STEPS, make_trace
 
 
@@ -274,3 +276,13 @@ def test_cluster_page_shows_ranks_the_slow_one_and_links_them(page, tmp_path):
         assert "rank 1: compute" in page.inner_text("#slow-ranks")
         check_charts(page, "#page-cluster")
         assert page.get_attribute("#slow-ranks a.rank-link", "href").endswith(q("job/rank1_mlprof_output") + "/overview")
+
+
+def test_the_memory_timeline_page_renders_from_disk_offline(page, tmp_path):
+    """export_memory_timeline("x.html"): one file, its chart library inlined."""
+    sizes = [[0] + [i * 1024 * (k + 1) for k in range(len(TORCH_CATEGORIES))] for i in range(50)]
+    (tmp_path / "m.html").write_text(memory_timeline_html(list(range(1000, 51000, 1000)), sizes, "cpu"))
+    page.goto((tmp_path / "m.html").as_uri())
+    page.wait_for_function("() => echarts.getInstanceByDom(document.getElementById('chart'))")
+    n = page.evaluate("echarts.getInstanceByDom(document.getElementById('chart')).getOption().series.length")
+    assert n == len(TORCH_CATEGORIES)

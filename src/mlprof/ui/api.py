@@ -42,21 +42,32 @@ def runs_answer(logdir: Path, summaries: SummaryCache) -> dict:
             "unparsed": [u.to_dict() for u in found.unparsed], "truncated": found.truncated}
 
 
+def job_members(logdir: Path, run_id: str, summaries: SummaryCache) -> list[dict]:
+    """The ranks of this run's job: runs with a rank whose capture or trace sits in the same folder
+    (and whose world size agrees), as [{id, rank, dir}]; empty unless there are at least 2."""
+    mine = folder_of(run_id)
+    me = summaries.get(logdir / run_id if run_id != "." else logdir)
+    out = []
+    for r in discover(logdir).runs:
+        if folder_of(r.id) != mine:
+            continue
+        path = logdir / r.id if r.id != "." else logdir
+        s = summaries.get(path)
+        if s.get("rank") is None or (me.get("world_size") and s.get("world_size")
+                                     and s["world_size"] != me["world_size"]):
+            continue
+        out.append({"id": r.id, "rank": s["rank"], "dir": path})
+    out.sort(key=lambda x: (x["rank"], x["id"]))
+    return out if len(out) >= 2 else []
+
+
 def features_answer(logdir: Path, run_id: str, summaries: SummaryCache) -> dict:
     """Which pages have data for this run, and why not; the ranks of its job (the header's rank switcher)."""
     from mlprof.ui.datasets import DATASETS
 
-    found = discover(logdir)
-    mine = folder_of(run_id)
-    siblings = []
-    for r in found.runs:
-        if folder_of(r.id) == mine:
-            s = summaries.get(logdir / r.id if r.id != "." else logdir)
-            if s.get("rank") is not None:
-                siblings.append({"id": r.id, "rank": s["rank"]})
+    ranks = job_members(logdir, run_id, summaries)
     me = summaries.get(logdir / run_id if run_id != "." else logdir)
-    siblings.sort(key=lambda x: (x["rank"], x["id"]))
-    return {"features": features(me, len(siblings)), "ranks": siblings if len(siblings) >= 2 else [],
+    return {"features": features(me, len(ranks)), "ranks": [{"id": x["id"], "rank": x["rank"]} for x in ranks],
             "summary": {k: v for k, v in me.items() if k != "counts"}, "phases": PHASES,
             "datasets": {name: d.title for name, d in DATASETS.items()}}
 
@@ -84,7 +95,7 @@ def _job(run: OpenRun) -> dict:
     return job_info(run.store, source, out_dir).to_dict()
 
 
-def overview_answer(run: OpenRun, step: int | None = None) -> dict:
+def overview_answer(run: OpenRun, step: int | None = None, job: list[dict] | None = None) -> dict:
     """Headline numbers, the step-time breakdown by category, GPU figures and the advisor's findings."""
     from mlprof.analysis.devices import run_device
 
@@ -105,29 +116,42 @@ def overview_answer(run: OpenRun, step: int | None = None) -> dict:
                         "share": mean[c] / (sum(durs) / n) if n and sum(durs) else None} for c in CATEGORIES] if n
         else [],
         "category_view": cats[0]["view"] if cats else None,
+        # The step thread's phases (the attribution's host view), mean per step.
+        "host_phases": [{"key": key, "label": label, "field": field,
+                         "mean_ns": sum(r[field] for r in steps) / len(steps)} for field, label, key in PHASES["host"]]
+        if steps else [],
         "step_categories": cats,
         "gpu": gpu_metrics(run.store, step),
         "data_loading": {"steps_ns": total, "data_loading_ns": loading,
                          "data_loading_pct": 100.0 * loading / total if total else None},
-        "advisor": _advisor_or_reason(run),
+        "advisor": _advisor_or_reason(run, job),
     }
 
 
-def _advisor_or_reason(run: OpenRun) -> dict:
+def _advisor_or_reason(run: OpenRun, job: list[dict] | None) -> dict:
     try:
-        return advisor_answer(run)
+        return advisor_answer(run, job)
     except ImportError as exc:  # the overview still shows everything else
         return {"available": False, "reason": f"the advisor cannot load: {exc}", "findings": []}
 
 
-def advisor_answer(run: OpenRun) -> dict:
+def advisor_answer(run: OpenRun, job: list[dict] | None = None) -> dict:
+    """The advisor's report of this run; among the ranks of a job (``job``: job_members), judged with
+    the others (advise_outputs), so the slow rank's report names it and waiting in collectives is split."""
     # Imported here: a page whose analysis cannot load says so; the others still work.
-    from mlprof.analysis.advisor import advise
+    from mlprof.analysis.advisor import advise, advise_outputs
 
-    cached = run.derived.get("advisor")
+    key = ("advisor", tuple((x["id"], (x["dir"] / "tables").stat().st_mtime_ns) for x in job or []))
+    cached = run.derived.get(key)
     if cached is None:
-        cached = {"available": True, **advise(run.store).to_dict()}
-        run.derived["advisor"] = cached
+        mine = next((x["id"] for x in job or [] if x["dir"] == run.run_dir), None)
+        if mine is not None:
+            reports = advise_outputs([(x["id"], x["dir"]) for x in job])
+            report = next(r for r in reports if r.source == mine)
+        else:
+            report = advise(run.store)
+        cached = {"available": True, **report.to_dict()}
+        run.derived[key] = cached
     return cached
 
 

@@ -195,11 +195,14 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
             return lambda: _json(api.features_answer(logdir, run_id, summaries))
         return await _answer(prepare, analysis_error_status=500)
 
+    def job_of(request: Request) -> list[dict]:
+        return api.job_members(logdir, request.query_params.get("run", ""), summaries)
+
     def overview(request: Request, run) -> Response:
-        return _json(api.overview_answer(run, _int_arg(request, "step")))
+        return _json(api.overview_answer(run, _int_arg(request, "step"), job_of(request)))
 
     def advisor(request: Request, run) -> Response:
-        answer = api.advisor_answer(run)
+        answer = api.advisor_answer(run, job_of(request))
         if request.query_params.get("format"):
             return _table(request, "advisor", [{k: v for k, v in f.items() if k != "evidence"}
                                                for f in answer["findings"]])

@@ -88,7 +88,8 @@ const Charts = (() => {
     return mount({
       tooltip: { ...TOOLTIP, trigger: "item", formatter: p => `${p.name}\n${fmtUnit(p.value, kind)} (${sig(p.percent)} %)` },
       legend: legend({ orient: "vertical", left: "52%", top: "middle", formatter: n => {
-        const it = items.find(i => i.name === n); return `${shorten(n, 34)}  ${total ? sig(100 * Math.max(0, it.value || 0) / total) : 0} %`; } }),
+        // The share first, so a long name cut at the card's edge never hides it.
+        const it = items.find(i => i.name === n); return `${total ? sig(100 * Math.max(0, it.value || 0) / total) : 0} %  ${shorten(n, 30)}`; } }),
       series: [{ type: "pie", radius: ["38%", "72%"], center: ["26%", "50%"], avoidLabelOverlap: true, label: { show: false },
         data: items.map(i => ({ name: i.name, value: Math.max(0, i.value || 0), itemStyle: { color: i.color || U.colorOf(i.name) } })) }],
     }, { kind: "pie", height: opts.height || 260, on: opts.onClick ? { click: p => opts.onClick(items[p.dataIndex]) } : {} });

@@ -28,9 +28,16 @@
         DataTable(o.categories.filter(c => c.mean_ns > 0 || o.category_view === "device"), [
           { key: "label", label: "category" }, { key: "mean_ns", label: "mean per step", kind: "ns" },
           { key: "share", label: "share of step (%)", kind: "share" }], { sortKey: "mean_ns", limit: 20 })),
-      card("Step time by category, per step (click a step for its timeline)", "step_categories", { run, step },
-        Charts.bars(perStep, o.categories.map(c => ({ key: `${c.key}_ns`, name: c.label, color: color(c) })),
-          { xName: "step", yName: "step time", onClick: r => { location.hash = U.timelineHref(run, { step: r.step }); } })));
+      h("div", { class: "grow" },
+        card("Step time by category, per step (click a step for its timeline)", "step_categories", { run, step },
+          Charts.bars(perStep, o.categories.map(c => ({ key: `${c.key}_ns`, name: c.label, color: color(c) })),
+            { xName: "step", yName: "step time", height: 260, onClick: r => { location.hash = U.timelineHref(run, { step: r.step }); } })),
+        card("The step thread's phases (mean per step)", "steps", { run, step },
+          Charts.hbars(o.host_phases.filter(p => p.mean_ns > 0).map((p, i) => ({ name: p.label, value: p.mean_ns,
+            color: U.PALETTE[o.host_phases.indexOf(p) % 10], key: p.key })), { xName: "time per step",
+            onClick: p => { location.hash = U.runHref(run, ctx.features.callsites.available ? "callsites" : "step_trace", { phase: p.key }); } }),
+          h("p", { class: "muted" }, ctx.features.callsites.available ? "Click a phase for the lines of your code it was spent in."
+            : "Phases from the attribution (docs/attribution.md)."))));
   }
 
   async function overview(ctx) {
