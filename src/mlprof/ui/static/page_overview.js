@@ -58,7 +58,20 @@
       h("div", { class: "row" },
         card("Advisor: top findings", "/api/advisor", { run }, findingList(ctx, a, 5),
           (a.findings || []).length > 5 ? h("p", {}, h("a", { href: U.runHref(run, "advisor", ctx.step ? { step } : {}) }, `all ${a.findings.length} findings with their evidence →`)) : null),
-        jobCard(o)));
+        jobCard(o)),
+      envCard(run));
+  }
+
+  // Environment variables and trace metadata, folded: fetched when opened.
+  function envCard(run) {
+    const body = h("div");
+    const box = h("details", { id: "environment" }, h("summary", {}, "Environment and trace metadata"), body);
+    box.addEventListener("toggle", async () => {
+      if (!box.open || body.childElementCount) return;
+      const { rows } = await U.getRows(U.dataUrl("environment", { run }));
+      U.fill(body, U.downloads("environment", { run }), DataTable(rows, [{ key: "key", label: "key" }, { key: "value", label: "value", wide: true }], { limit: 500 }));
+    });
+    return h("section", { class: "card" }, box);
   }
 
   // Findings, most severe first; each title links to its evidence on the advisor page.
@@ -91,7 +104,7 @@
     const { run } = ctx, e = f.evidence, worst = (e.steps[0] || {}).step;
     const parts = [];
     const metrics = Object.entries(e.metrics || {});
-    if (metrics.length) parts.push(h("dl", { class: "kv metrics" }, metrics.flatMap(([k, v]) => [h("dt", {}, k.replace(/_/g, " ")), h("dd", {}, metricValue(k, v))])));
+    if (metrics.length) parts.push(h("dl", { class: "kv metrics" }, metrics.flatMap(([k, v]) => [h("dt", {}, k.replace(/_ns$|_bytes$/, "").replace(/_/g, " ")), h("dd", {}, metricValue(k, v))])));
     if (e.steps.length) parts.push(h("div", { class: "ev" }, h("b", {}, "steps "), h("ul", {}, e.steps.map(s => h("li", {},
       h("a", { href: U.timelineHref(run, { step: s.step }), class: "ev-step" }, `step ${s.step} on the timeline`), " · ",
       h("a", { href: U.runHref(run, "step_trace", { step: s.step }) }, "breakdown"), " ",

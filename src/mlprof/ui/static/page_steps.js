@@ -13,9 +13,12 @@
     const rows = steps.map(r => ({ ...r, label: `#${r.step}` }));
     const toTimeline = r => { location.hash = U.timelineHref(run, { step: r.step }); };
     const chosen = step === null ? null : steps.find(r => String(r.step) === String(step));
+    // Short headers (the charts' legends say them in full); device and host communication are told apart.
+    const short = l => l.split(" (")[0].replace("communication not overlapped", "comm. not overlapped");
     const cols = [{ key: "step", label: "step", num: true }, { key: "dur_ns", label: "step", kind: "ns" },
-      ...(device ? [...P.device, ["communication_ns", "communication"], ["overlapped_ns", "overlapped"]] : []).map(([k, l]) => ({ key: k, label: l, kind: "ns" })),
-      ...P.host.map(([k, l]) => ({ key: k, label: l, kind: "ns" })),
+      ...(device ? [...P.device, ["communication_ns", "device comm."], ["overlapped_ns", "comm. overlapped"]] : [])
+        .map(([k, l]) => ({ key: k, label: short(l), title: l, kind: "ns" })),
+      ...P.host.map(([k, l]) => ({ key: k, label: k === "host_communication_ns" ? "host comm." : short(l), title: l, kind: "ns" })),
       { key: "open", label: "", fmt: (v, r) => h("a", { href: U.timelineHref(run, { step: r.step }), class: "tl-link" }, "timeline") }];
     U.fill(el, h("h1", {}, "Step trace"),
       h("p", { class: "muted" }, "Click a bar to open that step on the timeline; click a row (or use the header's step picker) to follow one step on every page."),
