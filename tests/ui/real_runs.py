@@ -11,6 +11,7 @@ Made once per test session (about 30 s on 2 cores); torch is needed for the capt
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -32,8 +33,10 @@ def _free_port() -> int:
 
 
 def _mlprof_run(out: Path, *cmd: str, extra: tuple[str, ...] = ()) -> None:
+    # A lock dir of its own: another mlprof run on this machine (a parallel test) must not refuse this one.
+    env = {**os.environ, "MLPROF_LOCK_DIR": str(out.parent / f".locks_{out.name}")}
     r = subprocess.run([sys.executable, "-m", "mlprof", "run", "--output", str(out), *extra, "--", *cmd],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=env)
     if r.returncode != 0:
         raise RuntimeError(f"mlprof run failed: {r.stderr[-3000:]}")
 
