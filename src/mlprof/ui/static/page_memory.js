@@ -96,11 +96,12 @@
       samples.length ? h("div", { class: "row" },
         chart("Disk", [["disk_read_bytes_per_s", "read"], ["disk_write_bytes_per_s", "write"]], "bytes_per_s", "throughput"),
         chart("Network", [["net_recv_bytes_per_s", "received"], ["net_sent_bytes_per_s", "sent"]], "bytes_per_s", "throughput")) : null,
-      ...[...byName].map(([name, sr]) => {
+      // Two per row: a device sampler can have dozens of counters.
+      byName.size ? h("div", { class: "row", id: "other-counters" }, [...byName].map(([name, sr]) => {
         const list = [...sr.values()], unit = list[0].unit;
         return card(list[0].title, "counters", { run }, Charts.lines(list.map((s, i) => ({ ...s, color: U.PALETTE[i % 10] })),
-          { kind: unit || "", yName: "value", band, xName: "time since the first sample" }));
-      }),
+          { kind: unit || "", yName: "value", band, xName: "time since the first sample", height: 220 }));
+      })) : null,
       samples.length ? card("Samples", "host_resources", { run }, DataTable(samples.map(r => ({ ...r, at_ns: r.ts_ns - o })), [
         { key: "at_ns", label: "at", kind: "ns" }, { key: "step", label: "step", num: true },
         { key: "cpu_percent", label: "CPU %", kind: "pct" }, { key: "job_cpu_percent", label: "job CPU %", kind: "pct" },
