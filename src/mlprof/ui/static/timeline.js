@@ -19,7 +19,7 @@ const Timeline = (() => {
     const searchInfo = h("span", { id: "tl-search-info", class: "muted" });
     const viewInfo = h("span", { id: "tl-view", class: "muted" });
     const flowsBox = h("input", { type: "checkbox", id: "tl-flows", checked: true });
-    const stepBox = h("select", { id: "tl-step", "aria-label": "show one step" }, h("option", { value: "" }, "whole run"));
+    const stepBox = h("select", { id: "tl-step", "aria-label": "show one step" }, h("option", { value: "" }, "all captured steps"));
     // The answer behind the current picture, as JSON (what the canvas shows, merged blocks included).
     const download = h("a", { id: "tl-download", download: "timeline_window.json", "data-format": "json" }, "JSON");
     const downloadCsv = h("a", { id: "tl-download-csv", download: "timeline_window.csv", "data-format": "csv" }, "CSV");
@@ -262,7 +262,8 @@ const Timeline = (() => {
       let lastY = yOf(pts[0][1]);
       for (const [t, v] of pts) { const x = Math.max(LABEL_W, xOf(t)); c.lineTo(x, lastY); lastY = yOf(v); c.lineTo(x, lastY); }
       c.lineTo(st.width, lastY); c.lineTo(st.width, tr.y + COUNTER_H - 2); c.closePath(); c.fill(); c.stroke();
-      c.fillStyle = "#1d2330"; c.fillText(`max ${U.fmtUnit(max, tr.unit || "")}`, LABEL_W + 4, tr.y + 8);
+      const top = Math.max(...pts.map(p => p[1]));  // the label says the real maximum (0 for an idle disk)
+      c.fillStyle = "#1d2330"; c.fillText(`max ${top > 0 ? U.fmtUnit(top, tr.unit || "") : "0"}`, LABEL_W + 4, tr.y + 8);
     }
     void scale;
   }
