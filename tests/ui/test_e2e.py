@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 
-from mlprof.parse import parse_path
+import pytest
 
-from .browser import api, browser, canvas_ink, check_charts, page, q, run_url, serve, shot, wait_page  # noqa: F401
+from mlprof.parse import parse_path
 from mlprof.ui.memory_html import TORCH_CATEGORIES, memory_timeline_html
 
+from .browser import api, browser, canvas_ink, check_charts, page, q, run_url, serve, shot, wait_page  # noqa: F401
 from .conftest import OPS_PER_STEP, STEPS, make_trace
-
-
-import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-from mlprof.tables.schema import HOST_COUNTERS
 
 __all__ = ["counter_label", "device_label", "UNITS"]
 
