@@ -105,6 +105,7 @@ def test_features_say_which_pages_have_data_and_why_not(client, run_id, tmp_path
     assert not pages["modules"]["available"] and "nn.Module" in pages["modules"]["reason"]
     assert not pages["cluster"]["available"] and "at least 2 ranks" in pages["cluster"]["reason"]
     assert f["summary"]["step_numbers"] == list(range(STEPS)) and f["ranks"] == []
+    assert set(get(client, "/api/features")["datasets"]) == set(f["datasets"])  # without a run: the dataset names
     assert [p[0] for p in f["phases"]["host"]][:3] == ["data_loading_ns", "forward_ns", "backward_ns"]
     cpu = tmp_path / "cpu.pt.trace.json"
     trace = make_trace()

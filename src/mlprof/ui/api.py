@@ -30,8 +30,9 @@ __all__ = ["runs_answer", "features_answer", "overview_answer", "dataset_rows", 
            "advisor_answer"]
 
 
-def runs_answer(logdir: Path, summaries: SummaryCache) -> dict:
+def runs_answer(logdir: Path, summaries: SummaryCache | None = None) -> dict:
     """Every parsed run with its summary (job, rank, device, steps, step time), and the inputs not parsed yet."""
+    summaries = summaries or SummaryCache()
     found = discover(logdir)
     runs = []
     for r in found.runs:

@@ -26,7 +26,7 @@ from mlprof.errors import ConfigError, MlprofError
 from mlprof.ui import api
 from mlprof.ui.cluster_view import cluster_answer, cluster_members, cluster_rows
 from mlprof.ui.compare_view import compare_answer, compare_rows
-from mlprof.ui.datasets import Params
+from mlprof.ui.datasets import DATASETS, Params
 from mlprof.ui.discovery import RunPathRefused, resolve_run_dir
 from mlprof.ui.stores import StoreCache
 from mlprof.ui.summaries import SummaryCache
@@ -189,6 +189,9 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
         return _json(await run_in_threadpool(api.runs_answer, logdir, summaries))
 
     async def features(request: Request) -> Response:
+        if not request.query_params.get("run"):  # without a run: what every run may have (dataset names)
+            return _json({"datasets": {name: d.title for name, d in DATASETS.items()}, "phases": api.PHASES})
+
         def prepare():
             run_id = request.query_params.get("run", "")
             resolve_run_dir(logdir, run_id)
