@@ -57,12 +57,17 @@
     const phases = [...new Set(rows.map(r => r.phase))];
     const phaseColor = p => U.PALETTE[ctx.phases.host.findIndex(x => x[2] === p) % U.PALETTE.length] || "#8a94a6";
     const top = rows.slice(0, 20);
+    // The folder every call site shares (the user's project) is said once, not on every bar.
+    const dirs = rows.map(r => (r.call_site || "").replace(/[^/]*$/, ""));
+    let common = dirs[0] || "";
+    for (const d of dirs) while (common && !d.startsWith(common)) common = common.replace(/[^/]*\/$/, "");
+    const site = s => (common && s.startsWith(common) ? s.slice(common.length) : s);
     U.fill(el, h("h1", {}, "Call sites", step !== null ? h("span", { class: "muted" }, ` · step ${step}`) : null),
       h("div", { class: "table-tools" }, h("label", {}, "phase ", h("select", { id: "callsite-phase", onchange: e => ctx.go({ phase: e.target.value }) },
         h("option", { value: "" }, "all"), ctx.phases.host.map(([, label, key]) => h("option", { value: key, selected: key === query.phase }, label)))),
         h("span", { class: "muted" }, "The innermost line of your code on each sampled stack; a phase's time is shared among its lines by their samples.")),
-      rows.length ? card(`Top ${top.length} lines of your code by estimated time`, "call_sites", { run, step, phase: query.phase },
-        Charts.hbars(top.map(r => ({ name: `${r.call_site} [${r.phase}]`, value: r.est_ns, color: phaseColor(r.phase),
+      rows.length ? card(`Top ${top.length} lines of your code by estimated time${common ? ` (in ${common})` : ""}`, "call_sites", { run, step, phase: query.phase },
+        Charts.hbars(top.map(r => ({ name: `${site(r.call_site)} [${r.phase}]`, value: r.est_ns, color: phaseColor(r.phase),
           note: `${r.samples} samples, ${fmtShare(r.share_of_phase)} of ${r.phase}; innermost frame ${r.leaf}` })), { xName: "estimated time", labelChars: 64 }),
         h("div", { class: "legend" }, phases.map(p => h("span", { style: `--c:${phaseColor(p)}` }, p)))) : null,
       card("Call sites", "call_sites", { run, step, phase: query.phase }, rows.length ? DataTable(rows, [
