@@ -78,19 +78,57 @@ def test_a_reparsed_run_is_read_again(tmp_path):
         assert get(c, "/api/timeline/meta", run=run)["slice_count"] < before
 
 
-def test_overview_has_steps_op_pie_data_loading_and_the_advisors_findings(client, run_id, logdir):
+def test_overview_has_step_time_by_category_gpu_figures_and_the_advisors_findings(client, run_id, logdir):
     o = get(client, "/api/overview", run=run_id)
-    assert o["job"]["step_count"] == STEPS
-    assert [s["step"] for s in o["steps"]] == list(range(STEPS))
-    assert all(s["computing_ns"] > 0 for s in o["steps"])
-    with TableStore(logdir / run_id / "tables") as store:
-        ops = op_statistic(store)
-    assert sum(p["host_self_ns"] for p in o["op_pie"]) == sum(r["host_self_ns"] for r in ops)
+    assert o["job"]["step_count"] == STEPS == o["step_count"]
+    assert [s["step"] for s in o["step_categories"]] == list(range(STEPS))
+    # Categories of each step add up to the step; the mean per category to the mean step.
+    for s in o["step_categories"]:
+        assert sum(s[f"{c['key']}_ns"] for c in o["categories"]) == s["dur_ns"]
+    assert sum(c["mean_ns"] for c in o["categories"]) == pytest.approx(o["mean_step_ns"])
+    assert o["category_view"] == "device" and o["device"]["kind"] == "gpu"
+    kernel = next(c for c in o["categories"] if c["key"] == "kernel")
+    assert kernel["label"] == "kernel" and kernel["mean_ns"] > 0
+    assert 0 < o["gpu"]["utilization"] <= 1 and o["gpu"]["sm_efficiency"] is None  # no numSms in the fake trace
     assert 0 < o["data_loading"]["data_loading_pct"] < 100
     with TableStore(logdir / run_id / "tables") as store:
         report = json.loads(json.dumps(advise(store).to_dict()))
     assert o["advisor"] == {"available": True, **report}
-    assert all(get(client, "/api/features")["features"].values())
+    one = get(client, "/api/overview", run=run_id, step=1)
+    assert one["step_count"] == 1 and [s["step"] for s in one["step_categories"]] == [1]
+
+
+def test_features_say_which_pages_have_data_and_why_not(client, run_id, tmp_path):
+    f = get(client, "/api/features", run=run_id)
+    pages = f["features"]
+    assert pages["kernels"]["available"] and pages["memory"]["available"] and pages["host"]["available"]
+    assert not pages["modules"]["available"] and "nn.Module" in pages["modules"]["reason"]
+    assert not pages["cluster"]["available"] and "at least 2 ranks" in pages["cluster"]["reason"]
+    assert f["summary"]["step_numbers"] == list(range(STEPS)) and f["ranks"] == []
+    assert set(get(client, "/api/features")["datasets"]) == set(f["datasets"])  # without a run: the dataset names
+    assert [p[0] for p in f["phases"]["host"]][:3] == ["data_loading_ns", "forward_ns", "backward_ns"]
+    cpu = tmp_path / "cpu.pt.trace.json"
+    trace = make_trace()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") not in ("kernel", "cuda_runtime")
+                            and e.get("name") != "[memory]" and e.get("ph") != "C"]
+    cpu.write_text(json.dumps(trace))
+    parse_path(cpu)
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as c:
+        pages = get(c, "/api/features", run="cpu_mlprof_output")["features"]
+        assert {k for k, v in pages.items() if not v["available"]} == {"kernels", "memory", "host", "modules",
+                                                                        "callsites", "cluster"}
+        assert "CPU-only" in pages["kernels"]["reason"]
+        o = get(c, "/api/overview", run="cpu_mlprof_output")
+        assert o["category_view"] == "host" and o["gpu"] is None
+        assert {c["key"] for c in o["categories"] if c["mean_ns"]} <= {"data_loading", "cpu_exec", "other"}
+
+
+def test_run_list_shows_job_rank_device_and_step_time(client):
+    runs = get(client, "/api/runs")["runs"]
+    first = runs[0]
+    assert first["device"] == "GPU (Fake GPU)" and first["device_kind"] == "gpu" and first["steps"] == STEPS
+    assert first["mean_step_ns"] > 0 and first["median_step_ns"] > 0 and first["folder"] == "jobs"
+    assert "counts" not in first and "step_numbers" not in first
 
 
 def test_advisor_findings_download(client, run_id, logdir):
@@ -118,6 +156,12 @@ def test_compare_two_runs(client, run_id, slow_run_id):
     assert summary["verdict"] == c["verdict"]["verdict"] and int(summary["base_count"]) == STEPS
     assert float(summary["new_median_ns"]) > float(summary["base_median_ns"]) and "{" not in "".join(summary.values())
     assert c["more"] == {k: 0 for k in ("breakdown", "op_types", "ops", "kernels", "memory")} and c["warnings"] == []
+    # The page states what op rows measure, and draws where the change comes from.
+    assert c["metric"]["key"] == "device" and "device time" in c["metric"]["label"]
+    phases = c["waterfalls"][0]
+    assert phases["title"].startswith("step time by phase")
+    assert phases["base_ns"] + sum(b["delta_ns"] for b in phases["bars"]) == pytest.approx(phases["new_ns"])
+    assert [b["name"] for b in phases["bars"]] == ["forward"]
     same = get(client, "/api/compare", run=run_id, base=run_id)
     assert same["step_time"]["delta_ns"] == 0
     assert client.get("/api/compare", params={"run": run_id, "base": "../.."}).status_code == 403
@@ -127,7 +171,10 @@ def test_compare_two_runs(client, run_id, slow_run_id):
 def test_op_statistic_json_and_csv_agree_with_the_analysis(client, run_id, logdir):
     rows = get(client, "/api/data/op_statistic", run=run_id)
     with TableStore(logdir / run_id / "tables") as store:
-        assert rows == json.loads(json.dumps(op_statistic(store)))
+        # The analysis's rows, each marked as a framework op or an annotation (charts leave annotations out).
+        assert [{k: v for k, v in r.items() if k != "kind"} for r in rows] == json.loads(json.dumps(op_statistic(store)))
+    assert {r["name"]: r["kind"] for r in rows}["ProfilerStep*"] == "annotation"
+    assert {r["name"]: r["kind"] for r in rows}["aten::conv2d"] == "op"
     conv = next(r for r in rows if r["name"] == "aten::conv2d")
     assert conv["count"] == STEPS * OPS_PER_STEP // 3
     r = client.get("/api/data/op_statistic", params={"run": run_id, "format": "csv", "download": 1})
@@ -139,9 +186,11 @@ def test_op_statistic_json_and_csv_agree_with_the_analysis(client, run_id, logdi
 
 
 def test_every_dataset_downloads_as_csv_and_json(client, run_id):
-    names = get(client, "/api/features")["datasets"]
+    names = get(client, "/api/features", run=run_id)["datasets"]
     for name in names:
         extra = {"name": "aten::conv2d"} if name == "op_calls" else {"name": "sgemm_128x64"} if name == "kernel_calls" else {}
+        if name in ("memory_timeline", "allocations", "memory_by_op"):
+            extra = {"device": "1:0"}
         as_json = get(client, f"/api/data/{name}", run=run_id, **extra)
         r = client.get(f"/api/data/{name}", params={"run": run_id, "format": "csv", **extra})
         assert r.status_code == 200, name
@@ -172,8 +221,18 @@ def test_kernels_and_memory(client, run_id, logdir):
     n_alloc = STEPS * OPS_PER_STEP
     assert peak[0]["peak_allocated_bytes"] == 4096 * (n_alloc + 1)
     assert peak[0]["allocations"] == n_alloc
-    timeline = get(client, "/api/data/memory_timeline", run=run_id)
+    assert peak[0]["device"] == "GPU 0" and peak[0]["device_key"] == "1:0"
+    timeline = get(client, "/api/data/memory_timeline", run=run_id, device="1:0")
     assert max(t["allocated_bytes"] for t in timeline) == peak[0]["peak_allocated_bytes"]
+    # Allocations made in a time range, largest first; the range holds the earlier half of them.
+    every = get(client, "/api/data/allocations", run=run_id, device="1:0")
+    assert len(every) == n_alloc and [a["size_bytes"] for a in every] == sorted((a["size_bytes"] for a in every), reverse=True)
+    times = sorted(a["alloc_ns"] for a in every)
+    half = get(client, "/api/data/allocations", run=run_id, device="1:0", t0=times[0], t1=times[n_alloc // 2])
+    assert len(half) == n_alloc // 2 and all(times[0] <= a["alloc_ns"] < times[n_alloc // 2] for a in half)
+    by_op = get(client, "/api/data/memory_by_op", run=run_id, device="1:0", t0=times[0], t1=times[n_alloc // 2])
+    assert sum(r["allocations"] for r in by_op) == n_alloc // 2
+    assert client.get("/api/data/allocations", params={"run": run_id, "device": "gpu"}).status_code == 400
 
 
 def test_counters_feed_the_host_page_and_the_timeline(client, run_id):
@@ -183,7 +242,10 @@ def test_counters_feed_the_host_page_and_the_timeline(client, run_id):
     assert [(h["step"], h["cpu_percent"], h["job_cpu_percent"]) for h in host] == \
         [(s, 50.0 + s, 40.0 + s) for s in range(STEPS)]
     meta = get(client, "/api/timeline/meta", run=run_id)
-    track = next(t for t in meta["tracks"] if t["name"] == "cpu_util user")
+    # Counter tracks are named in words and carry their unit.
+    track = next(t for t in meta["tracks"] if t["name"] == "Cpu util: user")
+    assert next(t for t in meta["tracks"] if t["name"] == "Host CPU: system")["unit"] == "percent"
+    assert next(t for t in meta["tracks"] if t["name"] == "allocated (GPU 0)")["unit"] == "bytes"
     w = get(client, "/api/timeline/window", run=run_id, t0=0, t1=meta["span_ns"], px=1000)
     assert [v for t, v in zip(w["counters"]["track"], w["counters"]["value"]) if t == track["id"]] == \
         [10.0 + s for s in range(STEPS)]
@@ -198,6 +260,10 @@ def test_cluster_of_ranks_in_one_folder_finds_the_slow_rank(tmp_path):
     with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as c:
         answer = get(c, "/api/cluster", run="job/rank0_mlprof_output")
         assert answer["available"] is True
+        assert answer["run_of_rank"] == {"0": "job/rank0_mlprof_output", "1": "job/rank1_mlprof_output"}
+        f = get(c, "/api/features", run="job/rank1_mlprof_output")
+        assert f["features"]["cluster"]["available"]
+        assert f["ranks"] == [{"id": "job/rank0_mlprof_output", "rank": 0}, {"id": "job/rank1_mlprof_output", "rank": 1}]
         assert [r["rank"] for r in answer["ranks"]] == [0, 1]
         assert answer["ranks"][1]["compute_ns"] > answer["ranks"][0]["compute_ns"]
         assert [(s["rank"], s["cause"]) for s in answer["slow_ranks"]][:1] == [(1, "compute")]
@@ -205,6 +271,29 @@ def test_cluster_of_ranks_in_one_folder_finds_the_slow_rank(tmp_path):
             "run": "job/rank1_mlprof_output", "format": "csv"}).text)))
         assert [r["rank"] for r in rows] == ["0", "1"]
         assert c.get("/api/cluster", params={"run": "../job"}).status_code == 403
+
+
+def test_timeline_opens_on_the_captured_steps_and_locates_slices(client, run_id, logdir):
+    meta = get(client, "/api/timeline/meta", run=run_id)
+    steps = meta["steps"]
+    assert meta["window"] == {"start": steps[0]["start"], "end": steps[-1]["end"]}
+    conv = get(client, "/api/timeline/search", run=run_id, q="aten::conv2d")["hits"][3]
+    found = get(client, "/api/timeline/locate", run=run_id, src=conv["src"], id=conv["id"])
+    assert (found["start"], found["end"], found["track"], found["depth"]) == (conv["start"], conv["end"], conv["track"],
+                                                                              conv["depth"])
+    # By name: the longest call, in one step when given.
+    step2 = get(client, "/api/timeline/locate", run=run_id, name="enumerate(DataLoader)#_Iter.__next__", step=2)
+    assert steps[2]["start"] <= step2["start"] < steps[2]["end"]
+    assert client.get("/api/timeline/locate", params={"run": run_id, "name": "nope"}).status_code == 404
+    assert client.get("/api/timeline/locate", params={"run": run_id}).status_code == 400
+
+
+def test_op_calls_say_how_many_there_were_when_cut(client, run_id, monkeypatch):
+    from mlprof.ui import datasets
+
+    monkeypatch.setattr(datasets, "ROW_LIMIT", 2)
+    r = client.get("/api/data/op_calls", params={"run": run_id, "name": "aten::conv2d"})
+    assert len(r.json()) == 2 and r.headers["x-total-rows"] == str(2 * STEPS)
 
 
 def test_cluster_needs_ranks(client, run_id):
@@ -273,8 +362,15 @@ def test_timeline_search_and_details(client, run_id):
     assert [h["start"] for h in found["hits"]] == sorted(h["start"] for h in found["hits"])
     op = next(h for h in found["hits"] if h["name"] == "aten::conv2d")
     ev = get(client, "/api/timeline/event", run=run_id, src=op["src"], id=op["id"])
-    assert ev["table"] == "host_ops" and ev["row"]["name"] == "aten::conv2d"
-    assert [d["name"] for d in ev["links"]["device_ops"]] == ["implicit_gemm_conv"]
+    assert ev["table"] == "host_ops" and ev["row"]["name"] == "aten::conv2d" == ev["name"]
+    fields = {f["label"]: f for f in ev["fields"]}
+    assert fields["duration"]["kind"] == "ns" and fields["start"]["kind"] == "time" and fields["step"]["value"] == 0
+    # Links carry the slice they point at, so the page jumps to exactly that one.
+    (kernel,) = ev["links"]["device work launched"]
+    assert kernel["name"] == "implicit_gemm_conv" and kernel["src"] == 2
+    back = get(client, "/api/timeline/event", run=run_id, src=kernel["src"], id=kernel["id"])
+    assert [x["id"] for x in back["links"]["launching op"]] == [op["id"]]
+    assert {f["label"]: f["value"] for f in back["fields"]}["runs on"] == "GPU 0, stream 13"
     assert get(client, "/api/timeline/search", run=run_id, q="100%_")["total"] == 0
     marker = get(client, "/api/timeline/search", run=run_id, q="Iteration Start")["hits"][0]
     ev = get(client, "/api/timeline/event", run=run_id, src=marker["src"], id=marker["id"])

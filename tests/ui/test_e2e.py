@@ -1,62 +1,20 @@
-"""The dashboard in a real headless Chromium (Debian's, driven by Playwright).
-
-Skips when /usr/bin/chromium or Playwright is missing (scripts/install_browser.sh
-installs the browser). Screenshots go to the test's tmp dir; the checks read
-real content: table rows against the API's data, canvas pixels that are not
-background.
+"""The dashboard's interactions in a real headless Chromium (Debian's, driven by Playwright), on the
+synthetic GPU-like runs of conftest.py: run list, tables, drill-downs to the exact slice on the timeline,
+timeline keys and details, the header's step picker, compare, cluster. The checks read real content:
+table rows against the API's data, canvas pixels that are not background, chart options.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import socket
-import threading
-import time
-import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-CHROMIUM = os.environ.get("MLPROF_CHROMIUM", "/usr/bin/chromium")
-if not Path(CHROMIUM).is_file():
-    pytest.skip(f"{CHROMIUM} not found: run scripts/install_browser.sh (Debian chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the project's test extra)")
-uvicorn = pytest.importorskip("uvicorn")
+from mlprof.parse import parse_path
+from mlprof.ui.memory_html import TORCH_CATEGORIES, memory_timeline_html
 
-from mlprof.parse import parse_path  # noqa: E402
-from mlprof.ui.server import create_app  # noqa: E402
-
-from .conftest import OPS_PER_STEP, STEPS, make_trace  # noqa: E402
-
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage"]
-TIMEOUT_MS = 20_000
-
-
-@contextlib.contextmanager
-def serve(logdir: Path):
-    """The dashboard over ``logdir`` on a free loopback port, stopped at the end."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    server = uvicorn.Server(uvicorn.Config(create_app(logdir), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    for _ in range(200):  # bounded wait for start-up
-        if server.started:
-            break
-        time.sleep(0.05)
-    assert server.started
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+from .browser import api, browser, canvas_ink, check_charts, page, q, run_url, serve, shot, wait_page  # noqa: F401
+from .conftest import OPS_PER_STEP, STEPS, make_trace
 
 
 @pytest.fixture(scope="module")
@@ -65,99 +23,92 @@ def base_url(logdir):
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    pg = context.new_page()
-    pg.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    pg.errors = errors
-    yield pg
-    context.close()
-    assert errors == [], errors  # no script error, no CSP violation, no failed load
-
-
-@pytest.fixture
-def shots(tmp_path) -> Path:
-    """Where screenshots go: MLPROF_UI_SCREENSHOTS=DIR keeps them for a person to look at."""
-    keep = os.environ.get("MLPROF_UI_SCREENSHOTS")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        return Path(keep)
-    return tmp_path
-
-
-def api(base_url, path):
-    with urllib.request.urlopen(base_url + path, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def run_url(base_url, run_id, page_name, query=""):
-    return f"{base_url}/#/run/{urllib.parse.quote(run_id, safe='')}/{page_name}{query}"
-
-
-def canvas_ink(pg, selector) -> int:
-    """Pixels of the canvas that are not the white background."""
-    return pg.evaluate("""sel => {
-        const c = document.querySelector(sel), d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-        let n = 0;
-        for (let i = 0; i < d.length; i += 4) if (d[i] < 235 || d[i + 1] < 235 || d[i + 2] < 235) n++;
-        return n; }""", selector)
-
-
-def test_run_list_loads_and_a_run_opens(page, base_url, shots):
+def test_run_list_loads_keeps_filter_and_sort_across_refreshes_and_a_run_opens(page, base_url):
     page.goto(base_url + "/")
     link = page.wait_for_selector("a.run-link")
     assert link.inner_text() == "jobs/train"
-    assert "later.pt.trace.json" in page.inner_text("#runs")
-    page.screenshot(path=str(shots / "runs.png"))
-    link.click()
-    page.wait_for_selector("#page-overview")
-    assert page.inner_text("#page-overview h1") == "Overview"
-    bars = page.query_selector_all("#page-overview svg.stacked rect")
-    assert len(bars) >= STEPS  # at least one segment per step
-    assert len(page.query_selector_all("#page-overview svg.pie path")) >= 3
+    assert "later.pt.trace.json" in page.inner_text("#unparsed")
+    headers = page.eval_on_selector_all("#runs th", "els => els.map(e => e.innerText)")
+    assert {"job", "rank", "device", "steps", "mean step (µs)"} <= set(headers), headers
+    assert "GPU (Fake GPU)" in page.inner_text("#runs tbody")
+    page.fill("#runs input[type=search]", "slow")
+    page.click("#runs th[data-key=event_count]")
+    shot(page, "runs")
+    page.evaluate("RunList.refreshNow()")
+    page.wait_for_timeout(300)
+    assert page.input_value("#runs input[type=search]") == "slow"
+    assert [r.inner_text() for r in page.query_selector_all("#runs tbody a.run-link")] == ["jobs/train_slow"]
+    assert "sorted-desc" in page.get_attribute("#runs th[data-key=event_count]", "class")
+    assert "null" not in page.inner_text("main")
+    page.fill("#runs input[type=search]", "")
+    page.click("a.run-link:text-is('jobs/train')")
+    wait_page(page, "overview")
+    assert page.inner_text("#page-overview h1").startswith("Overview")
+    assert page.inner_text("#tile-step .tile-value").endswith("µs")
+    check_charts(page, "#page-overview")
     assert page.query_selector("#advisor-findings, #advisor-none") is not None
-    page.screenshot(path=str(shots / "overview.png"), full_page=True)
+    # The header switches runs and keeps the page.
+    page.select_option("#run-switch", "jobs/train_slow_mlprof_output")
+    page.wait_for_function("() => location.hash.includes('train_slow')")
+    wait_page(page, "overview")
 
 
-def test_op_table_sorts_filters_and_drills_down(page, base_url, run_id):
-    rows = api(base_url, f"/api/data/op_statistic?run={urllib.parse.quote(run_id)}")
-    page.goto(run_url(base_url, run_id, "operators"))
-    page.wait_for_selector("#page-operators")
+def test_op_table_sorts_filters_and_drills_down_to_the_clicked_call(page, base_url, run_id):
+    rows = api(base_url, f"/api/data/op_statistic?run={q(run_id)}")
+    page.goto(run_url(base_url, run_id, "operators", "?metric=host_self_ns"))
+    wait_page(page, "operators")
+    charts = check_charts(page, "#page-operators")
+    assert [c["kind"] for c in charts] == ["pie", "hbars"]
+    # Pie and bars give an op the same colour.
+    colors = page.evaluate("""[...document.querySelectorAll('#page-operators .chart')].map(el => {
+        const o = echarts.getInstanceByDom(el).getOption().series[0];
+        return o.type === 'pie' ? o.data[0].itemStyle.color : o.data[0].itemStyle.color; })""")
+    assert colors[0] == colors[1]
     table = "#page-operators section.card:has(h2:text-matches('All operators')) "
     first = lambda: page.inner_text(table + "tbody tr:first-child td:first-child")  # noqa: E731
     assert first() == max(rows, key=lambda r: r["host_self_ns"])["name"]
     page.click(table + "th[data-key=name]")
-    # Names sort as people read them (the browser's locale order: case-insensitive).
     assert first() == min((r["name"] for r in rows), key=str.lower)
-    page.click(table + "th[data-key=name]")
-    assert first() == max((r["name"] for r in rows), key=str.lower)
     page.fill(table + "input[type=search]", "conv2d")
     shown = page.query_selector_all(table + "tbody tr")
     assert [r.query_selector("td").inner_text() for r in shown] == ["aten::conv2d"]
-    assert page.inner_text(table + ".table-info").startswith("1 of 1 rows")
     shown[0].click()
     page.wait_for_selector("#op-drill tbody tr")
     assert len(page.query_selector_all("#op-drill section:first-child tbody tr")) == 2  # two input shapes
     page.click("#op-drill section:first-child tbody tr:first-child")
     page.wait_for_selector("#op-calls tbody tr")
-    assert len(page.query_selector_all("#op-calls tbody tr")) == STEPS
+    calls = page.query_selector_all("#op-calls tbody tr")
+    assert len(calls) == STEPS
+    # The third call's timeline link opens that call, not the first of its name.
+    op_id = int(calls[2].query_selector("td").inner_text())
+    calls[2].query_selector("a.tl-link").click()
+    page.wait_for_selector("#tl-event-table")
+    assert page.inner_text("#tl-details h2") == "aten::conv2d"
+    assert page.evaluate("Timeline.state.selected.id") == op_id
+    assert f'"op_id": {op_id}' in page.text_content("#tl-details pre")
+
+
+def test_cpu_run_greys_out_pages_it_has_no_data_for(page, tmp_path):
+    trace = make_trace()
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") not in ("kernel", "cuda_runtime")
+                            and e.get("name") != "[memory]" and e.get("ph") != "C"]
+    (tmp_path / "cpu.pt.trace.json").write_text(json.dumps(trace))
+    parse_path(tmp_path / "cpu.pt.trace.json")
+    with serve(tmp_path) as url:
+        page.goto(run_url(url, "cpu_mlprof_output", "operators"))
+        wait_page(page, "operators")
+        heads = page.eval_on_selector_all("#page-operators th", "els => els.map(e => e.innerText)")
+        assert not any("device" in x for x in heads)  # no all-zero device columns on a CPU run
+        for key in ("kernels", "memory", "host", "cluster", "modules", "callsites"):
+            assert "na" in page.get_attribute(f"nav a[data-page={key}]", "class").split()
+        page.goto(run_url(url, "cpu_mlprof_output", "kernels"))
+        page.wait_for_selector("#page-na")
+        assert "CPU-only" in page.inner_text("#page-na")
 
 
 def test_download_links_return_the_shown_data(page, base_url, run_id):
     page.goto(run_url(base_url, run_id, "kernels"))
-    page.wait_for_selector("#page-kernels")
+    wait_page(page, "kernels")
     links = page.query_selector_all("#page-kernels a[data-format=csv]")
     assert links
     for link in links:
@@ -169,19 +120,19 @@ def test_download_links_return_the_shown_data(page, base_url, run_id):
     assert len(shown) == len(body)
 
 
-def test_timeline_draws_zooms_pans_and_shows_details(page, base_url, run_id, shots):
+def test_timeline_draws_zooms_pans_and_shows_details_with_links(page, base_url, run_id):
     page.goto(run_url(base_url, run_id, "timeline"))
     page.wait_for_selector("#tl-canvas[data-answers]")
     canvas = page.query_selector("#tl-canvas")
     assert int(canvas.get_attribute("data-drawn")) > 0
     assert canvas_ink(page, "#tl-canvas") > 5_000
-    page.screenshot(path=str(shots / "timeline.png"))
+    shot(page, "synthetic_timeline")
+    meta = api(base_url, f"/api/timeline/meta?run={q(run_id)}")
     span = int(canvas.get_attribute("data-t1")) - int(canvas.get_attribute("data-t0"))
     requests = int(canvas.get_attribute("data-requests"))
     page.click("#tl-canvas", position={"x": 5, "y": 5})  # focus (label column: no selection)
     for _ in range(6):
         page.keyboard.press("w")
-    page.wait_for_timeout(100)
     zoomed = int(canvas.get_attribute("data-t1")) - int(canvas.get_attribute("data-t0"))
     assert zoomed < span * 0.5
     t0 = int(canvas.get_attribute("data-t0"))
@@ -190,40 +141,36 @@ def test_timeline_draws_zooms_pans_and_shows_details(page, base_url, run_id, sho
     page.keyboard.press("a")
     page.keyboard.press("a")
     assert int(canvas.get_attribute("data-t0")) < t0
-    for _ in range(100):  # bounded wait for the server's answer to the last view
-        if int(canvas.get_attribute("data-requests")) > requests and canvas.get_attribute("data-answers") != "1":
-            break
-        page.wait_for_timeout(50)
-    assert int(canvas.get_attribute("data-requests")) > requests
-    assert int(canvas.get_attribute("data-drawn")) > 0
-    # Whole run again, then click the Steps track to see a step's details.
-    # Mouse: Ctrl+wheel zooms in at the pointer, dragging pans.
+    page.wait_for_function("n => +document.querySelector('#tl-canvas').dataset.requests > n", arg=requests)
     box = canvas.bounding_box()
     span_before = int(canvas.get_attribute("data-t1")) - int(canvas.get_attribute("data-t0"))
     page.mouse.move(box["x"] + 700, box["y"] + 40)
     page.keyboard.down("Control")
     page.mouse.wheel(0, -300)
     page.keyboard.up("Control")
-    page.wait_for_timeout(100)
-    assert int(canvas.get_attribute("data-t1")) - int(canvas.get_attribute("data-t0")) < span_before
+    page.wait_for_function("s => +document.querySelector('#tl-canvas').dataset.t1 - +document.querySelector('#tl-canvas').dataset.t0 < s",
+                           arg=span_before)
     t0 = int(canvas.get_attribute("data-t0"))
     page.mouse.down()
     page.mouse.move(box["x"] + 500, box["y"] + 40, steps=5)
     page.mouse.up()
     assert int(canvas.get_attribute("data-t0")) > t0  # dragged left: later times come into view
+    # 0: back to the captured steps.
     page.keyboard.press("0")
-    # Bounded wait for the answer of the whole run (not a late one of an earlier view).
-    page.wait_for_selector(f"#tl-canvas[data-answer-t0='0'][data-answer-t1='{span}']")
+    w = meta["window"]
+    page.wait_for_function("w => +document.querySelector('#tl-canvas').dataset.answerT0 <= w.start && "
+                           "+document.querySelector('#tl-canvas').dataset.answerT1 >= w.end", arg=w)
     layout = page.evaluate("Timeline.state.layout.map(t => ({name: t.name, y: t.y}))")
     steps = next(t for t in layout if t["name"] == "Steps")
-    page.screenshot(path=str(shots / "timeline_whole_run.png"))
+    box = canvas.bounding_box()
     page.mouse.click(box["x"] + 230 + (box["width"] - 230) * 0.5, box["y"] + steps["y"] + 8)
     page.wait_for_selector("#tl-event-table")
     assert page.inner_text("#tl-details h2").startswith("Step ")
-    assert "steps row" in page.inner_text("#tl-details")
+    assert "this step's breakdown" in page.inner_text("#tl-details")
+    assert page.query_selector("#tl-details .raw-row")  # the stored row is there, folded
 
 
-def test_timeline_search_jumps_to_a_kernel(page, base_url, run_id, shots):
+def test_timeline_search_jumps_to_a_kernel_and_its_launching_op_is_a_link(page, base_url, run_id):
     page.goto(run_url(base_url, run_id, "timeline"))
     page.wait_for_selector("#tl-canvas[data-answers]")
     page.fill("#tl-search", "implicit_gemm")
@@ -231,55 +178,91 @@ def test_timeline_search_jumps_to_a_kernel(page, base_url, run_id, shots):
     page.wait_for_selector("#tl-event-table")
     assert page.inner_text("#tl-search-info").startswith(f"1 of {STEPS * 2}")
     assert page.inner_text("#tl-details h2") == "implicit_gemm_conv"
-    assert "device_ops row" in page.inner_text("#tl-details")
-    assert "aten::conv2d" in page.inner_text("#tl-details")  # launched by
-    page.wait_for_timeout(300)
+    fields = page.inner_text("#tl-event-table")
+    assert "GPU 0, stream" in fields and "device type" not in fields
+    page.click("#tl-details a.tl-jump:text-is('aten::conv2d')")
+    page.wait_for_function("() => document.querySelector('#tl-details h2').innerText === 'aten::conv2d'")
+    page.wait_for_selector("#tl-event-table")
+    assert "implicit_gemm_conv" in page.inner_text("#tl-details")  # and back: the kernel it launched
     assert canvas_ink(page, "#tl-canvas") > 1_000
-    page.screenshot(path=str(shots / "timeline_search.png"))
 
 
-def test_memory_step_trace_host_counters_and_cluster_of_one_rank(page, base_url, run_id):
-    page.goto(run_url(base_url, run_id, "memory"))
-    page.wait_for_selector("#page-memory svg.lines polyline")
-    assert f"{STEPS * OPS_PER_STEP}" in page.inner_text("#page-memory section:first-of-type tbody")
+def test_the_step_picker_makes_every_page_follow_one_step(page, base_url, run_id):
+    page.goto(run_url(base_url, run_id, "operators"))
+    wait_page(page, "operators")
+    page.select_option("#step-switch", "1")
+    page.wait_for_function("() => location.hash.includes('step=1')")
+    wait_page(page, "operators")
+    assert "step 1" in page.inner_text("#page-operators h1")
+    conv = page.inner_text("#page-operators section.card:has(h2:text-matches('All operators')) tr:has(td:text-is('aten::conv2d'))")
+    assert f"\t{OPS_PER_STEP // 3}\t" in conv  # calls in one step
+    assert all("step=1" in a.get_attribute("href") for a in page.query_selector_all("nav a"))
+    page.click("nav a[data-page=timeline]")
+    page.wait_for_selector("#tl-canvas[data-answers]")
+    meta = api(base_url, f"/api/timeline/meta?run={q(run_id)}")
+    s1 = meta["steps"][1]
+    t0, t1 = int(page.get_attribute("#tl-canvas", "data-t0")), int(page.get_attribute("#tl-canvas", "data-t1"))
+    assert t0 <= s1["start"] < s1["end"] <= t1 and t1 - t0 < 1.1 * (s1["end"] - s1["start"])
+
+
+def test_step_trace_bars_click_through_to_the_timeline(page, base_url, run_id):
     page.goto(run_url(base_url, run_id, "step_trace"))
-    page.wait_for_selector("#page-step_trace svg.stacked")
-    assert len(page.query_selector_all("#page-step_trace section:last-of-type tbody tr")) == STEPS
-    page.goto(run_url(base_url, run_id, "host"))
-    page.wait_for_selector("#page-host svg.lines polyline")
-    titles = [t.inner_text() for t in page.query_selector_all("#page-host h2")]
-    assert titles[:4] == ["CPU", "Memory", "Disk", "Network"] and "cpu_util" in titles
-    assert len(page.query_selector_all("#page-host section:has(h2:text-is('Samples')) tbody tr")) == STEPS
-    page.goto(run_url(base_url, run_id, "cluster"))
-    page.wait_for_selector("#cluster-none")
-    assert "Not a multi-rank job" in page.inner_text("#cluster-none")
+    wait_page(page, "step_trace")
+    check_charts(page, "#page-step_trace")
+    # Click the middle of step 2's bar in the host view.
+    x, y = page.evaluate("""(() => {
+        const el = [...document.querySelectorAll('#page-step_trace .card')].find(c => c.innerText.startsWith('Host view')).querySelector('.chart');
+        el.scrollIntoView({block: 'center'});
+        const chart = echarts.getInstanceByDom(el), series = chart.getOption().series;
+        const i = series.findIndex(s => s.data[2] > 0), r = el.getBoundingClientRect();
+        const [px, py] = chart.convertToPixel({seriesIndex: i}, [2, series[i].data[2] / 2]);
+        return [r.left + px, r.top + py]; })()""")
+    page.mouse.click(x, y)
+    page.wait_for_selector("#tl-canvas[data-answers]")
+    assert "step=2" in page.url
+    assert page.input_value("#tl-step") == "2"
 
 
-def test_overview_shows_advisor_findings(page, base_url, run_id):
-    report = api(base_url, f"/api/advisor?run={urllib.parse.quote(run_id)}")
-    page.goto(run_url(base_url, run_id, "overview"))
-    page.wait_for_selector("#page-overview")
-    if report["findings"]:
-        titles = [li.query_selector("b").inner_text() for li in page.query_selector_all("#advisor-findings > li")]
-        assert titles == [f["title"] for f in report["findings"]]
-    else:
-        assert "No findings" in page.inner_text("#advisor-none")
+def test_advisor_evidence_links_open_the_exact_slice(page, base_url, run_id):
+    report = api(base_url, f"/api/advisor?run={q(run_id)}")
+    page.goto(run_url(base_url, run_id, "advisor"))
+    wait_page(page, "advisor")
+    cards = page.query_selector_all("#advisor-all section.finding")
+    assert [c.query_selector("h2").inner_text() for c in cards] == [f["title"] for f in report["findings"]]
+    shot(page, "synthetic_advisor")
+    link = page.query_selector("#advisor-all a.ev-op")
+    if link is None:
+        pytest.skip("no op evidence in this report")
+    name = link.inner_text()
+    link.click()
+    page.wait_for_selector("#tl-event-table")
+    assert page.inner_text("#tl-details h2") == name
 
 
-def test_compare_page_shows_the_slower_run(page, base_url, run_id, slow_run_id, shots):
+def test_compare_states_its_metric_and_draws_where_the_change_comes_from(page, base_url, run_id, slow_run_id):
     page.goto(run_url(base_url, slow_run_id, "compare"))
     page.wait_for_selector("#compare-base")
     page.select_option("#compare-base", run_id)
     page.wait_for_selector("#compare-summary")
-    c = api(base_url, f"/api/compare?run={urllib.parse.quote(slow_run_id)}&base={urllib.parse.quote(run_id)}")
+    wait_page(page, "compare")
+    c = api(base_url, f"/api/compare?run={q(slow_run_id)}&base={q(run_id)}")
     assert page.inner_text("#compare-summary .big-number") == f"+{c['step_time']['delta_pct']:.1f} %"
     assert "delta-slower" in page.get_attribute("#compare-summary .big-number", "class")
     assert c["verdict"]["sentence"] in page.inner_text("#compare-verdict")
-    assert len(page.query_selector_all("#page-compare svg.grouped rect")) == 2 * STEPS
-    page.screenshot(path=str(shots / "compare.png"), full_page=True)
+    assert c["metric"]["label"] in page.inner_text("#compare-metric")
+    kinds = [x["kind"] for x in check_charts(page, "#page-compare")]
+    assert kinds.count("waterfall") == len(c["waterfalls"]) >= 2
+    # One unit per table: every base/new/change header names the same unit.
+    heads = page.eval_on_selector_all("#page-compare section:has(h2:text-is('Op types')) th", "els => els.map(e => e.innerText)")
+    units = {h.split("(")[1].rstrip(")") for h in heads if h.startswith(("base (", "new (", "change ("))}
+    assert len(units) == 1, heads
+    # Ops present in both runs show both calls counts.
+    relu = page.inner_text("#page-compare section:has(h2:text-is('Op types')) tr:has(td:text-is('aten::relu'))")
+    assert "both" in relu
+    shot(page, "synthetic_compare")
 
 
-def test_cluster_page_shows_ranks_and_the_slow_one(page, tmp_path, shots):
+def test_cluster_page_shows_ranks_the_slow_one_and_links_them(page, tmp_path):
     (tmp_path / "job").mkdir()
     for rank, extra_us in ((0, 0), (1, 400)):
         trace = tmp_path / "job" / f"rank{rank}.pt.trace.json"
@@ -287,7 +270,17 @@ def test_cluster_page_shows_ranks_and_the_slow_one(page, tmp_path, shots):
         parse_path(trace)
     with serve(tmp_path) as url:
         page.goto(run_url(url, "job/rank0_mlprof_output", "cluster"))
-        page.wait_for_selector("#slow-ranks")
+        wait_page(page, "cluster")
         assert "rank 1: compute" in page.inner_text("#slow-ranks")
-        assert len(page.query_selector_all("#page-cluster svg.stacked rect")) >= 2
-        page.screenshot(path=str(shots / "cluster.png"), full_page=True)
+        check_charts(page, "#page-cluster")
+        assert page.get_attribute("#slow-ranks a.rank-link", "href").endswith(q("job/rank1_mlprof_output") + "/overview")
+
+
+def test_the_memory_timeline_page_renders_from_disk_offline(page, tmp_path):
+    """export_memory_timeline("x.html"): one file, its chart library inlined."""
+    sizes = [[0] + [i * 1024 * (k + 1) for k in range(len(TORCH_CATEGORIES))] for i in range(50)]
+    (tmp_path / "m.html").write_text(memory_timeline_html(list(range(1000, 51000, 1000)), sizes, "cpu"))
+    page.goto((tmp_path / "m.html").as_uri())
+    page.wait_for_function("() => echarts.getInstanceByDom(document.getElementById('chart'))")
+    n = page.evaluate("echarts.getInstanceByDom(document.getElementById('chart')).getOption().series.length")
+    assert n == len(TORCH_CATEGORIES)

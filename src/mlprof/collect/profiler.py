@@ -363,7 +363,35 @@ class _KinetoProfile:
         path = os.fspath(path)
         if not path.endswith((".html", ".json", ".json.gz")):
             raise ConfigError(f"export_memory_timeline: {path!r} must end in .html, .json or .json.gz")
+        if path.endswith(".html"):
+            # torch's HTML needs matplotlib and silently writes nothing without it: draw the same
+            # data with the dashboard's chart library instead, inlined, so the page always works offline.
+            self._failsafe.run("export_memory_timeline", self._export_memory_html, path, device)
+            return
         self._failsafe.run("export_memory_timeline", self._backend.export_memory_timeline, path, device)
+
+    def _export_memory_html(self, path: str, device: str | None) -> None:
+        import json
+        import tempfile
+
+        from mlprof.ui.memory_html import TORCH_CATEGORIES, memory_timeline_html
+
+        with tempfile.TemporaryDirectory() as tmp:
+            data = os.path.join(tmp, "memory.json")
+            self._backend.export_memory_timeline(data, device)
+            with open(data) as f:
+                times, sizes = json.load(f)
+        try:  # torch's own category order, when this torch still has it
+            from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX
+
+            names = tuple("Unknown" if c is None else c.name for c in _CATEGORY_TO_INDEX)
+        except (ImportError, AttributeError):
+            names = TORCH_CATEGORIES
+        page = memory_timeline_html(times, sizes, device or "default device", names)
+        tmp_path = f"{path}.tmp{os.getpid()}"
+        with open(tmp_path, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp_path, path)
 
     def key_averages(self, *args: Any, **kwargs: Any) -> Any:
         """torch's per-op statistics of the last window (not with tensorboard_trace_handler)."""

@@ -12,34 +12,77 @@ import io
 from pathlib import Path
 
 from mlprof.export.csv_summaries import spreadsheet_safe
+from mlprof.analysis.gpu_metrics import gpu_metrics
 from mlprof.analysis.job import job_info
-from mlprof.analysis.ops import op_statistic
+from mlprof.analysis.step_categories import CATEGORIES, CATEGORY_LABELS
+from mlprof.analysis.steps import HOST_FIELDS, IDLE_FIELDS
 from mlprof.errors import ConfigError
-from mlprof.ui import timeline
+from mlprof.parse.phase_rules import CAUSE_LABELS, HOST_PHASES, IDLE_CAUSES, PHASE_LABELS
+from mlprof.ui import events, timeline
+from mlprof.ui.cluster_view import folder_of
 from mlprof.ui.datasets import Params, get_dataset
 from mlprof.ui.discovery import discover
 from mlprof.ui.stores import OpenRun
+from mlprof.ui.summaries import SummaryCache, features
 
-__all__ = ["runs_answer", "overview_answer", "dataset_rows", "rows_to_csv", "timeline_meta",
-           "timeline_window", "timeline_window_rows", "timeline_search", "timeline_event", "advisor_answer", "compare_answer",
-           "compare_rows", "COMPARE_SECTIONS", "cluster_members", "cluster_answer", "cluster_rows",
-           "CLUSTER_SECTIONS", "FEATURES"]
-
-# Pages whose analyses do not exist yet: the UI says so instead of showing made-up data.
-FEATURES = {
-    "overview": True, "operators": True, "kernels": True, "step_trace": True, "data_loading": True,
-    "memory": True, "timeline": True,
-    "advisor": True, "compare": True, "cluster": True, "host_resources": True,
-}
-CLUSTER_SECTIONS = ("ranks", "step_rows", "slow_ranks", "collectives", "matrix")
-COMPARE_SECTIONS = ("summary", "step_pairs", "breakdown", "op_types", "ops", "kernels", "memory")
-PIE_SLICES = 9
+__all__ = ["runs_answer", "features_answer", "overview_answer", "dataset_rows", "rows_to_csv", "timeline_meta",
+           "timeline_window", "timeline_window_rows", "timeline_search", "timeline_event", "timeline_locate",
+           "advisor_answer"]
 
 
-def runs_answer(logdir: Path) -> dict:
+def runs_answer(logdir: Path, summaries: SummaryCache | None = None) -> dict:
+    """Every parsed run with its summary (job, rank, device, steps, step time), and the inputs not parsed yet."""
+    summaries = summaries or SummaryCache()
     found = discover(logdir)
-    return {"logdir": str(logdir), "runs": [r.to_dict() for r in found.runs],
+    runs = []
+    for r in found.runs:
+        summary = summaries.get(logdir / r.id if r.id != "." else logdir)
+        runs.append({**r.to_dict(), **{k: v for k, v in summary.items() if k not in ("counts", "step_numbers")},
+                     "folder": folder_of(r.id)})
+    return {"logdir": str(logdir), "runs": runs,
             "unparsed": [u.to_dict() for u in found.unparsed], "truncated": found.truncated}
+
+
+def job_members(logdir: Path, run_id: str, summaries: SummaryCache) -> list[dict]:
+    """The ranks of this run's job: runs with a rank whose capture or trace sits in the same folder
+    (and whose world size agrees), as [{id, rank, dir}]; empty unless there are at least 2."""
+    mine = folder_of(run_id)
+    me = summaries.get(logdir / run_id if run_id != "." else logdir)
+    out = []
+    for r in discover(logdir).runs:
+        if folder_of(r.id) != mine:
+            continue
+        path = logdir / r.id if r.id != "." else logdir
+        s = summaries.get(path)
+        if s.get("rank") is None or (me.get("world_size") and s.get("world_size")
+                                     and s["world_size"] != me["world_size"]):
+            continue
+        out.append({"id": r.id, "rank": s["rank"], "dir": path})
+    out.sort(key=lambda x: (x["rank"], x["id"]))
+    return out if len(out) >= 2 else []
+
+
+def features_answer(logdir: Path, run_id: str, summaries: SummaryCache) -> dict:
+    """Which pages have data for this run, and why not; the ranks of its job (the header's rank switcher)."""
+    from mlprof.ui.datasets import DATASETS
+
+    ranks = job_members(logdir, run_id, summaries)
+    me = summaries.get(logdir / run_id if run_id != "." else logdir)
+    return {"features": features(me, len(ranks)), "ranks": [{"id": x["id"], "rank": x["rank"]} for x in ranks],
+            "summary": {k: v for k, v in me.items() if k != "counts"}, "phases": PHASES,
+            "datasets": {name: d.title for name, d in DATASETS.items()}}
+
+
+# The step columns the pages draw, named once from the attribution's own labels (mlprof.parse.phase_rules):
+# [steps dataset field, label, colour key]. The device view is step_breakdown's (computing holds copies too).
+PHASES = {
+    "host": [[HOST_FIELDS[p], PHASE_LABELS[p], p] for p in HOST_PHASES],
+    "device": [["computing_ns", "computing (kernels, copies)", "computing"],
+               ["communication_not_overlapped_ns", "communication not overlapped", "communication_not_overlapped"],
+               ["preparing_ns", "preparing (idle before the first device work)", "preparing"],
+               ["free_ns", "free (idle after it)", "free"]],
+    "idle": [[IDLE_FIELDS[c], CAUSE_LABELS[c], c] for c in IDLE_CAUSES],
+}
 
 
 def _job(run: OpenRun) -> dict:
@@ -53,74 +96,64 @@ def _job(run: OpenRun) -> dict:
     return job_info(run.store, source, out_dir).to_dict()
 
 
-def overview_answer(run: OpenRun) -> dict:
-    ops = op_statistic(run.store)
-    top = ops[:PIE_SLICES]
-    rest = ops[PIE_SLICES:]
-    pie = [{"name": r["name"], "host_self_ns": r["host_self_ns"]} for r in top]
-    if rest:
-        pie.append({"name": f"other ({len(rest)} ops)", "host_self_ns": sum(r["host_self_ns"] or 0 for r in rest)})
-    steps = dataset_rows(run, "steps", Params())
+def overview_answer(run: OpenRun, step: int | None = None, job: list[dict] | None = None) -> dict:
+    """Headline numbers, the step-time breakdown by category, GPU figures and the advisor's findings."""
+    from mlprof.analysis.devices import run_device
+
+    cats = dataset_rows(run, "step_categories", Params(step=step))
+    n = len(cats)
+    durs = sorted(r["dur_ns"] for r in cats)
+    mean = {c: sum(r[f"{c}_ns"] for r in cats) / n for c in CATEGORIES} if n else {}
+    steps = dataset_rows(run, "steps", Params(step=step))
     total = sum(r["dur_ns"] for r in steps)
     loading = sum(r["data_loading_ns"] for r in steps)
     return {
         "job": _job(run),
-        "steps": steps,
-        "op_pie": pie,
+        "device": run_device(run.store).to_dict(),
+        "step_count": n,
+        "mean_step_ns": sum(durs) / n if n else None,
+        "median_step_ns": (durs[(n - 1) // 2] + durs[n // 2]) / 2 if n else None,
+        "categories": [{"key": c, "label": CATEGORY_LABELS[c], "mean_ns": mean[c],
+                        "share": mean[c] / (sum(durs) / n) if n and sum(durs) else None} for c in CATEGORIES] if n
+        else [],
+        "category_view": cats[0]["view"] if cats else None,
+        # The step thread's phases (the attribution's host view), mean per step.
+        "host_phases": [{"key": key, "label": label, "field": field,
+                         "mean_ns": sum(r[field] for r in steps) / len(steps)} for field, label, key in PHASES["host"]]
+        if steps else [],
+        "step_categories": cats,
+        "gpu": gpu_metrics(run.store, step),
         "data_loading": {"steps_ns": total, "data_loading_ns": loading,
                          "data_loading_pct": 100.0 * loading / total if total else None},
-        "environment": dataset_rows(run, "environment", Params()),
-        "advisor": _advisor_or_reason(run),
+        "advisor": _advisor_or_reason(run, job),
     }
 
 
-def _advisor_or_reason(run: OpenRun) -> dict:
+def _advisor_or_reason(run: OpenRun, job: list[dict] | None) -> dict:
     try:
-        return advisor_answer(run)
+        return advisor_answer(run, job)
     except ImportError as exc:  # the overview still shows everything else
         return {"available": False, "reason": f"the advisor cannot load: {exc}", "findings": []}
 
 
-def advisor_answer(run: OpenRun) -> dict:
+def advisor_answer(run: OpenRun, job: list[dict] | None = None) -> dict:
+    """The advisor's report of this run; among the ranks of a job (``job``: job_members), judged with
+    the others (advise_outputs), so the slow rank's report names it and waiting in collectives is split."""
     # Imported here: a page whose analysis cannot load says so; the others still work.
-    from mlprof.analysis.advisor import advise
+    from mlprof.analysis.advisor import advise, advise_outputs
 
-    report = advise(run.store)
-    return {"available": True, **report.to_dict()}
-
-
-def compare_answer(base: OpenRun, new: OpenRun) -> dict:
-    from mlprof.analysis.compare import compare
-
-    # 50 rows a section for the page; ``more`` in the answer counts the rest.
-    return compare(base.store, new.store, top=50).to_dict()
-
-
-def _flat_delta(d: dict) -> dict:
-    """A Delta as one flat row: detail merged in, distributions as base_median_ns ..., the shift as change_*."""
-    nested = ("detail", "base_stats", "new_stats", "change")
-    row = {k: v for k, v in d.items() if k not in nested}
-    row.update({k: v for k, v in (d.get("detail") or {}).items() if k not in row})
-    for side in ("base", "new"):
-        for k, v in (d.get(f"{side}_stats") or {}).items():
-            row[f"{side}_{k}"] = v
-    for k, v in (d.get("change") or {}).items():
-        row[f"change_{k}"] = v
-    return row
-
-
-def compare_rows(answer: dict, section: str) -> list[dict]:
-    """One section of a comparison as flat rows (what its table shows and its CSV holds)."""
-    if section not in COMPARE_SECTIONS:
-        raise ConfigError(f"{section!r}: no such comparison section ({', '.join(COMPARE_SECTIONS)})")
-    if section == "summary":
-        verdict = answer.get("verdict") or {}
-        return [{"aligned_by": answer["aligned_by"], "steps": answer["steps"], "speedup": answer["speedup"],
-                 **{f"verdict_{k}" if k != "verdict" else k: v for k, v in verdict.items()},
-                 "warnings": "; ".join(answer.get("warnings") or []), **_flat_delta(answer["step_time"])}]
-    if section == "step_pairs":
-        return list(answer["step_pairs"])
-    return [_flat_delta(d) for d in answer[section]]
+    key = ("advisor", tuple((x["id"], (x["dir"] / "tables").stat().st_mtime_ns) for x in job or []))
+    cached = run.derived.get(key)
+    if cached is None:
+        mine = next((x["id"] for x in job or [] if x["dir"] == run.run_dir), None)
+        if mine is not None:
+            reports = advise_outputs([(x["id"], x["dir"]) for x in job])
+            report = next(r for r in reports if r.source == mine)
+        else:
+            report = advise(run.store)
+        cached = {"available": True, **report.to_dict()}
+        run.derived[key] = cached
+    return cached
 
 
 def dataset_rows(run: OpenRun, name: str, params: Params) -> list[dict]:
@@ -152,7 +185,10 @@ def _index(run: OpenRun) -> timeline.TimelineIndex:
 def timeline_meta(run: OpenRun) -> dict:
     index = _index(run)
     origin = index.start_ns or 0
+    w0 = index.window_start_ns if index.window_start_ns is not None else origin
+    w1 = index.window_end_ns if index.window_end_ns is not None else (index.end_ns or origin)
     return {"origin_ns": str(origin), "span_ns": (index.end_ns or origin) - origin,
+            "window": {"start": w0 - origin, "end": w1 - origin},
             "tracks": [t.to_dict() for t in index.tracks], "slice_count": index.slice_count,
             "flow_count": index.flow_count,
             "steps": [{"step": s, "start": a - origin, "end": b - origin} for s, a, b in run.store.rows(
@@ -198,38 +234,30 @@ def timeline_search(run: OpenRun, text: str) -> dict:
 
 def timeline_event(run: OpenRun, src: int, row_id: int) -> dict | None:
     index = _index(run)
-    found = timeline.event_details(run.store, src, row_id)
+    found = events.event_details(run.store, src, row_id, index.start_ns or 0)
     if found is not None:
         found["origin_ns"] = str(index.start_ns or 0)
     return found
 
 
-def cluster_members(logdir: Path, run_id: str) -> list[str]:
-    """The runs of one job: parsed runs whose capture or trace sits in the same folder as ``run_id``'s."""
-    def folder(rid: str) -> str:
-        parts = rid.split("/")
-        # <folder>/<capture>/mlprof_output or <folder>/<trace>_mlprof_output
-        return "/".join(parts[:-2] if parts[-1] == "mlprof_output" else parts[:-1])
-    mine = folder(run_id)
-    return [r.id for r in discover(logdir).runs if folder(r.id) == mine]
-
-
-def cluster_answer(logdir: Path, run_dirs: dict[str, Path]) -> dict:
-    """Cluster report over the ranks among ``run_dirs`` (run id -> output dir); runs without a rank are left out."""
-    from mlprof.analysis.cluster import combine
-    from mlprof.analysis.cluster_data import rank_data
-
-    ranks = [rank_data(path, source=run_id) for run_id, path in run_dirs.items()]
-    with_rank = [r for r in ranks if r["rank"] is not None]
-    if len(with_rank) < 2:
-        return {"available": False, "members": list(run_dirs),
-                "reason": f"{len(with_rank)} run(s) with a rank in this folder; the cluster view needs the "
-                          "captures or traces of at least 2 ranks side by side in one folder"}
-    report = combine(with_rank).to_dict()
-    return {"available": True, "members": [r["source"] for r in with_rank], **report}
-
-
-def cluster_rows(answer: dict, section: str) -> list[dict]:
-    if section not in CLUSTER_SECTIONS:
-        raise ConfigError(f"{section!r}: no such cluster section ({', '.join(CLUSTER_SECTIONS)})")
-    return list(answer.get(section, [])) if answer["available"] else []
+def timeline_locate(run: OpenRun, src: int | None, row_id: int | None, name: str | None,
+                    step: int | None) -> dict | None:
+    """Where a slice is drawn (times relative to the origin): by (src, id), or the longest slice of a name
+    (in one step when given), which is where an advisor's op evidence points."""
+    index = _index(run)
+    origin = index.start_ns or 0
+    if src is not None and row_id is not None:
+        found = timeline.locate(run.store, src, row_id)
+    elif name:
+        lo = hi = None
+        if step is not None:
+            got = run.store.rows("SELECT min(start_ns), max(end_ns) FROM steps WHERE step = ?", [step])
+            lo, hi = got[0] if got else (None, None)
+        found = timeline.slowest(run.store, name, lo, hi)
+    else:
+        raise ConfigError("locate needs src= and id=, or name=")
+    if found is None:
+        return None
+    found["start"] = found.pop("start_ns") - origin
+    found["end"] = found.pop("end_ns") - origin
+    return found

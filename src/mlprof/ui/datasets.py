@@ -13,15 +13,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, operator_details, step_breakdown
+from mlprof.analysis.call_sites import call_sites
+from mlprof.analysis.modules import module_tree
+from mlprof.analysis.step_categories import step_categories
 from mlprof.analysis.steps import data_loading_spans
 from mlprof.analysis.memory import operator_memory
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
+from mlprof.ui.labels import counter_label, device_label
 
-__all__ = ["Params", "Dataset", "DATASETS", "get_dataset", "MEMORY_POINTS"]
+__all__ = ["Params", "Dataset", "DATASETS", "get_dataset", "MEMORY_POINTS", "LimitedRows", "ROW_LIMIT"]
 
 MEMORY_POINTS = 2_000  # memory timeline points per device (max per time bucket)
-OP_CALLS_LIMIT = 500
+ROW_LIMIT = 500  # drill-down rows (single calls, allocations); the answer says how many there were
+
+
+class LimitedRows(list):
+    """Rows cut at a limit; ``total`` is how many there were (sent as the X-Total-Rows header)."""
+
+    def __init__(self, rows: list, total: int) -> None:
+        super().__init__(rows)
+        self.total = total
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,10 @@ class Params:
     step: int | None = None
     name: str | None = None  # op or kernel name, for drill-downs
     input_dims: str | None = None
+    phase: str | None = None  # call sites of one host phase
+    device: str | None = None  # memory: "device_type:device_id"
+    t0: int | None = None  # memory: allocations made in [t0, t1), absolute ns
+    t1: int | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,11 @@ def _operator_details(store: TableStore, p: Params) -> list[dict]:
     return [r for r in rows if p.name is None or r["name"] == p.name]
 
 
+def _limited(store: TableStore, query: str, params: list) -> LimitedRows:
+    total = store.rows(f"SELECT count(*) FROM ({query})", params)[0][0]
+    return LimitedRows(store.dicts(f"{query} LIMIT {ROW_LIMIT}", params), total)
+
+
 def _op_calls(store: TableStore, p: Params) -> list[dict]:
     """Single calls of one op (and input shapes), slowest first: the last drill-down level."""
     if p.name is None:
@@ -74,46 +95,95 @@ def _op_calls(store: TableStore, p: Params) -> list[dict]:
     if p.step is not None:
         cond += " AND step = ?"
         params.append(p.step)
-    return store.dicts(f"""SELECT op_id, name, input_dims, step, tid, start_ns, dur_ns, folded_self_ns AS self_ns
+    return _limited(store, f"""SELECT op_id, name, input_dims, step, tid, start_ns, dur_ns, folded_self_ns AS self_ns
         FROM host_ops WHERE name = ? AND category <> 'python_function' AND NOT coalesce(folded, false) {cond}
-        ORDER BY dur_ns DESC LIMIT {OP_CALLS_LIMIT}""", params)
+        ORDER BY dur_ns DESC, op_id""", params)
 
 
 def _kernel_calls(store: TableStore, p: Params) -> list[dict]:
     if p.name is None:
         raise ConfigError("kernel_calls needs name=")
     cond, params = ("", [p.name]) if p.step is None else (" AND d.step = ?", [p.name, p.step])
-    return store.dicts(f"""SELECT d.device_op_id, d.name, d.kind, d.device, d.stream, d.step, d.start_ns, d.dur_ns,
-               d.grid, d.block, h.name AS host_op
+    return _limited(store, f"""SELECT d.device_op_id, d.name, d.kind, d.device, d.stream, d.step, d.start_ns,
+               d.dur_ns, d.grid, d.block, d.occupancy_pct, h.op_id AS host_op_id, h.name AS host_op
         FROM device_ops d LEFT JOIN host_ops h ON h.op_id = d.host_op_id
-        WHERE d.name = ? {cond} ORDER BY d.dur_ns DESC LIMIT {OP_CALLS_LIMIT}""", params)
+        WHERE d.name = ? {cond} ORDER BY d.dur_ns DESC, d.device_op_id""", params)
+
+
+def _device_key(p: Params) -> tuple[int, int]:
+    try:
+        dtype, did = (int(x) for x in (p.device or "").split(":"))
+    except ValueError:
+        raise ConfigError(f"device={(p.device or '')[:40]!r}: expected TYPE:ID, e.g. 1:0") from None
+    return dtype, did
+
+
+def _device_cond(p: Params, alias: str = "") -> tuple[str, list]:
+    if not p.device:
+        return "", []
+    dtype, did = _device_key(p)
+    return (f" AND coalesce({alias}device_type, -1) = ? AND coalesce({alias}device_id, -1) = ?", [dtype, did])
 
 
 def _memory_timeline(store: TableStore, p: Params) -> list[dict]:
     cond, params = ("", []) if p.step is None else (" AND step = ?", [p.step])
+    dcond, dparams = _device_cond(p)
+    cond, params = cond + dcond, params + dparams
     lo, hi = store.rows(f"SELECT min(ts_ns), max(ts_ns) FROM memory_events WHERE total_allocated_bytes IS NOT NULL"
                         f"{cond}", params)[0]
     if lo is None:
         return []
     bucket = max(1, (hi - lo) // MEMORY_POINTS + 1)
-    return store.dicts(f"""SELECT device_type, device_id, min(ts_ns) AS ts_ns,
+    rows = store.dicts(f"""SELECT device_type, device_id, min(ts_ns) AS ts_ns,
                max(total_allocated_bytes) AS allocated_bytes, max(total_reserved_bytes) AS reserved_bytes
         FROM memory_events WHERE total_allocated_bytes IS NOT NULL{cond}
         GROUP BY device_type, device_id, (ts_ns - {lo}) // {bucket} ORDER BY device_type, device_id, ts_ns""", params)
+    return [{"device": device_label(r["device_type"], r["device_id"]), **r} for r in rows]
 
 
 def _memory_peak(store: TableStore, p: Params) -> list[dict]:
     cond, params = ("", []) if p.step is None else (" AND step = ?", [p.step])
-    return store.dicts(f"""SELECT device_type, device_id, max(total_allocated_bytes) AS peak_allocated_bytes,
+    rows = store.dicts(f"""SELECT device_type, device_id, max(total_allocated_bytes) AS peak_allocated_bytes,
                arg_max(ts_ns, total_allocated_bytes) AS peak_ts_ns, max(total_reserved_bytes) AS peak_reserved_bytes,
                count(*) FILTER (WHERE size_bytes > 0) AS allocations, sum(size_bytes) FILTER (WHERE size_bytes > 0)
                AS allocated_bytes_total
         FROM memory_events WHERE true{cond} GROUP BY device_type, device_id ORDER BY 1, 2""", params)
+    return [{"device": device_label(r["device_type"], r["device_id"]),
+             "device_key": f"{r['device_type'] if r['device_type'] is not None else -1}:"
+                           f"{r['device_id'] if r['device_id'] is not None else -1}", **r} for r in rows]
+
+
+def _allocations(store: TableStore, p: Params) -> list[dict]:
+    """Allocations (with op and lifetime) made in [t0, t1) on one device, largest first."""
+    cond, params = "", []
+    if p.step is not None:
+        cond, params = " AND a.step = ?", [p.step]
+    dcond, dparams = _device_cond(p, "a.")
+    if p.t0 is not None:
+        dcond, dparams = dcond + " AND a.ts_ns >= ?", dparams + [p.t0]
+    if p.t1 is not None:
+        dcond, dparams = dcond + " AND a.ts_ns < ?", dparams + [p.t1]
+    return _limited(store, f"""
+        WITH ev AS (
+            SELECT *, lead(size_bytes) OVER w AS next_size, lead(ts_ns) OVER w AS next_ts
+            FROM memory_events
+            WINDOW w AS (PARTITION BY window_index, device_type, device_id, addr ORDER BY ts_ns))
+        SELECT coalesce(h.name, '(no op)') AS op_name, a.size_bytes, a.ts_ns AS alloc_ns,
+               CASE WHEN a.next_size < 0 THEN a.next_ts - a.ts_ns END AS lifetime_ns,
+               a.step, h.op_id AS host_op_id, a.total_allocated_bytes
+        FROM ev a LEFT JOIN host_ops h ON h.op_id = a.host_op_id
+        WHERE a.size_bytes > 0{cond}{dcond}
+        ORDER BY a.size_bytes DESC, a.ts_ns""", params + dparams)
 
 
 def _memory_by_op(store: TableStore, p: Params) -> list[dict]:
-    """Allocations per op name: count, bytes, peak single allocation (the memory view's category split)."""
+    """Allocations per op name: count, bytes, peak single allocation (on one device, in [t0, t1) when given)."""
     rows = operator_memory(store, p.step)
+    if p.device:
+        dtype, did = _device_key(p)
+        rows = [r for r in rows if (r["device_type"] if r["device_type"] is not None else -1) == dtype
+                and (r["device_id"] if r["device_id"] is not None else -1) == did]
+    rows = [r for r in rows if (p.t0 is None or r["alloc_ns"] >= p.t0) and (p.t1 is None or r["alloc_ns"] < p.t1)]
     by_op: dict[str, dict] = {}
     for r in rows:
         agg = by_op.setdefault(r["op_name"] or "(no op)", {"op_name": r["op_name"] or "(no op)", "allocations": 0,
@@ -130,8 +200,15 @@ def _counters(store: TableStore, p: Params) -> list[dict]:
     if lo is None:
         return []
     bucket = max(1, (hi - lo) // MEMORY_POINTS + 1)
-    return store.dicts(f"""SELECT name, series, pid, min(ts_ns) AS ts_ns, max(value) AS value FROM counters
+    rows = store.dicts(f"""SELECT name, series, pid, min(ts_ns) AS ts_ns, max(value) AS value FROM counters
         GROUP BY name, series, pid, (ts_ns - {lo}) // {bucket} ORDER BY name, series, pid, ts_ns""")
+    labels = {}
+    for r in rows:
+        key = (r["name"], r["series"])
+        if key not in labels:
+            labels[key] = counter_label(*key)
+        r["label"], r["unit"] = labels[key]
+    return rows
 
 
 def _host_resources(store: TableStore, p: Params) -> list[dict]:
@@ -156,9 +233,34 @@ def _ops(fn):
     return lambda store, p: fn(store, p.step)
 
 
+def _op_statistic(store: TableStore, p: Params) -> list[dict]:
+    """op_statistic with ``kind``: "annotation" (record_function ranges, ProfilerStep) or "op".
+
+    An annotation's self time is the Python between the ops it encloses, not an
+    operator's work: charts of operator time leave them out, the table marks them.
+    """
+    annotations = {n for (n,) in store.rows(
+        "SELECT DISTINCT name FROM host_ops WHERE category = 'user_annotation'")}
+    return [{**r, "kind": "annotation" if r["name"] in annotations or r["name"] == "ProfilerStep*" else "op"}
+            for r in op_statistic(store, p.step)]
+
+
+def _step_categories(store: TableStore, p: Params) -> list[dict]:
+    return [r for r in step_categories(store) if p.step is None or r["step"] == p.step]
+
+
+def _modules(store: TableStore, p: Params) -> list[dict]:
+    return [m.to_dict() for m in module_tree(store, p.step)]
+
+
+def _call_sites(store: TableStore, p: Params) -> list[dict]:
+    return call_sites(store, phase=p.phase or None, step=p.step)
+
+
 DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("steps", "Step breakdown (ns)", _steps),
-    Dataset("op_statistic", "Operators by name", _ops(op_statistic)),
+    Dataset("step_categories", "Step time by category (kernel, memcpy, ..., CPU exec, other)", _step_categories),
+    Dataset("op_statistic", "Operators by name", _op_statistic),
     Dataset("operator_details", "Operators by name and input shapes", _operator_details),
     Dataset("op_calls", "Calls of one operator, slowest first", _op_calls),
     Dataset("kernel_statistic", "Device kernels and copies by name", _ops(kernel_statistic)),
@@ -170,6 +272,9 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("memory_peak", "Memory peak per device", _memory_peak),
     Dataset("memory_by_op", "Allocations per operator", _memory_by_op),
     Dataset("operator_memory", "Allocations with their lifetimes", lambda s, p: operator_memory(s, p.step)),
+    Dataset("allocations", "Allocations in a time range on one device, largest first", _allocations),
+    Dataset("modules", "nn.Module tree: forward, device and backward time", _modules),
+    Dataset("call_sites", "Python call sites per phase (sampled stacks)", _call_sites),
     Dataset("host_resources", "Host CPU, memory, disk and network samples", _host_resources),
     Dataset("counters", "Counter samples over time (max per time bucket)", _counters),
     Dataset("environment", "Environment and trace metadata", _environment),

@@ -24,9 +24,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mlprof.errors import ConfigError, MlprofError
 from mlprof.ui import api
+from mlprof.ui.cluster_view import cluster_answer, cluster_members, cluster_rows
+from mlprof.ui.compare_view import compare_answer, compare_rows
 from mlprof.ui.datasets import DATASETS, Params
 from mlprof.ui.discovery import RunPathRefused, resolve_run_dir
 from mlprof.ui.stores import StoreCache
+from mlprof.ui.summaries import SummaryCache
 
 __all__ = ["create_app", "STATIC_DIR", "LOOPBACK_HOSTS"]
 
@@ -96,6 +99,9 @@ def _table(request: Request, name: str, rows: list[dict]) -> Response:
     if fmt not in ("json", "csv"):
         raise ConfigError(f"format={fmt[:20]!r}: use json or csv")
     headers = {}
+    total = getattr(rows, "total", None)
+    if total is not None:  # rows cut at a limit: the page says "500 of N"
+        headers["x-total-rows"] = str(total)
     if request.query_params.get("download"):
         headers["content-disposition"] = f'attachment; filename="{name}.{fmt}"'
     if fmt == "csv":
@@ -128,6 +134,7 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
     if not logdir.is_dir():
         raise ConfigError(f"{logdir}: not a directory")
     stores = StoreCache()
+    summaries = SummaryCache()
 
     def with_run(handler):
         async def endpoint(request: Request) -> Response:
@@ -149,10 +156,14 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
 
             def work():
                 with stores.use_two(base_dir, new_dir) as (base, new):
-                    answer = api.compare_answer(base, new)
+                    key = ("compare", str(base_dir), base.signature, new.signature)
+                    answer = new.derived.get(key)
+                    if answer is None:  # the page asks once per section download: compare once
+                        answer = compare_answer(base, new)
+                        new.derived[key] = answer
                 if section is None:
                     return _json(answer)
-                return _table(request, f"compare_{section}", api.compare_rows(answer, section))
+                return _table(request, f"compare_{section}", compare_rows(answer, section))
             return work
         return await _answer(prepare, analysis_error_status=422)  # e.g. a run without steps to align
 
@@ -163,11 +174,11 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
             section = request.path_params.get("section")
 
             def work():
-                members = {rid: resolve_run_dir(logdir, rid) for rid in api.cluster_members(logdir, run_id)}
-                answer = api.cluster_answer(logdir, members)
+                members = {rid: resolve_run_dir(logdir, rid) for rid in cluster_members(logdir, run_id)}
+                answer = cluster_answer(logdir, members)
                 if section is None:
                     return _json(answer)
-                return _table(request, f"cluster_{section}", api.cluster_rows(answer, section))
+                return _table(request, f"cluster_{section}", cluster_rows(answer, section))
             return work
         return await _answer(prepare, analysis_error_status=422)
 
@@ -175,17 +186,26 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
         return FileResponse(STATIC_DIR / "index.html", headers={"cache-control": "no-cache"})
 
     async def runs(request: Request) -> Response:
-        return _json(await run_in_threadpool(api.runs_answer, logdir))
+        return _json(await run_in_threadpool(api.runs_answer, logdir, summaries))
 
     async def features(request: Request) -> Response:
-        return _json({"features": api.FEATURES,
-                      "datasets": {name: d.title for name, d in DATASETS.items()}})
+        if not request.query_params.get("run"):  # without a run: what every run may have (dataset names)
+            return _json({"datasets": {name: d.title for name, d in DATASETS.items()}, "phases": api.PHASES})
+
+        def prepare():
+            run_id = request.query_params.get("run", "")
+            resolve_run_dir(logdir, run_id)
+            return lambda: _json(api.features_answer(logdir, run_id, summaries))
+        return await _answer(prepare, analysis_error_status=500)
+
+    def job_of(request: Request) -> list[dict]:
+        return api.job_members(logdir, request.query_params.get("run", ""), summaries)
 
     def overview(request: Request, run) -> Response:
-        return _json(api.overview_answer(run))
+        return _json(api.overview_answer(run, _int_arg(request, "step"), job_of(request)))
 
     def advisor(request: Request, run) -> Response:
-        answer = api.advisor_answer(run)
+        answer = api.advisor_answer(run, job_of(request))
         if request.query_params.get("format"):
             return _table(request, "advisor", [{k: v for k, v in f.items() if k != "evidence"}
                                                for f in answer["findings"]])
@@ -193,8 +213,10 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
 
     def data(request: Request, run) -> Response:
         name = request.path_params["name"]
-        params = Params(step=_int_arg(request, "step"), name=request.query_params.get("name"),
-                        input_dims=request.query_params.get("input_dims"))
+        q = request.query_params
+        params = Params(step=_int_arg(request, "step"), name=q.get("name"), input_dims=q.get("input_dims"),
+                        phase=q.get("phase"), device=q.get("device"), t0=_int_arg(request, "t0"),
+                        t1=_int_arg(request, "t1"))
         return _table(request, name, api.dataset_rows(run, name, params))
 
     def tl_meta(request: Request, run) -> Response:
@@ -228,6 +250,13 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
             return _json_error(404, "no such event")
         return _json(found)
 
+    def tl_locate(request: Request, run) -> Response:
+        found = api.timeline_locate(run, _int_arg(request, "src"), _int_arg(request, "id"),
+                                    request.query_params.get("name"), _int_arg(request, "step"))
+        if found is None:
+            return _json_error(404, "no such event")
+        return _json(found)
+
     routes = [
         Route("/", index),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
@@ -244,6 +273,7 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
         Route("/api/timeline/window", with_run(tl_window)),
         Route("/api/timeline/search", with_run(tl_search)),
         Route("/api/timeline/event", with_run(tl_event)),
+        Route("/api/timeline/locate", with_run(tl_locate)),
         Mount("/static", StaticFiles(directory=STATIC_DIR, follow_symlink=False), name="static"),
     ]
     @contextlib.asynccontextmanager

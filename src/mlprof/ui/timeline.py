@@ -27,9 +27,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from mlprof.tables.store import TableStore
+from mlprof.ui.labels import counter_label, device_label
 
-__all__ = ["Track", "TimelineIndex", "build_index", "query_window", "search", "event_details",
-           "SOURCES", "MAX_FLOWS"]
+__all__ = ["Track", "TimelineIndex", "build_index", "query_window", "search", "locate", "slowest",
+           "SOURCES", "ROW_ORDER", "MAX_FLOWS"]
 
 SOURCES = ("host_ops", "runtime_calls", "device_ops", "steps", "markers", "gc_pauses")
 MAX_FLOWS = 500
@@ -37,7 +38,7 @@ MAX_PX = 8_000
 _LONG_QUANTILE = 0.995
 # Markers and GC pauses have no id column: a slice names its row by its rank in
 # this order, the same order in the index and in event_details.
-_ROW_ORDER = {"markers": "start_ns, end_ns NULLS FIRST, name, kind, pid, tid, range_id",
+ROW_ORDER = {"markers": "start_ns, end_ns NULLS FIRST, name, kind, pid, tid, range_id",
               "gc_pauses": "start_ns, dur_ns, tid, generation"}
 
 
@@ -48,6 +49,7 @@ class Track:
     name: str
     kind: str  # "slices" or "counter"
     max_depth: int
+    unit: str | None = None  # counters: labels.UNITS or a short unit text
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,6 +63,10 @@ class TimelineIndex:
     slice_count: int
     long_threshold_ns: int
     flow_count: int
+    # The captured steps (else the slices): what the timeline opens on. A host
+    # sampler runs for the whole job, so counters alone may span far more.
+    window_start_ns: int | None = None
+    window_end_ns: int | None = None
 
 
 def _names(store: TableStore) -> tuple[dict[int, str], dict[tuple[int, int], str]]:
@@ -156,12 +162,12 @@ def build_index(store: TableStore) -> TimelineIndex:
                'Step ' || step, 3::TINYINT, step FROM steps
         UNION ALL
         SELECT (SELECT track FROM _tl_tracks WHERE kind = 'markers'), 0, start_ns, coalesce(end_ns, start_ns),
-               name, 4::TINYINT, row_number() OVER (ORDER BY {_ROW_ORDER['markers']}) - 1
+               name, 4::TINYINT, row_number() OVER (ORDER BY {ROW_ORDER['markers']}) - 1
         FROM markers WHERE kind <> 'device_annotation'
         UNION ALL
         SELECT (SELECT track FROM _tl_tracks WHERE kind = 'gc'), 0, start_ns, start_ns + dur_ns,
                'GC gen ' || coalesce(generation, -1), 5::TINYINT,
-               row_number() OVER (ORDER BY {_ROW_ORDER['gc_pauses']}) - 1
+               row_number() OVER (ORDER BY {ROW_ORDER['gc_pauses']}) - 1
         FROM gc_pauses
         ORDER BY start_ns
     """)
@@ -185,8 +191,11 @@ def build_index(store: TableStore) -> TimelineIndex:
     flow_count = _build_flows(store)
     lo, hi = con.execute("SELECT min(s), max(e) FROM (SELECT min(start_ns) s, max(end_ns) e FROM _tl UNION ALL "
                          "SELECT min(ts_ns), max(ts_ns) FROM _tl_counters)").fetchone()
+    w0, w1 = con.execute("SELECT min(start_ns), max(end_ns) FROM steps").fetchone()
+    if w0 is None:
+        w0, w1 = con.execute("SELECT min(start_ns), max(end_ns) FROM _tl").fetchone()
     return TimelineIndex(tracks=tracks, start_ns=lo, end_ns=hi, slice_count=n, long_threshold_ns=long_ns,
-                         flow_count=flow_count)
+                         flow_count=flow_count, window_start_ns=w0, window_end_ns=w1)
 
 
 def _add_python_frames(store: TableStore) -> None:
@@ -229,15 +238,14 @@ def _build_counters(store: TableStore, tracks: list[Track], next_id: int, memory
     con.execute("CREATE TEMP TABLE _tl_counters (track INTEGER, ts_ns BIGINT, value DOUBLE)")
     for _, dtype, did in memory_keys:
         tid, next_id = next_id, next_id + 1
-        where = "device" if dtype != 0 else "CPU"
-        tracks.append(Track(tid, "Memory", f"allocated bytes ({where} {did})" if dtype else "allocated bytes (CPU)",
-                            "counter", 0))
+        tracks.append(Track(tid, "Memory", f"allocated ({device_label(dtype, did)})", "counter", 0, "bytes"))
         con.execute("""INSERT INTO _tl_counters SELECT ?, ts_ns, total_allocated_bytes FROM memory_events
                        WHERE coalesce(device_type, -1) = ? AND coalesce(device_id, -1) = ?
                          AND total_allocated_bytes IS NOT NULL""", [tid, dtype, did])
     for name, series in counter_names:
         tid, next_id = next_id, next_id + 1
-        tracks.append(Track(tid, "Counters", f"{name} {series}" if series else name, "counter", 0))
+        label, unit = counter_label(name, series)
+        tracks.append(Track(tid, "Counters", label, "counter", 0, unit))
         con.execute("INSERT INTO _tl_counters SELECT ?, ts_ns, value FROM counters WHERE name IS NOT DISTINCT FROM ? "
                     "AND series IS NOT DISTINCT FROM ?", [tid, name, series])
     con.execute("CREATE OR REPLACE TEMP TABLE _tl_counters AS SELECT * FROM _tl_counters ORDER BY ts_ns")
@@ -363,37 +371,18 @@ def search(store: TableStore, text: str, limit: int = 1000) -> dict:
     return {"total": total, "names": names, "hits": hits, "truncated": total > len(hits)}
 
 
-def event_details(store: TableStore, src: int, row_id: int) -> dict | None:
-    """Every column of one slice's row in its table, and its links (launches, parent)."""
-    if not 0 <= src < len(SOURCES):
-        return None
-    table = SOURCES[src]
-    if table in ("markers", "gc_pauses"):
-        rows = store.dicts(f"SELECT * FROM (SELECT *, row_number() OVER (ORDER BY {_ROW_ORDER[table]}) - 1 AS _row "
-                           f"FROM {table} "
-                           f"{'WHERE kind <> ' + repr('device_annotation') if table == 'markers' else ''}) "
-                           "WHERE _row = ?", [row_id])
-    else:
-        key = {"host_ops": "op_id", "runtime_calls": "call_id", "device_ops": "device_op_id", "steps": "step"}[table]
-        rows = store.dicts(f'SELECT * FROM "{table}" WHERE "{key}" = ? LIMIT 1', [row_id])
-    if not rows:
-        return None
-    row = rows[0]
-    row.pop("_row", None)
-    links: dict[str, object] = {}
-    if table == "host_ops":
-        if row.get("parent_op_id") is not None:
-            links["parent"] = store.dicts("SELECT op_id, name FROM host_ops WHERE op_id = ?", [row["parent_op_id"]])
-        links["device_ops"] = store.dicts(
-            "SELECT device_op_id, name, kind, dur_ns FROM device_ops WHERE host_op_id = ? ORDER BY start_ns LIMIT 50",
-            [row_id])
-    elif table == "runtime_calls":
-        links["device_ops"] = store.dicts(
-            "SELECT device_op_id, name, kind, dur_ns FROM device_ops WHERE window_index = ? AND correlation = ?",
-            [row["window_index"], row["correlation"]])
-        if row.get("host_op_id") is not None:
-            links["host_op"] = store.dicts("SELECT op_id, name FROM host_ops WHERE op_id = ?", [row["host_op_id"]])
-    elif table == "device_ops" and row.get("host_op_id") is not None:
-        links["host_op"] = store.dicts("SELECT op_id, name, input_dims FROM host_ops WHERE op_id = ?",
-                                       [row["host_op_id"]])
-    return {"table": table, "row": row, "links": links}
+def locate(store: TableStore, src: int, row_id: int) -> dict | None:
+    """Where one slice is drawn: its track, depth, start and end (absolute ns), and name."""
+    rows = store.dicts("SELECT track, depth, start_ns, end_ns, name, src, id FROM _tl WHERE src = ? AND id = ? "
+                       "LIMIT 1", [src, row_id])
+    return rows[0] if rows else None
+
+
+def slowest(store: TableStore, name: str, lo_ns: int | None = None, hi_ns: int | None = None) -> dict | None:
+    """The longest slice named ``name`` (starting in [lo, hi) when given): where an advisor's op evidence points."""
+    cond, params = "", [name]
+    if lo_ns is not None and hi_ns is not None:
+        cond, params = " AND start_ns >= ? AND start_ns < ?", [name, lo_ns, hi_ns]
+    rows = store.dicts(f"SELECT track, depth, start_ns, end_ns, name, src, id FROM _tl WHERE name = ?{cond} "
+                       "AND src IS NOT NULL ORDER BY end_ns - start_ns DESC, start_ns LIMIT 1", params)
+    return rows[0] if rows else None

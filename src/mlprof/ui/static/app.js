@@ -1,10 +1,11 @@
 "use strict";
-// Router (#/ and #/run/<id>/<page>?k=v), navigation, and the run list (polled).
+// Router (#/ and #/run/<id>/<page>?step=N&...), the header's run / rank / step switchers and the menu.
+// The step chosen in the header is in every link, so every page follows it.
 (() => {
   const { h, getJSON } = U;
   const main = document.getElementById("main"), nav = document.getElementById("nav");
-  const status = document.getElementById("status"), runTitle = document.getElementById("run-title");
-  let pollTimer = null, renderToken = 0;
+  const switchers = document.getElementById("switchers");
+  let renderToken = 0, runsCache = null;
 
   function parseHash() {
     const [path, q] = location.hash.replace(/^#/, "").split("?");
@@ -14,51 +15,67 @@
     return { run: null, query };
   }
 
-  async function runList() {
-    nav.hidden = true; runTitle.textContent = "";
-    const body = h("div", { id: "runs" }, h("p", {}, "Loading runs…"));
-    main.replaceChildren(h("h1", {}, "Runs"), body);
-    const refresh = async () => {
-      try {
-        const r = await getJSON("/api/runs");
-        status.textContent = `${r.runs.length} run(s) under ${r.logdir}`;
-        body.replaceChildren(
-          r.runs.length ? DataTable(r.runs.map(x => ({ ...x, parsed: new Date(x.parsed_mtime_ns / 1e6).toISOString().slice(0, 19).replace("T", " ") })),
-            [{ key: "name", label: "run", fmt: (v, row) => h("a", { href: `#/run/${encodeURIComponent(row.id)}/overview`, class: "run-link" }, v) },
-              { key: "kind", label: "kind" }, { key: "event_count", label: "events", num: true, fmt: U.fmtNum },
-              { key: "parsed", label: "parsed (UTC)" }, { key: "id", label: "path", wide: true }], { sortKey: "name", sortDir: 1 })
-            : h("p", { class: "na-box" }, "No parsed runs yet under this directory. Profile a job or run `mlprof parse DIR`; this list refreshes by itself."),
-          r.unparsed.length ? h("div", { class: "card" }, h("h2", {}, "Not parsed yet"),
-            h("p", { class: "muted" }, "The dashboard is read-only; parse these with `mlprof parse PATH`."),
-            h("ul", {}, r.unparsed.map(u => h("li", {}, `${u.path} (${u.kind})`)))) : null,
-          r.truncated ? h("p", { class: "muted" }, "The directory is large; only part of it was searched.") : null);
-      } catch (e) { status.textContent = `error: ${e.message}`; }
-    };
-    await refresh();
-    pollTimer = setInterval(refresh, 5000);
+  async function runs() {
+    if (!runsCache) runsCache = getJSON("/api/runs").catch(e => { runsCache = null; throw e; });
+    return runsCache;
+  }
+
+  function header(run, page, query, f, list) {
+    const keep = query.step ? { step: query.step } : {};
+    // Runs grouped by the folder they sit in (a job's ranks side by side).
+    const groups = new Map();
+    for (const r of list.runs) { if (!groups.has(r.folder)) groups.set(r.folder, []); groups.get(r.folder).push(r); }
+    const runSel = h("select", { id: "run-switch", "aria-label": "run", onchange: e => { location.hash = U.runHref(e.target.value, page); } },
+      [...groups].map(([folder, rs]) => h("optgroup", { label: folder || "(logdir)" }, rs.map(r => h("option", {
+        value: r.id, selected: r.id === run }, `${r.name.split("/").pop()}${r.rank !== null && r.rank !== undefined ? ` · rank ${r.rank}` : ""} · ${r.device}`)))));
+    const ranks = f.ranks.length ? h("span", { id: "rank-switch", class: "switch" }, "rank ",
+      f.ranks.map(x => h("a", { href: U.runHref(x.id, page, keep), class: x.id === run ? "on" : null, "data-rank": x.rank }, String(x.rank)))) : null;
+    const steps = f.summary.step_numbers || [];
+    const stepSel = steps.length ? h("label", { class: "switch" }, "step ", h("select", { id: "step-switch", "aria-label": "step",
+      onchange: e => { location.hash = U.runHref(run, page, { ...query, step: e.target.value }); } },
+      h("option", { value: "" }, `all ${steps.length}`), steps.map(s => h("option", { value: s, selected: String(s) === String(query.step) }, `#${s}`)))) : null;
+    U.fill(switchers, runSel, ranks, stepSel);
+  }
+
+  function menu(run, page, query, features) {
+    const keep = query.step ? { step: query.step } : {};
+    U.fill(nav, U.pageList().map(p => {
+      const f = features[p.key] || { available: true };
+      return h("a", { href: U.runHref(run, p.key, keep), "data-page": p.key, title: f.available ? null : f.reason,
+        class: (p.key === page ? "active " : "") + (f.available ? "" : "na") }, p.label);
+    }));
   }
 
   async function route() {
-    if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+    Charts.disposeAll();
     if (window.Timeline) Timeline.unmount();
+    if (window.RunList) RunList.stop();
     const token = ++renderToken;
     const { run, page, query } = parseHash();
-    if (!run) return runList();
+    if (!run) { nav.hidden = true; switchers.replaceChildren(); runsCache = null; return RunList.show(main); }
     nav.hidden = false;
-    runTitle.textContent = run;
-    nav.replaceChildren(...Pages.list.map(([key, label]) => h("a", {
-      href: `#/run/${encodeURIComponent(run)}/${key}`, class: (key === page ? "active " : "") + (Pages.unavailable.has(key) ? "na" : ""),
-      "data-page": key }, label)));
-    const entry = Pages.list.find(([key]) => key === page) || Pages.list[0];
     main.replaceChildren(h("p", {}, "Loading…"));
-    const el = h("div", { id: `page-${entry[0]}`, class: "page" });
-    const go = extra => { const q = new URLSearchParams({ ...query, ...extra }); for (const [k, v] of [...q]) if (!v) q.delete(k);
-      location.hash = `#/run/${encodeURIComponent(run)}/${entry[0]}${q.toString() ? "?" + q : ""}`; };
+    let f, list;
+    try { [f, list] = await Promise.all([getJSON(`/api/features?${U.query({ run })}`), runs()]); }
+    catch (e) { if (token === renderToken) U.fill(main, h("h1", {}, "Run"), U.naBox(`Could not load this run: ${e.message}`)); return; }
+    if (token !== renderToken) return;
+    const entry = U.pageList().find(p => p.key === page) || U.pageList()[0];
+    header(run, entry.key, query, f, list);
+    menu(run, entry.key, query, f.features);
+    const el = h("div", { id: `page-${entry.key}`, class: "page" });
+    const feature = f.features[entry.key] || { available: true };
+    const go = (extra, to) => {
+      const q = { ...query, ...extra };
+      for (const k of Object.keys(q)) if (q[k] === null || q[k] === undefined || q[k] === "") delete q[k];
+      location.hash = U.runHref(run, to || entry.key, q);
+    };
+    const step = query.step === undefined || query.step === "" ? null : query.step;
     try {
-      await entry[2]({ run, el, step: query.step || null, query, go });
+      if (!feature.available) U.fill(el, h("h1", {}, entry.label), U.naBox(`Nothing to show for this run: ${feature.reason}.`, "page-na"));
+      else await entry.render({ run, el, step, query, go, features: f.features, summary: f.summary, ranks: f.ranks, phases: f.phases, runs: list.runs });
       if (token === renderToken) main.replaceChildren(el);
     } catch (e) {
-      if (token === renderToken) main.replaceChildren(h("h1", {}, entry[1]), h("p", { class: "na-box error" }, `Could not load: ${e.message}`));
+      if (token === renderToken) U.fill(main, h("h1", {}, entry.label), U.naBox(`Could not load: ${e.message}`));
     }
   }
   window.addEventListener("hashchange", route);

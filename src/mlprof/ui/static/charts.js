@@ -1,137 +1,198 @@
 "use strict";
-// SVG charts drawn from dataset rows: stacked bars, pie, horizontal bars, lines.
+// Charts on Apache ECharts (vendored: echarts.min.js, see docs/ui.md): every chart gets axis titles with
+// its unit, ticks in that unit, hover values, 12 px labels, and the width of its card (resized with it).
+// Values arrive raw (ns, bytes, %) and are scaled to one unit per axis, chosen from the data.
 const Charts = (() => {
-  const NS = "http://www.w3.org/2000/svg";
-  function s(tag, attrs, ...children) {
-    const el = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs || {})) if (v !== null && v !== undefined) el.setAttribute(k, v);
-    for (const c of children) if (c) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  const { h, scaleFor, fmtUnit, sig, shorten } = U;
+  const FONT = 12, live = new Set();
+  const TEXT = { fontSize: FONT, color: "#1d2330" };
+  const AXIS_LABEL = { fontSize: FONT, color: "#445" };
+  const AXIS_NAME = { fontSize: FONT, color: "#667085" };
+  // Tooltips drawn on the canvas: ECharts' HTML tooltips carry style attributes, which the page's CSP
+  // (style-src 'self') blocks. Names in them are canvas text, never markup.
+  const TOOLTIP = { renderMode: "richText", confine: true, textStyle: { fontSize: FONT }, backgroundColor: "#fff",
+    borderColor: "#c4c9d4", padding: [6, 8] };
+
+  // A chart element; ECharts starts once the element has a width (it is in the page) and follows its size.
+  function mount(option, opts = {}) {
+    const el = h("div", { class: "chart", dataset: { kind: opts.kind || "chart" } });
+    el.style.height = `${opts.height || 300}px`;
+    const entry = { el, chart: null, ro: null };
+    entry.ro = new ResizeObserver(() => {
+      if (!el.isConnected || !el.clientWidth) return;
+      if (entry.chart) { entry.chart.resize(); return; }
+      entry.chart = echarts.init(el, null, { renderer: "canvas" });
+      entry.chart.on("finished", () => { el.dataset.rendered = "1"; });
+      entry.chart.setOption({ textStyle: TEXT, animation: false, ...option });
+      for (const [event, fn] of Object.entries(opts.on || {})) entry.chart.on(event, fn);
+      if (opts.ready) opts.ready(entry.chart);
+    });
+    entry.ro.observe(el);
+    live.add(entry);
     return el;
   }
-  function title(text) { return s("title", {}, text); }
-  function legend(items) {
-    return U.h("div", { class: "legend" }, items.map(([name, color]) => U.h("span", { style: `--c:${color}` }, name)));
+  function disposeAll() {
+    for (const e of live) { e.ro.disconnect(); if (e.chart) e.chart.dispose(); }
+    live.clear();
   }
-  function niceMax(v) {
-    if (!(v > 0)) return 1;
-    const p = Math.pow(10, Math.floor(Math.log10(v)));
-    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
-    return 10 * p;
+  function valueAxis(name, unit, extra = {}) {
+    return { type: "value", name: unit ? `${name} (${unit})` : name, nameLocation: "middle", nameGap: 48,
+      nameTextStyle: AXIS_NAME, axisLabel: { ...AXIS_LABEL, formatter: v => sig(v) }, splitLine: { lineStyle: { color: "#eef0f3" } }, ...extra };
   }
-  // rows: [{label, values: {series: number}}]; series: [[key, label]]
-  function stackedBars(rows, series, opts = {}) {
-    const W = opts.width || 640, H = opts.height || 240, L = 64, B = 28, T = 8;
-    const fmt = opts.format || U.fmtNs, axisFmt = opts.axisFormat || (opts.format ? fmt : U.fmtNsShort);
-    const totals = rows.map(r => series.reduce((a, [k]) => a + Math.max(0, r.values[k] || 0), 0));
-    const max = niceMax(Math.max(0, ...totals));
-    const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", class: "chart stacked", role: "img" });
-    for (let i = 0; i <= 4; i++) {
-      const y = T + (H - T - B) * (1 - i / 4);
-      svg.append(s("line", { x1: L, x2: W, y1: y, y2: y, stroke: "#e5e7eb" }));
-      svg.append(s("text", { x: L - 4, y: y + 4, "text-anchor": "end" }, axisFmt(max * i / 4)));
-    }
-    const bw = (W - L) / Math.max(1, rows.length);
-    rows.forEach((r, i) => {
-      let y = H - B;
-      series.forEach(([k, label], j) => {
-        const v = Math.max(0, r.values[k] || 0), hgt = (H - T - B) * v / max;
-        if (hgt <= 0) return;
-        y -= hgt;
-        svg.append(s("rect", { x: L + i * bw + bw * 0.15, y, width: Math.max(1, bw * 0.7), height: hgt,
-          fill: U.PALETTE[j % U.PALETTE.length], "data-series": k }, title(`${r.label}\n${label}: ${fmt(v)}`)));
-      });
-      if (rows.length <= 40 || i % Math.ceil(rows.length / 40) === 0)
-        svg.append(s("text", { x: L + i * bw + bw / 2, y: H - B + 14, "text-anchor": "middle" }, r.label));
-    });
-    return U.h("div", {}, svg, legend(series.map(([, label], j) => [label, U.PALETTE[j % U.PALETTE.length]])));
+  function categoryAxis(names, name, extra = {}) {
+    return { type: "category", data: names, name, nameLocation: "middle", nameGap: 28, nameTextStyle: AXIS_NAME,
+      axisLabel: { ...AXIS_LABEL, hideOverlap: true }, ...extra };
   }
-  // items: [{name, value}]
-  function pie(items, opts = {}) {
-    const R = 90, C = 100, fmt = opts.format || U.fmtNs;
-    const total = items.reduce((a, it) => a + Math.max(0, it.value || 0), 0);
-    const svg = s("svg", { viewBox: "0 0 200 200", width: opts.size || 220, class: "chart pie", role: "img" });
-    let a0 = -Math.PI / 2;
-    items.forEach((it, j) => {
-      const v = Math.max(0, it.value || 0);
-      if (!total || !v) return;
-      const a1 = a0 + 2 * Math.PI * v / total, large = a1 - a0 > Math.PI ? 1 : 0;
-      const color = U.PALETTE[j % U.PALETTE.length];
-      const tip = title(`${it.name}: ${fmt(v)} (${(100 * v / total).toFixed(1)} %)`);
-      if (v === total) svg.append(s("circle", { cx: C, cy: C, r: R, fill: color }, tip));
-      else svg.append(s("path", { d: `M${C},${C} L${C + R * Math.cos(a0)},${C + R * Math.sin(a0)} A${R},${R} 0 ${large} 1 ` +
-        `${C + R * Math.cos(a1)},${C + R * Math.sin(a1)} Z`, fill: color, stroke: "#fff", "data-name": it.name }, tip));
-      a0 = a1;
-    });
-    if (!total) svg.append(s("text", { x: C, y: C, "text-anchor": "middle" }, "no data"));
-    return U.h("div", { class: "pie-wrap", style: "display:flex;gap:12px;align-items:center;flex-wrap:wrap" }, svg,
-      U.h("div", { class: "legend", style: "flex-direction:column" }, items.map((it, j) =>
-        U.h("span", { style: `--c:${U.PALETTE[j % U.PALETTE.length]}` },
-          `${it.name} — ${total ? (100 * Math.max(0, it.value || 0) / total).toFixed(1) : 0} %`))));
+  const legend = (extra = {}) => ({ type: "scroll", top: 0, textStyle: { fontSize: FONT }, ...extra });
+
+  // Vertical bars, stacked or side by side. rows: [{label, ...values}]; series: [{key, name, color}].
+  function bars(rows, series, opts = {}) {
+    const kind = opts.kind || "ns", stack = opts.stack !== false;
+    const totals = rows.map(r => stack ? series.reduce((a, s) => a + Math.max(0, r[s.key] || 0), 0)
+      : Math.max(0, ...series.map(s => r[s.key] || 0)));
+    const { div, unit } = scaleFor(Math.max(0, ...totals), kind);
+    const shown = series.filter(s => rows.some(r => r[s.key]));
+    return mount({
+      legend: legend(), grid: { left: 64, right: 16, top: 36, bottom: 48 },
+      tooltip: { ...TOOLTIP, trigger: "axis", axisPointer: { type: "shadow" },
+        valueFormatter: v => fmtUnit(v * div, kind) },
+      xAxis: categoryAxis(rows.map(r => r.label), opts.xName || ""),
+      yAxis: valueAxis(opts.yName || "time", unit),
+      series: shown.map(s => ({ name: s.name, type: "bar", stack: stack ? "all" : undefined, barMaxWidth: 48,
+        itemStyle: { color: s.color }, emphasis: { focus: "series" },
+        data: rows.map(r => r[s.key] === null || r[s.key] === undefined ? null : r[s.key] / div) })),
+    }, { kind: "bars", height: opts.height, on: opts.onClick ? { click: p => opts.onClick(rows[p.dataIndex], p) } : {} });
   }
-  // items: [{name, value}] drawn as horizontal bars, largest first.
+
+  // Horizontal bars, largest on top; names keep both ends when shortened, the tooltip shows them whole.
   function hbars(items, opts = {}) {
-    const fmt = opts.format || U.fmtNs, W = opts.width || 960, rowH = 18, L = 330;
-    const max = Math.max(1e-9, ...items.map(it => it.value || 0));
-    const svg = s("svg", { viewBox: `0 0 ${W} ${items.length * rowH + 4}`, width: "100%", class: "chart hbars", role: "img" });
-    items.forEach((it, i) => {
-      const w = (W - L - 80) * (it.value || 0) / max, y = i * rowH + 2;
-      const label = it.name.length > 52 ? it.name.slice(0, 50) + "…" : it.name;
-      svg.append(s("text", { x: L - 6, y: y + 12, "text-anchor": "end" }, label, title(it.name)));
-      svg.append(s("rect", { x: L, y: y + 2, width: Math.max(1, w), height: rowH - 5, fill: U.colorOf(it.name) },
-        title(`${it.name}: ${fmt(it.value)}`)));
-      svg.append(s("text", { x: L + w + 4, y: y + 12 }, fmt(it.value)));
-    });
-    return svg;
+    const kind = opts.kind || "ns";
+    const { div, unit } = scaleFor(Math.max(0, ...items.map(i => i.value || 0)), kind);
+    const labels = U.shortNames(items.map(i => i.name), opts.labelChars || 40);
+    return mount({
+      grid: { left: 8, right: 72, top: 8, bottom: 40, containLabel: true },
+      tooltip: { ...TOOLTIP, trigger: "item", formatter: p => `${items[p.dataIndex].name}\n${fmtUnit(items[p.dataIndex].value, kind)}` +
+        (items[p.dataIndex].note ? `\n${items[p.dataIndex].note}` : "") },
+      xAxis: valueAxis(opts.xName || "time", unit, { nameGap: 26 }),
+      yAxis: { type: "category", inverse: true, data: items.map((_, i) => i),
+        axisLabel: { ...AXIS_LABEL, interval: 0, formatter: i => labels[i] } },
+      series: [{ type: "bar", barMaxWidth: 22, data: items.map(i => ({ value: (i.value || 0) / div, itemStyle: { color: i.color || U.colorOf(i.name) } })),
+        label: { show: true, position: "right", fontSize: FONT, formatter: p => fmtUnit(items[p.dataIndex].value, kind) } }],
+    }, { kind: "hbars", height: opts.height || Math.max(120, items.length * 24 + 56),
+      on: opts.onClick ? { click: p => opts.onClick(items[p.dataIndex]) } : {} });
   }
-  // series: [{name, xs: [ns], ys: [value]}]; x is time (ns), y formatted by opts.format
+
+  // A donut with its legend; slices keep the colour their name has elsewhere.
+  function pie(items, opts = {}) {
+    const kind = opts.kind || "ns", total = items.reduce((a, i) => a + Math.max(0, i.value || 0), 0);
+    return mount({
+      tooltip: { ...TOOLTIP, trigger: "item", formatter: p => `${p.name}\n${fmtUnit(p.value, kind)} (${sig(p.percent)} %)` },
+      legend: legend({ orient: "vertical", left: "52%", top: "middle", formatter: n => {
+        // The share first, so a long name cut at the card's edge never hides it.
+        const it = items.find(i => i.name === n); return `${total ? sig(100 * Math.max(0, it.value || 0) / total) : 0} %  ${shorten(n, 30)}`; } }),
+      series: [{ type: "pie", radius: ["38%", "72%"], center: ["26%", "50%"], avoidLabelOverlap: true, label: { show: false },
+        data: items.map(i => ({ name: i.name, value: Math.max(0, i.value || 0), itemStyle: { color: i.color || U.colorOf(i.name) } })) }],
+    }, { kind: "pie", height: opts.height || 260, on: opts.onClick ? { click: p => opts.onClick(items[p.dataIndex]) } : {} });
+  }
+
+  // Lines over time. series: [{name, xs (ns since origin), ys, color, step}]; opts.kind is the y unit.
+  // opts.zoom adds a range slider; opts.onRange(t0, t1) gets the selected range in ns; opts.band marks [t0, t1].
   function lines(series, opts = {}) {
-    const W = opts.width || 720, H = opts.height || 240, L = 70, B = 24, T = 8;
-    const fmt = opts.format || U.fmtBytes;
-    let x0 = Infinity, x1 = -Infinity, ymax = 0;
-    for (const sr of series) sr.xs.forEach((x, i) => { x0 = Math.min(x0, x); x1 = Math.max(x1, x); ymax = Math.max(ymax, sr.ys[i] || 0); });
-    const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", class: "chart lines", role: "img" });
-    if (!series.length || x0 === Infinity) { svg.append(s("text", { x: W / 2, y: H / 2 }, "no data")); return svg; }
-    const ym = niceMax(ymax), span = Math.max(1, x1 - x0);
-    for (let i = 0; i <= 4; i++) {
-      const y = T + (H - T - B) * (1 - i / 4);
-      svg.append(s("line", { x1: L, x2: W, y1: y, y2: y, stroke: "#e5e7eb" }));
-      svg.append(s("text", { x: L - 4, y: y + 4, "text-anchor": "end" }, fmt(ym * i / 4)));
-    }
-    for (let i = 0; i <= 4; i++) svg.append(s("text", { x: L + (W - L - 10) * i / 4, y: H - 6, "text-anchor": i === 4 ? "end" : i ? "middle" : "start" }, U.fmtNsShort(span * i / 4)));
-    series.forEach((sr, j) => {
-      // A total holds its value until the next sample: draw steps, not slopes.
-      const pts = [];
-      sr.xs.forEach((x, i) => {
-        const px = (L + (W - L - 10) * (x - x0) / span).toFixed(1), py = (T + (H - T - B) * (1 - (sr.ys[i] || 0) / ym)).toFixed(1);
-        if (pts.length) pts.push(`${px},${pts[pts.length - 1].split(",")[1]}`);
-        pts.push(`${px},${py}`);
+    const kind = opts.kind || "bytes";
+    const xmax = Math.max(0, ...series.flatMap(s => s.xs)), xmin = Math.min(...series.flatMap(s => s.xs));
+    const xs = scaleFor(Math.max(1, xmax - Math.min(0, xmin)), "ns");
+    const ymax = Math.max(0, ...series.flatMap(s => s.ys.filter(v => v !== null)));
+    const ys = scaleFor(ymax, kind);
+    const option = {
+      legend: legend(), grid: { left: 72, right: 24, top: 36, bottom: opts.zoom ? 84 : 48 },
+      tooltip: { ...TOOLTIP, trigger: "axis", valueFormatter: v => fmtUnit(v * ys.div, kind),
+        axisPointer: { label: { formatter: p => `${sig(p.value)} ${xs.unit}` } } },
+      xAxis: valueAxis(opts.xName || "time since the first event", xs.unit, { nameGap: 28, min: "dataMin", max: "dataMax" }),
+      yAxis: valueAxis(opts.yName || "", ys.unit, kind === "percent" ? { max: v => Math.max(100, v.max) } : {}),
+      series: series.map((s, i) => ({ name: s.name, type: "line", step: s.step === false ? undefined : "end", showSymbol: false,
+        sampling: "lttb", lineStyle: { width: 1.5 }, itemStyle: { color: s.color || U.PALETTE[i % U.PALETTE.length] },
+        data: s.xs.map((x, j) => [x / xs.div, s.ys[j] === null ? null : s.ys[j] / ys.div]),
+        markArea: i === 0 && opts.band ? { silent: true, itemStyle: { color: "rgba(47,111,221,0.08)" },
+          label: { show: true, position: "insideTop", fontSize: FONT, color: "#2f6fdd" },
+          data: [[{ name: opts.band.label, xAxis: opts.band.start / xs.div }, { xAxis: opts.band.end / xs.div }]] } : undefined })),
+    };
+    if (opts.zoom) option.dataZoom = [{ type: "inside", filterMode: "none" }, { type: "slider", bottom: 8, height: 22, filterMode: "none" }];
+    return mount(option, { kind: "lines", height: opts.height || 280, ready: chart => {
+      if (!opts.onRange) return;
+      chart.on("datazoom", () => {
+        const axis = chart.getModel().getComponent("xAxis", 0).axis.scale.getExtent();
+        opts.onRange(axis[0] * xs.div, axis[1] * xs.div);
       });
-      svg.append(s("polyline", { points: pts.join(" "), fill: "none", stroke: U.PALETTE[j % U.PALETTE.length], "stroke-width": 1.5 }, title(sr.name)));
-    });
-    return U.h("div", {}, svg, legend(series.map((sr, j) => [sr.name, U.PALETTE[j % U.PALETTE.length]])));
+    } });
   }
-  // rows: [{label, values: {key: number}}]; one bar per series side by side (e.g. base vs new).
-  function groupedBars(rows, series, opts = {}) {
-    const W = opts.width || 640, H = opts.height || 220, L = 64, B = 28, T = 8, fmt = opts.format || U.fmtNs;
-    const max = niceMax(Math.max(0, ...rows.flatMap(r => series.map(([k]) => r.values[k] || 0))));
-    const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", class: "chart grouped", role: "img" });
-    for (let i = 0; i <= 4; i++) {
-      const y = T + (H - T - B) * (1 - i / 4);
-      svg.append(s("line", { x1: L, x2: W, y1: y, y2: y, stroke: "#e5e7eb" }));
-      svg.append(s("text", { x: L - 4, y: y + 4, "text-anchor": "end" }, U.fmtNsShort(max * i / 4)));
+
+  // From a base figure to a new one through the changes that make up the difference.
+  function waterfall(w, opts = {}) {
+    const kind = opts.kind || "ns";
+    const names = [opts.baseLabel || "base", ...w.bars.map(b => b.name), opts.newLabel || "new"];
+    let level = w.base_ns;
+    const offset = [0], up = [null], down = [null], totals = [w.base_ns];
+    for (const b of w.bars) {
+      const next = level + b.delta_ns;
+      offset.push(Math.min(level, next)); up.push(b.delta_ns > 0 ? b.delta_ns : null); down.push(b.delta_ns < 0 ? -b.delta_ns : null);
+      totals.push(null); level = next;
     }
-    const gw = (W - L) / Math.max(1, rows.length), bw = gw * 0.8 / series.length;
-    rows.forEach((r, i) => {
-      series.forEach(([k, label], j) => {
-        const v = Math.max(0, r.values[k] || 0), hgt = (H - T - B) * v / max;
-        svg.append(s("rect", { x: L + i * gw + gw * 0.1 + j * bw, y: H - B - hgt, width: Math.max(1, bw - 1), height: hgt,
-          fill: U.PALETTE[j % U.PALETTE.length] }, title(`${r.label} ${label}: ${fmt(v)}`)));
-      });
-      if (rows.length <= 40 || i % Math.ceil(rows.length / 40) === 0)
-        svg.append(s("text", { x: L + i * gw + gw / 2, y: H - B + 14, "text-anchor": "middle" }, r.label));
-    });
-    svg.classList.add("stacked");
-    return U.h("div", {}, svg, legend(series.map(([, label], j) => [label, U.PALETTE[j % U.PALETTE.length]])));
+    offset.push(0); up.push(null); down.push(null); totals.push(w.new_ns);
+    const { div, unit } = scaleFor(Math.max(w.base_ns, w.new_ns, ...offset.map((o, i) => o + (up[i] || 0) + (down[i] || 0))), kind);
+    const sc = a => a.map(v => v === null ? null : v / div);
+    const deltaOf = i => i === 0 ? `base: ${fmtUnit(w.base_ns, kind)}` : i === names.length - 1 ? `new: ${fmtUnit(w.new_ns, kind)}`
+      : `${w.bars[i - 1].delta_ns > 0 ? "+" : "−"}${fmtUnit(Math.abs(w.bars[i - 1].delta_ns), kind)}`;
+    return mount({
+      grid: { left: 72, right: 16, top: 24, bottom: 24, containLabel: true },
+      tooltip: { ...TOOLTIP, trigger: "axis", axisPointer: { type: "shadow" }, formatter: ps => `${names[ps[0].dataIndex]}\n${deltaOf(ps[0].dataIndex)}` },
+      xAxis: categoryAxis(names.map((_, i) => i), "", { axisLabel: { ...AXIS_LABEL, interval: 0, rotate: names.length > 6 ? 30 : 0,
+        formatter: i => shorten(names[i], 22) } }),
+      yAxis: valueAxis(opts.yName || "time per step", unit, { nameGap: 56 }),
+      series: [
+        { type: "bar", stack: "w", silent: true, itemStyle: { color: "transparent" }, data: sc(offset) },
+        { name: "slower", type: "bar", stack: "w", itemStyle: { color: "#e15759" }, data: sc(up) },
+        { name: "faster", type: "bar", stack: "w", itemStyle: { color: "#59a14f" }, data: sc(down) },
+        { name: "total", type: "bar", stack: "w", itemStyle: { color: "#8a94a6" }, data: sc(totals) },
+      ],
+    }, { kind: "waterfall", height: opts.height || 320 });
   }
-  return { stackedBars, groupedBars, pie, hbars, lines };
+
+  // Nested time as rectangles (modules): nodes [{name, value, children}]; click drills down.
+  function treemap(nodes, opts = {}) {
+    const kind = opts.kind || "ns";
+    return mount({
+      tooltip: { ...TOOLTIP, formatter: p => `${p.data.path || p.name}\n${fmtUnit(p.value, kind)}` +
+        (p.data.note ? `\n${p.data.note}` : "") },
+      series: [{ type: "treemap", roam: false, nodeClick: "zoomToNode", leafDepth: opts.leafDepth, top: 8, bottom: 36, left: 4, right: 4,
+        visibleMin: 400, breadcrumb: { show: true, bottom: 4, itemStyle: { textStyle: { fontSize: FONT } } },
+        label: { show: true, fontSize: FONT, lineHeight: 16, formatter: p => `${p.name}\n${fmtUnit(p.value, kind)}` },
+        upperLabel: { show: true, height: 22, fontSize: FONT, color: "#fff", formatter: p => `${p.name}  ${fmtUnit(p.value, kind)}` },
+        // Parents get a dark frame holding their name; children lighter shades of their parent's colour.
+        levels: [{ itemStyle: { borderColor: "#fff", borderWidth: 0, gapWidth: 2 }, upperLabel: { show: false } },
+          { itemStyle: { borderColor: "#4a5468", borderWidth: 3, gapWidth: 1 } },
+          // A model's direct children get distinct colours; their descendants shades of them.
+          { color: U.PALETTE.slice(0, 9), colorSaturation: [0.35, 0.55], itemStyle: { borderWidth: 3, gapWidth: 1, borderColorSaturation: 0.65 } },
+          // Deeper levels alike: their frame takes a darker shade so the white name on it stays readable.
+          ...Array.from({ length: 7 }, () => ({ colorSaturation: [0.35, 0.55], itemStyle: { borderWidth: 3, gapWidth: 1, borderColorSaturation: 0.65 } }))],
+        data: nodes }],
+    }, { kind: "treemap", height: opts.height || 420, on: opts.onClick ? { click: p => opts.onClick(p.data) } : {} });
+  }
+
+  // A matrix of values (source rank x destination rank).
+  function heatmap(xs, ys, cells, opts = {}) {
+    const kind = opts.kind || "bytes", max = Math.max(1, ...cells.map(c => c[2]));
+    const { div, unit } = scaleFor(max, kind);
+    return mount({
+      grid: { left: 72, right: 110, top: 16, bottom: 56 },
+      tooltip: { ...TOOLTIP, formatter: p => `${opts.yName || "source"} ${ys[p.data[1]]} → ${opts.xName || "destination"} ${xs[p.data[0]]}\n${fmtUnit(p.data[2] * div, kind)}` },
+      xAxis: categoryAxis(xs.map(String), opts.xName || "destination rank"),
+      yAxis: categoryAxis(ys.map(String), opts.yName || "source rank", { nameGap: 40 }),
+      visualMap: { min: 0, max: max / div, calculable: true, orient: "vertical", right: 8, top: "middle", itemHeight: 120,
+        text: [`${sig(max / div)} ${unit}`, "0"], textStyle: { fontSize: FONT }, inRange: { color: ["#e8eefb", "#2f6fdd"] } },
+      series: [{ type: "heatmap", data: cells.map(([x, y, v]) => [x, y, v / div]),
+        label: { show: xs.length <= 8, fontSize: FONT, formatter: p => `${sig(p.data[2])} ${unit}` } }],
+    }, { kind: "heatmap", height: opts.height || Math.max(240, ys.length * 40 + 90) });
+  }
+
+  return { mount, disposeAll, bars, hbars, pie, lines, waterfall, treemap, heatmap };
 })();

@@ -19,30 +19,28 @@ const Timeline = (() => {
     const searchInfo = h("span", { id: "tl-search-info", class: "muted" });
     const viewInfo = h("span", { id: "tl-view", class: "muted" });
     const flowsBox = h("input", { type: "checkbox", id: "tl-flows", checked: true });
-    const stepBox = h("select", { id: "tl-step", "aria-label": "show one step" }, h("option", { value: "" }, "whole run"));
+    const stepBox = h("select", { id: "tl-step", "aria-label": "show one step" }, h("option", { value: "" }, "all captured steps"));
     // The answer behind the current picture, as JSON (what the canvas shows, merged blocks included).
     const download = h("a", { id: "tl-download", download: "timeline_window.json", "data-format": "json" }, "JSON");
     const downloadCsv = h("a", { id: "tl-download-csv", download: "timeline_window.csv", "data-format": "csv" }, "CSV");
-    st = { run, canvas, axis, wrap, details, searchInfo, viewInfo, flowsBox, stepBox, download, downloadCsv, meta: null, layout: [], byTrack: new Map(),
+    st = { run, canvas, axis, wrap, details, searchInfo, viewInfo, flowsBox, stepBox, jumpTo, download, downloadCsv, meta: null, layout: [], byTrack: new Map(),
       view: { t0: 0, t1: 1 }, answer: null, ctrl: null, requests: 0, answers: 0, selected: null, hits: null, hit: -1,
       mouseX: null, drag: null, timer: null, listeners: [] };
     const toolbar = h("div", { id: "tl-toolbar" },
       h("button", { onclick: () => zoom(0.5), title: "zoom in (W)" }, "+"), h("button", { onclick: () => zoom(2), title: "zoom out (S)" }, "−"),
       h("button", { onclick: () => pan(-0.25), title: "pan left (A)" }, "◀"), h("button", { onclick: () => pan(0.25), title: "pan right (D)" }, "▶"),
-      h("button", { onclick: reset, id: "tl-reset", title: "whole run (0)" }, "reset"),
+      h("button", { onclick: reset, id: "tl-reset", title: "the captured steps (0)" }, "fit steps"),
+      h("button", { onclick: wholeJob, id: "tl-whole", title: "everything recorded, host samples of the whole job included" }, "whole job"),
       stepBox, h("label", {}, flowsBox, " flows"), searchBox,
       h("button", { onclick: () => runSearch(searchBox.value), id: "tl-find" }, "find"),
       h("button", { onclick: () => stepHit(-1), title: "previous match" }, "‹"), h("button", { onclick: () => stepHit(1), title: "next match" }, "›"),
       searchInfo, viewInfo, h("span", { class: "downloads" }, "download view", downloadCsv, download));
     el.replaceChildren(h("h1", {}, "Timeline"), toolbar,
-      h("p", { class: "hint" }, "W/S or Ctrl+wheel: zoom · A/D, drag or Shift+wheel: pan · click: details · 0: whole run · F: frame selection"),
+      h("p", { class: "hint" }, "W/S or Ctrl+wheel: zoom · A/D, drag or Shift+wheel: pan · click: details · 0: the captured steps · F: frame selection"),
       axis, wrap, details);
     searchBox.addEventListener("keydown", e => { if (e.key === "Enter") runSearch(searchBox.value); });
     flowsBox.addEventListener("change", draw);
-    stepBox.addEventListener("change", () => {
-      const s = st.meta.steps.find(x => String(x.step) === stepBox.value);
-      if (s) setView(s.start - (s.end - s.start) * 0.02, s.end + (s.end - s.start) * 0.02); else reset();
-    });
+    stepBox.addEventListener("change", () => { if (!frameStep(stepBox.value)) reset(); });
     listen(document, "keydown", onKey);
     listen(window, "resize", () => { sizeCanvas(); draw(); fetchView(); });
     listen(canvas, "wheel", onWheel, { passive: false });
@@ -54,12 +52,14 @@ const Timeline = (() => {
     getJSON(`/api/timeline/meta?${query({ run })}`).then(meta => {
       if (st !== s0) return;
       st.meta = meta;
-      for (const x of meta.steps) stepBox.append(h("option", { value: x.step }, `step ${x.step}`));
+      for (const x of meta.steps) stepBox.append(h("option", { value: x.step, selected: q && String(q.step) === String(x.step) }, `step ${x.step}`));
       buildLayout();
       requestAnimationFrame(() => {
         if (st !== s0) return;
         sizeCanvas();
-        reset();
+        // Opens on what the link points at: one slice, the longest call of a name, a step, else the captured steps.
+        if (q && ((q.src !== undefined && q.id !== undefined) || q.name)) jumpTo(q.src !== undefined ? { src: q.src, id: q.id } : { name: q.name, step: q.step });
+        else if (!(q && q.step !== undefined && frameStep(q.step))) reset();
         if (q && q.find) { searchBox.value = q.find; runSearch(q.find); }
       });
     }).catch(e => { details.replaceChildren(h("p", { class: "na-box" }, `Could not load the timeline: ${e.message}`)); });
@@ -107,7 +107,7 @@ const Timeline = (() => {
     let w = Math.max(minSpan, Math.min(t1 - t0, span + 2 * margin));
     t0 = Math.max(-margin, Math.min(t0, span + margin - w));
     st.view = { t0, t1: t0 + w };
-    st.viewInfo.textContent = `${fmtNs(st.view.t0)} – ${fmtNs(st.view.t1)} (${fmtNs(w)})`;
+    st.viewInfo.textContent = `${U.fmtTime(st.view.t0)} – ${U.fmtTime(st.view.t1)} (${fmtNs(w)})`;
     st.canvas.dataset.t0 = String(Math.round(st.view.t0)); st.canvas.dataset.t1 = String(Math.round(st.view.t1));
     draw();
     // An answer for an older view must not land after this one: abort it now.
@@ -115,7 +115,37 @@ const Timeline = (() => {
     clearTimeout(st.timer);
     st.timer = setTimeout(fetchView, 15);
   }
-  function reset() { setView(0, st.meta.span_ns || 1); }
+  // The captured steps: the host sampler may have run for the whole job, the profiler only for its window.
+  function reset() {
+    const w = st.meta.window, pad = (w.end - w.start) * 0.01;
+    setView(w.start - pad, w.end + pad);
+  }
+  function wholeJob() { setView(0, st.meta.span_ns || 1); }
+  function frameStep(step) {
+    const s = st.meta.steps.find(x => String(x.step) === String(step));
+    if (!s) return false;
+    st.stepBox.value = String(s.step);
+    setView(s.start - (s.end - s.start) * 0.02, s.end + (s.end - s.start) * 0.02);
+    return true;
+  }
+  // Frames one slice and selects it: {src, id} or the longest slice of {name, step}.
+  async function jumpTo(target) {
+    const s0 = st;
+    try {
+      const x = await getJSON(`/api/timeline/locate?${query({ run: st.run, ...target })}`);
+      if (st !== s0) return;
+      const dur = Math.max(1, x.end - x.start), pad = Math.max(dur * 0.5, 2000);
+      setView(x.start - pad, x.end + pad);
+      const tr = st.byTrack.get(x.track);
+      if (tr) st.wrap.scrollTop = Math.max(0, tr.y + x.depth * ROW_H - st.wrap.clientHeight / 2);
+      select({ track: x.track, depth: x.depth, start: x.start, dur, name: x.name, count: 1, src: x.src, id: x.id, trackName: tr ? tr.name : "" });
+    } catch (e) {
+      if (st !== s0) return;
+      reset();
+      st.details.replaceChildren(h("p", { class: "na-box", id: "tl-not-found" },
+        target.name ? `No slice named ${target.name}${target.step ? " in step " + target.step : ""} on this timeline.` : `That slice is not on this timeline (${e.message}).`));
+    }
+  }
   function zoom(factor, atX) {
     const x = atX ?? st.mouseX ?? (LABEL_W + plotW() / 2), t = tOf(Math.max(LABEL_W, x));
     setView(t - (t - st.view.t0) * factor, t + (st.view.t1 - t) * factor);
@@ -143,10 +173,11 @@ const Timeline = (() => {
     }
   }
 
-  // A tick's label keeps the digits that tell it from its neighbour, in the step's unit.
-  function tickLabel(t, step) {
-    const [unit, name] = step >= 1e9 ? [1e9, "s"] : step >= 1e6 ? [1e6, "ms"] : step >= 1e3 ? [1e3, "µs"] : [1, "ns"];
-    const decimals = Math.max(0, Math.ceil(-Math.log10(step / unit) - 1e-9));
+  // A tick's label is in the unit of the view's magnitude (100.8 ms, not 100800 µs), with the
+  // decimals that tell it from its neighbour.
+  function tickLabel(t, step, magnitude) {
+    const [unit, name] = magnitude >= 1e9 ? [1e9, "s"] : magnitude >= 1e6 ? [1e6, "ms"] : magnitude >= 1e3 ? [1e3, "µs"] : [1, "ns"];
+    const decimals = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / unit) - 1e-9)));
     return `${(t / unit).toFixed(decimals)} ${name}`;
   }
 
@@ -158,7 +189,7 @@ const Timeline = (() => {
     c.fillStyle = "#1d2330"; c.strokeStyle = "#c4c9d4"; c.font = "11px system-ui"; c.textBaseline = "middle";
     for (let t = Math.ceil(st.view.t0 / step) * step; t <= st.view.t1; t += step) {
       const x = xOf(t); c.beginPath(); c.moveTo(x, AXIS_H - 6); c.lineTo(x, AXIS_H); c.stroke();
-      c.fillText(tickLabel(t, step), x + 3, AXIS_H / 2);
+      c.fillText(tickLabel(t, step, Math.max(Math.abs(st.view.t0), Math.abs(st.view.t1))), x + 3, AXIS_H / 2);
     }
     c.fillStyle = "#fafbfc"; c.fillRect(0, 0, LABEL_W, AXIS_H);
     c.fillStyle = "#667085"; c.fillText("time since first event", 6, AXIS_H / 2);
@@ -217,7 +248,11 @@ const Timeline = (() => {
       if (!byTrack.has(k.track[i])) byTrack.set(k.track[i], []);
       byTrack.get(k.track[i]).push([a.t0 + k.ts[i], k.value[i]]);
     }
-    for (const [track, v] of k.before || []) if (byTrack.has(track)) byTrack.get(track).unshift([st.view.t0, v]);
+    // The last sample before the view holds until the next one: a slow sampler's track is not blank when zoomed in.
+    for (const [track, v] of k.before || []) {
+      if (!byTrack.has(track)) byTrack.set(track, []);
+      byTrack.get(track).unshift([st.view.t0, v]);
+    }
     for (const [track, pts] of byTrack) {
       const tr = st.byTrack.get(track); if (!tr) continue;
       const max = Math.max(1e-9, ...pts.map(p => p[1]));
@@ -227,7 +262,8 @@ const Timeline = (() => {
       let lastY = yOf(pts[0][1]);
       for (const [t, v] of pts) { const x = Math.max(LABEL_W, xOf(t)); c.lineTo(x, lastY); lastY = yOf(v); c.lineTo(x, lastY); }
       c.lineTo(st.width, lastY); c.lineTo(st.width, tr.y + COUNTER_H - 2); c.closePath(); c.fill(); c.stroke();
-      c.fillStyle = "#1d2330"; c.fillText(`max ${U.fmtBytes(max)}`, LABEL_W + 4, tr.y + 8);
+      const top = Math.max(...pts.map(p => p[1]));  // the label says the real maximum (0 for an idle disk)
+      c.fillStyle = "#1d2330"; c.fillText(`max ${top > 0 ? U.fmtUnit(top, tr.unit || "") : "0"}`, LABEL_W + 4, tr.y + 8);
     }
     void scale;
   }
@@ -273,7 +309,7 @@ const Timeline = (() => {
     const d = st.details;
     if (!sel) { d.replaceChildren(h("span", { class: "muted" }, "Click a slice for its details.")); return; }
     const head = h("div", {}, h("h2", {}, sel.name), h("div", { class: "muted" },
-      `${sel.trackName || ""} · start ${fmtNs(sel.start)} · duration ${fmtNs(sel.dur)}`));
+      `${sel.trackName || ""} · start ${U.fmtTime(sel.start)} · duration ${fmtNs(sel.dur)}`));
     if (sel.count > 1 || sel.src === null || sel.src === undefined) {
       d.replaceChildren(head, h("p", { id: "tl-merged" }, `${sel.count} slices merged at this zoom (busy ${fmtNs(sel.busy)}); the longest is shown by name.`),
         h("button", { onclick: () => setView(sel.start - sel.dur * 0.1, sel.start + sel.dur * 1.1) }, "zoom to them"));
@@ -283,10 +319,7 @@ const Timeline = (() => {
     try {
       const ev = await getJSON(`/api/timeline/event?${query({ run: st.run, src: sel.src, id: sel.id })}`);
       if (st.selected !== sel) return;
-      const rows = Object.entries(ev.row).map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", { class: "name" }, v === null ? "" : String(v))));
-      const links = Object.entries(ev.links || {}).filter(([, v]) => v && v.length).map(([k, v]) =>
-        h("div", {}, h("b", {}, k.replace("_", " ") + ": "), v.map(x => `${x.name}${x.dur_ns !== undefined ? " (" + fmtNs(x.dur_ns) + ")" : ""}`).join(", ")));
-      d.replaceChildren(head, h("p", { class: "muted" }, `${ev.table} row`), h("table", { class: "data", id: "tl-event-table" }, h("tbody", {}, rows)), ...links);
+      d.replaceChildren(head, ...TimelineDetails.render(ev, st.run, target => st.jumpTo(target)));
     } catch (e) { d.replaceChildren(head, h("p", { class: "na-box" }, e.message)); }
   }
 
@@ -359,3 +392,5 @@ const Timeline = (() => {
 
   return { mount, unmount, get state() { return st; }, SOURCES };
 })();
+
+U.page("timeline", "Timeline", ctx => Timeline.mount(ctx.el, ctx.run, ctx.query));

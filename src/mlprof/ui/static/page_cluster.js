@@ -1,0 +1,71 @@
+"use strict";
+// Cluster: the ranks of this run's job side by side. Every rank links to its own run; bars open that
+// rank's timeline at that step; the communication matrix covers NCCL (device) and gloo (host) jobs.
+(() => {
+  const { h, getJSON, card, fmtNs, fmtShare } = U;
+  const rk = v => v === null || v === undefined ? "-" : String(v);
+
+  async function clusterPage(ctx) {
+    const { run, el } = ctx;
+    const c = await getJSON(`/api/cluster?${U.query({ run })}`);
+    if (!c.available) { U.fill(el, h("h1", {}, "Cluster"), U.naBox(`Not a multi-rank job: ${c.reason}.`, "cluster-none")); return; }
+    const params = { run }, runOf = r => c.run_of_rank[String(r)];
+    const rankLink = (r, page, q) => runOf(r) ? h("a", { href: U.runHref(runOf(r), page || "overview", q || {}), class: "rank-link", "data-rank": r }, `rank ${rk(r)}`) : `rank ${rk(r)}`;
+    const ranks = c.ranks.map(r => ({ ...r, label: `rank ${rk(r.rank)}` }));
+    // Steps x ranks: one bar per rank in each step.
+    const stepNums = [...new Set(c.step_rows.map(s => s.step))].sort((a, b) => a - b);
+    const perStep = stepNums.map(s => {
+      const row = { label: `#${s}`, step: s };
+      for (const x of c.step_rows.filter(x => x.step === s)) row[`r${x.rank}`] = x.dur_ns;
+      return row;
+    });
+    const rankSeries = ranks.map((r, i) => ({ key: `r${r.rank}`, name: r.label, color: U.PALETTE[i % 10] }));
+    // Matrix cells: bytes per (source, destination), or time where sizes are unknown.
+    const haveBytes = c.matrix.some(m => m.size_bytes);
+    const ids = [...new Set(c.matrix.flatMap(m => [m.src_rank, m.dst_rank]))].sort((a, b) => a - b);
+    const cell = new Map();
+    for (const m of c.matrix) { const k = `${m.src_rank}>${m.dst_rank}`; cell.set(k, (cell.get(k) || 0) + ((haveBytes ? m.size_bytes : m.time_ns) || 0)); }
+    const cells = [];
+    ids.forEach((src, y) => ids.forEach((dst, x) => { const v = cell.get(`${src}>${dst}`); if (v) cells.push([x, y, v]); }));
+    const onHost = c.matrix.some(m => m.measured_on === "host");
+    U.fill(el, h("h1", {}, "Cluster"),
+      h("p", { id: "cluster-ranks" }, `${c.ranks.length} ranks: `, ranks.map((r, i) => [i ? ", " : "", rankLink(r.rank)]),
+        c.failed.length ? ` (${c.failed.length} could not be read)` : "", c.warnings && c.warnings.length ? h("span", { class: "muted" }, ` — ${c.warnings.join("; ")}`) : null),
+      card("Slow ranks", "/api/cluster/slow_ranks", params, c.slow_ranks.length ? h("ul", { class: "findings", id: "slow-ranks" }, c.slow_ranks.map(s =>
+        h("li", { class: `sev-${s.severity}` }, h("span", { class: "sev" }, s.severity), " ", rankLink(s.rank),
+          h("b", {}, `: ${s.cause} ${fmtNs(s.value_ns)} per step`),
+          ` vs ${fmtNs(s.median_ns)} on the others (+${fmtNs(s.excess_ns)}, ${fmtShare(s.share_of_step)} of a step)`)))
+        : h("p", { class: "muted", id: "slow-ranks-none" }, "No rank is slower than the others by the advisor's threshold.")),
+      h("div", { class: "row" },
+        card("Mean step per rank (click a rank for its run)", "/api/cluster/ranks", params,
+          Charts.bars(ranks, [{ key: "compute_ns", name: "compute", color: "#4e79a7" }, { key: "transit_ns", name: "communication (transit)", color: "#e15759" },
+            { key: "wait_ns", name: "communication (waiting for other ranks)", color: "#f28e2b" }, { key: "free_ns", name: "device idle", color: "#bab0ac" }],
+          { xName: "rank", yName: "time per step", onClick: r => { if (runOf(r.rank)) location.hash = U.runHref(runOf(r.rank), "overview"); } })),
+        card("Step time per step and rank (click a bar for that rank's timeline)", "/api/cluster/step_rows", params,
+          Charts.bars(perStep, rankSeries, { stack: false, xName: "step", yName: "step time",
+            onClick: (r, p) => { const rank = ranks[p.seriesIndex]; if (rank && runOf(rank.rank)) location.hash = U.timelineHref(runOf(rank.rank), { step: r.step }); } }))),
+      card("Mean step per rank", "/api/cluster/ranks", params, DataTable(ranks, [
+        { key: "rank", label: "rank", num: true, fmt: v => rankLink(v) }, { key: "steps", label: "steps", kind: "count" },
+        { key: "step_ns", label: "step", kind: "ns" }, { key: "compute_ns", label: "compute", kind: "ns" },
+        { key: "communication_ns", label: "communication", kind: "ns" }, { key: "wait_ns", label: "wait", kind: "ns" },
+        { key: "transit_ns", label: "transit", kind: "ns" }, { key: "free_ns", label: "device idle", kind: "ns" },
+        { key: "data_loading_ns", label: "data loading", kind: "ns" }], { sortKey: "rank", sortDir: 1 })),
+      card(`Communication matrix (${haveBytes ? "bytes" : "time"}, source rank → destination rank${onHost ? "; host-side collectives, sizes from recorded input shapes" : ""})`,
+        "/api/cluster/matrix", params, cells.length ? h("div", { id: "cluster-matrix" }, Charts.heatmap(ids, ids, cells, { kind: haveBytes ? "bytes" : "ns" }))
+          : h("p", { class: "muted", id: "cluster-matrix-none" }, "No communication with known peers (record_shapes gives host collectives their sizes).")),
+      card("Communication per collective and rank", "/api/cluster/collectives", params, c.collectives.length ? DataTable(c.collectives, [
+        { key: "collective", label: "collective" }, { key: "group", label: "group" }, { key: "rank", label: "rank", num: true },
+        { key: "count", label: "count", kind: "count" }, { key: "total_ns", label: "total", kind: "ns" },
+        { key: "wait_ns", label: "wait", kind: "ns" }, { key: "transit_ns", label: "transit", kind: "ns" },
+        { key: "size_bytes", label: "size", kind: "bytes" }, { key: "bandwidth_gb_per_s", label: "GB/s", num: true, fmt: v => v === null || v === undefined ? "" : v.toFixed(2) }],
+        { sortKey: "total_ns" }) : h("p", { class: "muted" }, "No communication ops.")),
+      card("Steps per rank", "/api/cluster/step_rows", params, DataTable(c.step_rows, [{ key: "rank", label: "rank", num: true, fmt: v => rankLink(v) },
+        { key: "step", label: "step", num: true }, { key: "dur_ns", label: "step", kind: "ns" },
+        { key: "compute_ns", label: "compute", kind: "ns" }, { key: "communication_ns", label: "communication", kind: "ns" },
+        { key: "free_ns", label: "device idle", kind: "ns" },
+        { key: "open", label: "", fmt: (v, r) => runOf(r.rank) ? h("a", { href: U.timelineHref(runOf(r.rank), { step: r.step }), class: "tl-link" }, "timeline") : "" }],
+        { sortKey: "rank", sortDir: 1 })));
+  }
+
+  U.page("cluster", "Cluster", clusterPage);
+})();

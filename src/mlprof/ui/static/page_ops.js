@@ -1,0 +1,117 @@
+"use strict";
+// Operators (by name -> by input shapes -> single calls, each call linked to its own slice on the
+// timeline) and kernels (by name -> single launches), following the header's step.
+(() => {
+  const { h, getRows, dataUrl, card, fmtShare } = U;
+  const load = (name, run, extra) => getRows(dataUrl(name, { run, ...extra }));
+  const TOP = 20;
+
+  // Host self time on every run; device time too when the run has device work (else a column of zeros).
+  function metricsOf(ctx) {
+    const device = ctx.features.kernels && ctx.features.kernels.available && ctx.summary.device_kind !== "cpu";
+    return device ? [["host_self_ns", "host self time"], ["device_self_ns", "device time (kernels it launched)"]]
+      : [["host_self_ns", "host self time"]];
+  }
+
+  async function operators(ctx) {
+    const { run, el, step, query } = ctx;
+    const { rows: ops } = await load("op_statistic", run, { step });
+    const metrics = metricsOf(ctx), device = metrics.length > 1;
+    const metric = metrics.find(([k]) => k === query.metric) || metrics[device ? 1 : 0];
+    const opsOnly = ops.filter(r => r.kind === "op");
+    const ranked = opsOnly.slice().sort((a, b) => (b[metric[0]] || 0) - (a[metric[0]] || 0)).filter(r => r[metric[0]] > 0);
+    const top = ranked.slice(0, TOP), rest = ranked.slice(9);
+    const pieItems = [...ranked.slice(0, 9).map(r => ({ name: r.name, value: r[metric[0]] })),
+      ...(rest.length ? [{ name: `other ops (${rest.length})`, value: rest.reduce((a, r) => a + r[metric[0]], 0), color: "#c9ced8" }] : [])];
+    const drill = h("div", { id: "op-drill" });
+    const cols = [{ key: "name", label: "operator" }, { key: "kind", label: "kind", title: "annotation: a record_function range; its self time is Python between the ops it encloses" },
+      { key: "count", label: "calls", kind: "count" },
+      { key: "host_self_ns", label: "host self", kind: "ns" }, { key: "host_total_ns", label: "host total", kind: "ns" },
+      { key: "avg_self_ns", label: "avg self", kind: "ns" }, { key: "max_self_ns", label: "max self", kind: "ns" },
+      ...(device ? [{ key: "device_self_ns", label: "device self", kind: "ns" }, { key: "device_total_ns", label: "device total", kind: "ns" }] : []),
+      { key: "ratio_pct", label: "host self %", kind: "pct" }];
+    const showDrill = r => opDrill(ctx, r.name, drill, device);
+    const pick = device ? h("label", {}, "rank by ", h("select", { id: "op-metric", onchange: e => ctx.go({ metric: e.target.value }) },
+      metrics.map(([k, label]) => h("option", { value: k, selected: k === metric[0] }, label)))) : null;
+    const annotations = ops.length - opsOnly.length;
+    U.fill(el, h("h1", {}, "Operators", step !== null ? h("span", { class: "muted" }, ` · step ${step}`) : null),
+      h("div", { class: "table-tools" }, pick, h("span", { class: "muted" }, `Charts show framework ops by ${metric[1]}` +
+        (annotations ? `; ${annotations} annotation(s) (record_function ranges, ProfilerStep) are in the table only` : "") + ".")),
+      h("div", { class: "row" },
+        card(`Share of ${metric[1]} (top 9 ops + other)`, "op_statistic", { run, step }, ranked.length ? Charts.pie(pieItems) : U.naBox("No op time.")),
+        card(`Top ${top.length} ops by ${metric[1]}`, "op_statistic", { run, step },
+          top.length ? Charts.hbars(top.map(r => ({ name: r.name, value: r[metric[0]], note: `${U.fmtNum(r.count)} calls` })),
+            { xName: metric[1], onClick: showDrill }) : U.naBox("No op time."))),
+      card("All operators (click one for its input shapes and calls)", "op_statistic", { run, step },
+        DataTable(ops, cols, { sortKey: metric[0], onRowClick: showDrill, rowKey: r => r.name })),
+      drill);
+    if (query.op) { const r = ops.find(x => x.name === query.op); if (r) showDrill(r); }
+  }
+
+  async function opDrill(ctx, name, el, device) {
+    const { run, step } = ctx;
+    const { rows: shapes } = await load("operator_details", run, { step, name });
+    const calls = h("div", { id: "op-calls" });
+    U.fill(el, card(`${name}: by input shapes (click a row for its slowest calls)`, "operator_details", { run, step, name },
+      h("div", { class: "breadcrumb" }, "operators › ", h("b", {}, name)),
+      DataTable(shapes, [{ key: "input_dims", label: "input shapes", wide: true }, { key: "input_types", label: "input types", wide: true },
+        { key: "count", label: "calls", kind: "count" }, { key: "host_self_ns", label: "host self", kind: "ns" },
+        { key: "host_total_ns", label: "host total", kind: "ns" },
+        ...(device ? [{ key: "device_self_ns", label: "device self", kind: "ns" }, { key: "device_total_ns", label: "device total", kind: "ns" }] : [])],
+        { sortKey: "host_total_ns", onRowClick: r => opCalls(ctx, name, r.input_dims, calls) })), calls);
+    if (shapes.length === 1) opCalls(ctx, name, shapes[0].input_dims, calls);
+    el.scrollIntoView({ block: "nearest" });
+  }
+
+  async function opCalls(ctx, name, dims, el) {
+    const { run, step } = ctx;
+    const params = { step, name, input_dims: dims === null ? "" : dims };
+    const { rows, total } = await load("op_calls", run, params);
+    U.fill(el, card(`${name} ${dims ?? "(no shapes)"}: slowest calls`, "op_calls", { run, ...params },
+      DataTable(rows, [{ key: "op_id", label: "id", num: true }, { key: "step", label: "step", num: true },
+        { key: "tid", label: "thread", num: true }, { key: "dur_ns", label: "total", kind: "ns" }, { key: "self_ns", label: "self", kind: "ns" },
+        // Each call to its own slice (not the first call of the name).
+        { key: "link", label: "", fmt: (v, r) => h("a", { href: U.timelineHref(run, { src: 0, id: r.op_id }), class: "tl-link" }, "timeline") }],
+        { sortKey: "dur_ns", total, cutBy: "slowest first" })));
+  }
+
+  async function kernels(ctx) {
+    const { run, el, step, query } = ctx;
+    const [{ rows: ks }, { rows: apis }] = await Promise.all([load("kernel_statistic", run, { step }), load("api_statistic", run, { step })]);
+    const drill = h("div", { id: "kernel-drill" });
+    const showCalls = async r => {
+      const { rows, total } = await load("kernel_calls", run, { step, name: r.name });
+      U.fill(drill, card(`${r.name}: slowest launches`, "kernel_calls", { run, step, name: r.name },
+        DataTable(rows, [{ key: "device_op_id", label: "id", num: true }, { key: "step", label: "step", num: true },
+          { key: "device", label: "device", num: true }, { key: "stream", label: "stream", num: true },
+          { key: "dur_ns", label: "duration", kind: "ns" }, { key: "grid", label: "grid" }, { key: "block", label: "block" },
+          { key: "occupancy_pct", label: "occupancy %", kind: "pct" },
+          { key: "host_op", label: "launched by", wide: true, fmt: (v, x) => x.host_op_id === null ? "" :
+            h("a", { href: U.timelineHref(run, { src: 0, id: x.host_op_id }) }, v) },
+          { key: "link", label: "", fmt: (v, x) => h("a", { href: U.timelineHref(run, { src: 2, id: x.device_op_id }), class: "tl-link" }, "timeline") }],
+          { sortKey: "dur_ns", total, cutBy: "slowest first" })));
+      drill.scrollIntoView({ block: "nearest" });
+    };
+    const short = U.shortNames(ks.map(k => k.name), 90);
+    ks.forEach((k, i) => { k.short = short[i]; });
+    U.fill(el, h("h1", {}, "Kernels", step !== null ? h("span", { class: "muted" }, ` · step ${step}`) : null),
+      ks.length ? h("div", {},
+        card(`Top ${Math.min(TOP, ks.length)} by total device time`, "kernel_statistic", { run, step },
+          Charts.hbars(ks.slice(0, TOP).map(r => ({ name: r.name, value: r.total_ns, note: `${r.kind}, ${U.fmtNum(r.count)} launches, ${fmtShare(r.ratio_pct / 100)} of device time` })),
+            { xName: "device time", labelChars: 56, onClick: r => showCalls(ks.find(k => k.name === r.name)) })),
+        card("Device kernels, copies and memsets (click one for its slowest launches)", "kernel_statistic", { run, step },
+          DataTable(ks, [{ key: "name", label: "name", fmt: (v, r) => r.short }, { key: "kind", label: "kind" }, { key: "count", label: "calls", kind: "count" },
+            { key: "total_ns", label: "total", kind: "ns" }, { key: "avg_ns", label: "avg", kind: "ns" },
+            { key: "min_ns", label: "min", kind: "ns" }, { key: "max_ns", label: "max", kind: "ns" },
+            { key: "ratio_pct", label: "% of device time", kind: "pct" }], { sortKey: "total_ns", onRowClick: showCalls, rowKey: r => r.name + r.kind })),
+        drill) : U.naBox("No device kernels or copies in this run.", "no-kernels"),
+      card("Runtime API calls", "api_statistic", { run, step }, apis.length ? DataTable(apis, [{ key: "name", label: "API" },
+        { key: "count", label: "calls", kind: "count" }, { key: "total_ns", label: "total", kind: "ns" },
+        { key: "avg_ns", label: "avg", kind: "ns" }, { key: "max_ns", label: "max", kind: "ns" },
+        { key: "ratio_pct", label: "%", kind: "pct" }], { sortKey: "total_ns" }) : h("p", { class: "muted" }, "No runtime API calls.")));
+    if (query.kernel) { const r = ks.find(x => x.name === query.kernel); if (r) showCalls(r); }
+  }
+
+  U.page("operators", "Operators", operators);
+  U.page("kernels", "Kernels", kernels);
+})();
