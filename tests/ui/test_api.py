@@ -442,3 +442,33 @@ def test_bad_parameters_are_one_line_errors(client, run_id):
     assert client.get("/api/data/steps", params={"run": run_id, "format": "xml"}).status_code == 400
     assert client.get("/api/timeline/window", params={"run": run_id, "t0": 5, "t1": 5}).status_code == 400
     assert client.get("/api/timeline/search", params={"run": run_id, "q": ""}).status_code == 400
+
+
+def test_overview_has_the_training_metrics_a_run_logged(tmp_path):
+    torch = pytest.importorskip("torch")
+    import mlprof
+
+    model = torch.nn.Linear(16, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    logged = {}
+    with mlprof.profile(activities=[mlprof.ProfilerActivity.CPU],
+                        schedule=mlprof.schedule(wait=0, warmup=1, active=3, repeat=1),
+                        on_trace_ready=mlprof.tensorboard_trace_handler(str(tmp_path / "logs"))) as prof:
+        for _ in range(5):
+            loss = model(torch.randn(8, 16)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            logged[prof.step_num] = loss.item()
+            mlprof.log_scalar("loss", loss.item())
+            mlprof.log_scalar("samples_per_second", 1000.0 + prof.step_num)
+            prof.step()
+    (cap,) = [p for p in (tmp_path / "logs").iterdir() if p.name.endswith("_mlprof")]
+    parse_path(cap)
+    with TestClient(create_app(tmp_path / "logs"), base_url="http://127.0.0.1") as c:
+        (run,) = get(c, "/api/runs")["runs"]
+        rows = get(c, "/api/overview", run=run["id"])["training_metrics"]
+    assert [r["step"] for r in rows] == sorted(logged)
+    assert all(r["loss"] == pytest.approx(logged[r["step"]]) for r in rows)
+    assert all(r["samples_per_second"] == 1000.0 + r["step"] for r in rows)
+    assert any(r["dur_ns"] for r in rows)  # profiled steps carry their step time

@@ -122,6 +122,8 @@ def overview_answer(run: OpenRun, step: int | None = None, job: list[dict] | Non
                          "mean_ns": sum(r[field] for r in steps) / len(steps)} for field, label, key in PHASES["host"]]
         if steps else [],
         "step_categories": cats,
+        # Loss, throughput and other training scalars per step (log_scalar, the trainer integrations).
+        "training_metrics": dataset_rows(run, "training_metrics", Params()),
         "gpu": gpu_metrics(run.store, step),
         "data_loading": {"steps_ns": total, "data_loading_ns": loading,
                          "data_loading_pct": 100.0 * loading / total if total else None},

@@ -16,6 +16,7 @@ from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, opera
 from mlprof.analysis.call_sites import call_sites
 from mlprof.analysis.modules import module_tree
 from mlprof.analysis.step_categories import step_categories
+from mlprof.analysis.training import metrics_by_step
 from mlprof.analysis.steps import data_loading_spans
 from mlprof.analysis.memory import operator_memory
 from mlprof.errors import ConfigError
@@ -257,6 +258,12 @@ def _call_sites(store: TableStore, p: Params) -> list[dict]:
     return call_sites(store, phase=p.phase or None, step=p.step)
 
 
+def _training_metrics(store: TableStore, p: Params) -> list[dict]:
+    """One row per step: step time and the step's last value of each training scalar (loss, ..._per_second)."""
+    return [{"step": r["step"], "dur_ns": r["dur_ns"], **r["metrics"]} for r in metrics_by_step(store)
+            if r["metrics"] and (p.step is None or r["step"] == p.step)]
+
+
 DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("steps", "Step breakdown (ns)", _steps),
     Dataset("step_categories", "Step time by category (kernel, memcpy, ..., CPU exec, other)", _step_categories),
@@ -275,6 +282,7 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("allocations", "Allocations in a time range on one device, largest first", _allocations),
     Dataset("modules", "nn.Module tree: forward, device and backward time", _modules),
     Dataset("call_sites", "Python call sites per phase (sampled stacks)", _call_sites),
+    Dataset("training_metrics", "Training scalars per step (loss, throughput) beside step time", _training_metrics),
     Dataset("host_resources", "Host CPU, memory, disk and network samples", _host_resources),
     Dataset("counters", "Counter samples over time (max per time bucket)", _counters),
     Dataset("environment", "Environment and trace metadata", _environment),

@@ -64,6 +64,19 @@ const Charts = (() => {
     }, { kind: "bars", height: opts.height, on: opts.onClick ? { click: p => opts.onClick(rows[p.dataIndex], p) } : {} });
   }
 
+  // One value per step as a line (a training scalar: loss, samples/s), steps on the x axis.
+  function stepLine(rows, key, opts = {}) {
+    const pts = rows.filter(r => r[key] !== null && r[key] !== undefined);
+    return mount({
+      grid: { left: 72, right: 16, top: 16, bottom: 48 },
+      tooltip: { ...TOOLTIP, trigger: "axis", valueFormatter: v => sig(v) },
+      xAxis: categoryAxis(pts.map(r => `#${r.step}`), opts.xName || "step"),
+      yAxis: valueAxis(opts.yName || key, "", { scale: true }),
+      series: [{ name: opts.yName || key, type: "line", showSymbol: pts.length <= 60, lineStyle: { width: 1.5 },
+        itemStyle: { color: opts.color || U.PALETTE[0] }, data: pts.map(r => r[key]) }],
+    }, { kind: "lines", height: opts.height || 200 });
+  }
+
   // Horizontal bars, largest on top; names keep both ends when shortened, the tooltip shows them whole.
   function hbars(items, opts = {}) {
     const kind = opts.kind || "ns";
@@ -194,5 +207,5 @@ const Charts = (() => {
     }, { kind: "heatmap", height: opts.height || Math.max(240, ys.length * 40 + 90) });
   }
 
-  return { mount, disposeAll, bars, hbars, pie, lines, waterfall, treemap, heatmap };
+  return { mount, disposeAll, bars, hbars, pie, lines, stepLine, waterfall, treemap, heatmap };
 })();

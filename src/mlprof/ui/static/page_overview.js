@@ -40,6 +40,20 @@
             : "Phases from the attribution (docs/attribution.md)."))));
   }
 
+  // Loss first, then throughput, then the rest: the scalars a trainer or log_scalar recorded, per step.
+  function metricsCard(ctx, rows) {
+    const names = [...new Set(rows.flatMap(r => Object.keys(r).filter(k => k !== "step" && k !== "dur_ns")))];
+    const rank = n => n === "loss" ? 0 : n.endsWith("_per_second") ? 1 : 2;
+    const shown = names.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b)).slice(0, 4);
+    const timed = rows.filter(r => r.dur_ns);
+    return card(`Training metrics per step (${names.length} recorded${names.length > shown.length ? `, ${shown.length} shown` : ""})`,
+      "training_metrics", { run: ctx.run },
+      h("div", { class: "row" }, ...shown.map((n, i) => h("div", { class: "grow" },
+        h("p", { class: "muted" }, n.replace(/_/g, " ")),
+        Charts.stepLine(rows, n, { yName: n.replace(/_/g, " "), color: U.PALETTE[(i + 1) % 10] })))),
+      timed.length ? h("p", { class: "muted" }, `Profiled steps with a metric: ${timed.length}; their step time is in the charts above.`) : null);
+  }
+
   async function overview(ctx) {
     const { run, el, step } = ctx;
     const o = await getJSON(`/api/overview?${U.query({ run, step })}`);
@@ -55,6 +69,7 @@
         a.explained ? ["advisor", `${warnings.length} warning(s)`, `explaining ${fmtShare(a.explained.explained_share)} of step time`, "tile-advisor"] : null,
       ]) : U.naBox("No steps in this run: the figures below cover the whole trace where they can."),
       o.step_count ? categoryCards(ctx, o) : null,
+      (o.training_metrics || []).length ? metricsCard(ctx, o.training_metrics) : null,
       h("div", { class: "row" },
         card("Advisor: top findings", "/api/advisor", { run }, findingList(ctx, a, 5),
           (a.findings || []).length > 5 ? h("p", {}, h("a", { href: U.runHref(run, "advisor", ctx.step ? { step } : {}) }, `all ${a.findings.length} findings with their evidence →`)) : null),
