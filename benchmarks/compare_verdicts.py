@@ -58,6 +58,8 @@ def run_all(workdir: Path, steps: int, conditions=("quiet", "busy")) -> list[dic
     rows = []
     for condition in conditions:
         busy = start_busy(2 * 2, seconds=300) if condition == "busy" else None  # another session: another job
+        if busy:
+            time.sleep(3)  # past the loops' start-up, so the first run does not meet a different load
         try:
             runs = {mb_label: profile(workdir / condition / mb_label, steps, mb)
                     for mb_label, mb in (("base", 1), ("same", 1), ("double", 2))}

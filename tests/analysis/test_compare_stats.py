@@ -276,3 +276,20 @@ def test_a_busier_machine_is_not_blamed_on_the_code():
     # Twice the work under a busier machine is still slower, on CPU time too.
     more = RunLoad(20, 49.0, [int(w * 2 * 0.98) for w in work])
     assert load_aware_verdict(wall, base, more)[0].verdict == "slower"
+
+
+def test_on_a_busy_machine_both_runs_are_judged_on_cpu_time():
+    from mlprof.analysis.compare_load import RunLoad, load_aware_verdict
+
+    rng = np.random.default_rng(6)
+    work = _noisy(rng, 20, 10, cv=0.01)
+    # Both runs got about half of the one core their thread could use, NEW a bit less: wall time +8%.
+    base_wall, new_wall = work / 0.52, work / 0.48
+    wall = relative_verdict(base_wall, new_wall)
+    assert wall.verdict == "slower"
+    base = RunLoad(20, 52.0, [int(w * 0.52) for w in base_wall], demand_percent=100.0)
+    new = RunLoad(20, 48.0, [int(w * 0.48) for w in new_wall], demand_percent=100.0)
+    assert base.starved and new.starved
+    verdict, warnings = load_aware_verdict(wall, base, new)
+    assert verdict.verdict == "no change" and "the machine was busy" in verdict.sentence
+    assert "52% (BASE) and 48% (NEW)" in warnings[0]

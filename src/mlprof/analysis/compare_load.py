@@ -4,14 +4,17 @@ Two runs of the same code on one CPU host differ in step time when the host's
 load differs: other jobs take cores, and a CPU-bound step stretches. The host
 sampler of `mlprof run` records the CPU the training process got during the
 steps (``step_host_load``). When that differs between the runs by
-``LOAD_DIFFERS`` or more (relative), wall time compares the machines, not
-the code: the verdict is then taken on the CPU time per step the training
-process used (step duration x its CPU share over the samples covering the
-step), which the load does not stretch, and the report says so.
+``LOAD_DIFFERS`` or more (relative), or it got under ``STARVED`` of what its
+threads could use in either run (a busy machine), wall time compares the
+machines, not the code: the verdict is then taken on the CPU time per step
+the training process used (step duration x its CPU share over the samples
+covering the step), which waiting for a core does not stretch, and the report
+says so.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 from mlprof.analysis.host import step_host_load
@@ -24,14 +27,24 @@ __all__ = ["RunLoad", "run_load", "load_aware_verdict", "LOAD_DIFFERS"]
 LOAD_DIFFERS = 0.20
 
 
+# Below this fraction of the CPU its threads could use, the training process waited for the CPU.
+STARVED = 0.8
+
+
 @dataclass(frozen=True)
 class RunLoad:
     steps: int  # steps with host samples
     training_cpu_percent: float  # mean CPU (% of one core) the training process got during the steps
     cpu_ns_by_step: list[int]  # per step: its duration x the training process's CPU share
+    demand_percent: float | None = None  # what its threads could use: min(torch threads, cores) x 100
+
+    @property
+    def starved(self) -> bool:
+        return bool(self.demand_percent) and self.training_cpu_percent < STARVED * self.demand_percent
 
     def to_dict(self) -> dict:
-        return {"steps": self.steps, "training_cpu_percent": round(self.training_cpu_percent, 1)}
+        return {"steps": self.steps, "training_cpu_percent": round(self.training_cpu_percent, 1),
+                "demand_percent": self.demand_percent, "starved": self.starved}
 
 
 def _training_pid(store: TableStore) -> int | None:
@@ -60,7 +73,20 @@ def run_load(store: TableStore) -> RunLoad | None:
         cpu_ns.append(int(dur * percent / 100.0))
     if not cpu:
         return None
-    return RunLoad(len(cpu), sum(cpu) / len(cpu), cpu_ns)
+    return RunLoad(len(cpu), sum(cpu) / len(cpu), cpu_ns, _demand(store, load))
+
+
+def _demand(store: TableStore, load: list[dict]) -> float | None:
+    """min(torch threads, cores) x 100, from the capture's system facts and the host samples."""
+    rows = store.rows("SELECT value_json FROM metadata WHERE key = 'profiler_metadata.system' LIMIT 1")
+    try:
+        threads = int(json.loads(rows[0][0]).get("torch_num_threads")) if rows else None
+    except (TypeError, ValueError, AttributeError):
+        threads = None
+    cores = max((int(r["cpu_count"]) for r in load if r.get("cpu_count")), default=None)
+    if not cores:
+        return None
+    return min(threads or cores, cores) * 100.0
 
 
 def load_aware_verdict(wall: Verdict, base: RunLoad | None, new: RunLoad | None,
@@ -69,14 +95,22 @@ def load_aware_verdict(wall: Verdict, base: RunLoad | None, new: RunLoad | None,
     if base is None or new is None or wall.verdict == "inconclusive":
         return wall, []
     b, n = base.training_cpu_percent, new.training_cpu_percent
-    if max(b, n) <= 0 or abs(b - n) / max(b, n) < LOAD_DIFFERS:
+    differs = max(b, n) > 0 and abs(b - n) / max(b, n) >= LOAD_DIFFERS
+    if not differs and not (base.starved or new.starved):
         return wall, []
-    busier = "NEW" if n < b else "BASE"
-    warning = (f"the machine's load differed: the training process got {b:.0f}% of a core during BASE's steps "
-               f"and {n:.0f}% during NEW's, so {busier} waited for the CPU; wall time says {wall.sentence}")
+    if differs:
+        busier = "NEW" if n < b else "BASE"
+        why = f"the machine's load differed: the training process got {b:.0f}% of a core during BASE's steps " \
+              f"and {n:.0f}% during NEW's, so {busier} waited for the CPU"
+    else:
+        why = f"the machine was busy: the training process got {b:.0f}% (BASE) and {n:.0f}% (NEW) of a core, " \
+              f"under {STARVED:.0%} of the {max(base.demand_percent or 0, new.demand_percent or 0):.0f}% " \
+              "its threads could use, so wall time includes waiting for the CPU"
+    warning = f"{why}; wall time says {wall.sentence}"
     cpu = relative_verdict(base.cpu_ns_by_step, new.cpu_ns_by_step, min_change=min_change)
     if cpu.verdict == "inconclusive":
         return replace(wall, verdict="inconclusive",
                        sentence=f"inconclusive: the machine's load differed between the runs ({warning})"), [warning]
+    reason = "the machine's load differed" if differs else "the machine was busy"
     return replace(cpu, sentence=f"{cpu.sentence}, judged on the CPU time per step of the training process "
-                                 f"because the machine's load differed"), [warning]
+                                 f"because {reason}"), [warning]
