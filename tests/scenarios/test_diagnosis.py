@@ -1,7 +1,7 @@
 """The diagnosis benchmark end to end on a small subset: real CPU loops under `mlprof run`, judged by the advisor.
 
 The full benchmark is ``python benchmarks/diagnosis.py`` (docs/diagnosis.md);
-this runs five of its runs and checks the harness (commands, advice, judging,
+this runs three of its runs and checks the harness (commands, advice, judging,
 table, score) and the cases whose rules exist today. Never a wall-clock time.
 """
 
@@ -23,7 +23,8 @@ from diagnosis_cases import CASES, Run, run_one, score  # noqa: E402
 pytestmark = pytest.mark.slow
 BY_NAME = {c.name: c for c in CASES}
 # Bottlenecks of different classes the rules name today.
-RIGHT_TODAY = ["gc_storm", "loader_getitem", "float64_model", "memory_churn"]
+# (gc and data loading on real runs: tests/analysis/test_advisor_cpu_runs.py.)
+RIGHT_TODAY = ["float64_model", "memory_churn"]
 # A twin whose built-in nn.Dropout leads a tiny MLP: no alarm, there is nothing to switch to. (Clean
 # controls: tests/analysis/test_advisor_cpu_runs.py; dominant_op on linalg: the full benchmark.)
 QUIET = [Run(BY_NAME["row_dropout"], fixed=True)]
@@ -42,7 +43,7 @@ def verdicts(tmp_path_factory):
 
 
 def test_every_run_is_profiled_and_advised(verdicts):
-    assert len(verdicts) == len(SUBSET) <= 5
+    assert len(verdicts) == len(SUBSET) <= 3
     for v in verdicts.values():
         assert v.ok, f"{v.run.label}: {v.error}"
         assert v.mean_step_ms is not None and v.mean_step_ms > 0
