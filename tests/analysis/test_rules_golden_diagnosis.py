@@ -171,3 +171,23 @@ def test_host_waiting_while_the_device_runs_a_collective_is_communication_not_a_
     assert found["communication_overlap"].severity == "critical"
     # The collective's host op is not a "dominant op" (its kernel is a transfer, not compute).
     assert not [f for f in findings if f.id == "dominant_op" and "nccl" in f.evidence.metrics["op"]]
+
+
+def _optimizer_step(t0, multi_tensor):
+    """An optimizer step of 1 ms updating 100 tensors: one add_ each, 3 us apart."""
+    ops = [X("Optimizer.step#Adam.step", t0 + 100, 800, cat="user_annotation")]
+    if multi_tensor:
+        ops.append(X("aten::_foreach_add_", t0 + 150, 520))
+    ops += [X("aten::add_", t0 + 160 + 5 * i, 3) for i in range(100)]
+    return ops
+
+
+def test_a_per_tensor_optimizer_loop_is_an_op_storm_with_the_optimizer_fix(tmp_path):
+    with _store(tmp_path, _steps(lambda t0: _optimizer_step(t0, multi_tensor=False)), "loop") as store:
+        storm = _ids(store)["op_storm"]
+    assert storm.severity in ("critical", "warning") and "optimizer step" in storm.title
+    assert "foreach=True" in storm.fix and "Vectorise" not in storm.fix
+    assert storm.evidence.metrics["storm_ns_by_phase"].keys() == {"optimizer"}
+    # The same per-tensor ops inside one multi-tensor (foreach) call are issued from C++, not from Python.
+    with _store(tmp_path, _steps(lambda t0: _optimizer_step(t0, multi_tensor=True)), "foreach") as store:
+        assert "op_storm" not in _ids(store)

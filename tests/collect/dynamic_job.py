@@ -3,7 +3,8 @@
     python dynamic_job.py CONFIG_DIR STEPS [--env-mode] [--step-s 0.05]
 
 It writes its current step to CONFIG_DIR/../progress.txt so tests can time
-their edits. In --env-mode it never imports mlprof: MLPROF_CONFIG_PATH and the
+their edits, and ends early once CONFIG_DIR/../stop exists (all ranks at the
+same step), so a test need not wait for STEPS once it has its captures. In --env-mode it never imports mlprof: MLPROF_CONFIG_PATH and the
 optimizer step drive everything.
 """
 
@@ -28,6 +29,17 @@ if args.ddp:
     dist.init_process_group("gloo")
 rank = int(os.environ.get("RANK", 0))
 progress = os.path.join(os.path.dirname(os.path.abspath(args.config_dir)), f"progress_{rank}.txt")
+stop_file = os.path.join(os.path.dirname(os.path.abspath(args.config_dir)), "stop")
+
+
+def should_stop() -> bool:
+    stop = os.path.exists(stop_file)
+    if args.ddp:  # every rank stops at the same step, or a collective would hang
+        flag = torch.tensor([1.0 if stop else 0.0])
+        dist.all_reduce(flag)
+        stop = bool(flag.item())
+    return stop
+
 
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
 if args.ddp:
@@ -50,6 +62,8 @@ for step in range(args.steps):
     with open(progress + ".tmp", "w") as f:
         f.write(str(step + 1))
     os.replace(progress + ".tmp", progress)
+    if should_stop():
+        break
 if args.ddp:
     dist.destroy_process_group()
 print("training finished", file=sys.stderr)

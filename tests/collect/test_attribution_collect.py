@@ -203,6 +203,43 @@ def test_modules_json_records_a_float64_model_and_non_tensor_inputs(tmp_path):
     assert _input_dtype((torch.zeros(2, dtype=torch.int64),)) is None
 
 
+class KeywordLM(torch.nn.Module):
+    """Called as ``model(input_ids=ids)``, as Hugging Face models are: global hooks see no argument."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 8)
+        self.head = torch.nn.Linear(8, 50)
+
+    def forward(self, input_ids=None, flag=None):
+        return self.head(self.embed(input_ids))
+
+
+class NoTensorAnywhere(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Identity()
+
+    def forward(self, n=3):
+        self.inner(n)
+        return torch.ones(n)
+
+
+def test_a_keyword_called_model_takes_its_input_shape_from_the_first_nested_tensor(tmp_path):
+    model, other = KeywordLM(), NoTensorAnywhere()
+    with profiled(tmp_path, record_modules=True) as prof:
+        for seq_len in (7, 11, 5):
+            model(input_ids=torch.randint(0, 50, (2, seq_len)))
+            other(n=4)
+            prof.step()
+    (window,) = windows_of(prof.capture_dir)
+    data = load_json(window / "modules.json")
+    index_of = {m[0]: i for i, m in enumerate(data["modules"])}
+    outer = [c[4] for c in data["calls"] if c[0] == index_of["KeywordLM"]]
+    assert outer == [[2, 7], [2, 11]], outer  # the window holds the first two steps
+    assert [c[4] for c in data["calls"] if c[0] == index_of["NoTensorAnywhere"]] == [None, None]
+
+
 def test_inplace_relu_still_trains_with_record_modules(tmp_path):
     torch.manual_seed(0)
     with profiled(tmp_path, record_modules=True, schedule=mlprof.schedule(wait=0, warmup=1, active=4)) as prof:

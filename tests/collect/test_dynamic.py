@@ -36,6 +36,19 @@ def captured_steps(prof_dir: Path) -> list[list[int]]:
     return result
 
 
+def stop_when(tmp_path: Path, job: subprocess.Popen, done, timeout_s: float = 90) -> None:
+    """Let the job end (its stop file) once ``done()`` holds: the captures a test needs are written."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and job.poll() is None:
+        try:
+            if done():
+                break
+        except (OSError, ValueError, KeyError):  # a window still being written
+            pass
+        time.sleep(0.1)
+    (tmp_path / "stop").touch()
+
+
 def log_text(config_dir: Path, kind: str) -> str:
     return "".join(p.read_text() for p in sorted((config_dir / "log").glob(f"mlprof_{kind}_*.log*")))
 
@@ -136,6 +149,7 @@ def test_running_job_edit_during_a_capture_gives_a_second_capture_after_it(tmp_p
         while not list(prof_dir.glob("*_mlprof")) and time.monotonic() < deadline:
             time.sleep(0.1)
         edit_config(cfg, prof_dir=str(prof_dir), active=2)
+        stop_when(tmp_path, job, lambda: [len(w) for w in captured_steps(prof_dir)] == [60, 2])
         assert job.wait(timeout=120) == 0, job.stderr.read()
     finally:
         job.kill()
@@ -161,6 +175,7 @@ def test_env_var_mode_profiles_an_unmodified_script(tmp_path):
             time.sleep(0.05)
         wait_for_step(tmp_path / "progress_0.txt", 2, job)
         edit_config(cfg, prof_dir=str(prof_dir), active=4, warmup=1)
+        stop_when(tmp_path, job, lambda: [len(w) for w in captured_steps(prof_dir)] == [4])
         assert job.wait(timeout=120) == 0, job.stderr.read()
     finally:
         job.kill()
@@ -200,6 +215,7 @@ def test_two_rank_gloo_job_captures_aligned_steps_and_honours_rank_list(tmp_path
         while len(captures_by_rank(prof_dir)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         edit_config(cfg, prof_dir=str(prof_dir), active=2, is_rank=True, rank_list=[1])
+        stop_when(tmp_path, job, lambda: [len(w) for w in captures_by_rank(prof_dir).get(1, [])] == [3, 2])
         assert job.wait(timeout=180) == 0, job.stderr.read()[-3000:]
     finally:
         job.kill()

@@ -42,3 +42,16 @@ def test_lock_dir_is_made_private_and_locks_work(tmp_path):
 def test_default_lock_dir_is_per_user(monkeypatch):
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     assert default_lock_dir().name == f"mlprof-locks-{os.geteuid()}"
+
+
+def test_cpu_only_hosts_hold_no_lock_and_gpu_hosts_lock_what_the_job_sees(tmp_path):
+    from mlprof.collect.device_lock import devices_of
+
+    assert devices_of({}, has_accelerator=False) == []
+    assert devices_of({"CUDA_VISIBLE_DEVICES": "0"}, has_accelerator=False) == []
+    assert devices_of({}, has_accelerator=True) == ["all"]
+    assert devices_of({"CUDA_VISIBLE_DEVICES": "1, 3"}, has_accelerator=True) == ["1", "3"]
+    locks = tmp_path / "locks"
+    with DeviceLock([], lock_dir=locks), DeviceLock([], lock_dir=locks):
+        pass  # two CPU-only runs side by side
+    assert not locks.exists()

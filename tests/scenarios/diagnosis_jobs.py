@@ -205,7 +205,9 @@ class AugmentedImages(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.raw)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i):
+        if isinstance(i, list):  # a whole batch of indices (the fixed twin's batched loading)
+            return self.precomputed[i], self.labels[i]
         img = self.precomputed[i] if self.precomputed is not None else self._augment(i)
         return img, self.labels[i]
 
@@ -213,7 +215,11 @@ class AugmentedImages(torch.utils.data.Dataset):
 def loader_getitem(fixed: bool, steps: int, out: Path) -> None:
     batch = 32
     data = AugmentedImages(batch * (steps + 1), precompute=fixed)
-    loader = torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0)
+    if fixed:  # augmented once, and a batch is one indexing op instead of 32 items collated
+        batches = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(data), batch, drop_last=True)
+        loader = torch.utils.data.DataLoader(data, batch_size=None, sampler=batches, num_workers=0)
+    else:
+        loader = torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0)
     train(SmallCNN(8), loader, steps)
 
 
@@ -360,6 +366,32 @@ def dynamic_shapes(fixed: bool, steps: int, out: Path) -> None:
     train(model, batches(), steps)
 
 
+def optimizer_loop(fixed: bool, steps: int, out: Path) -> None:
+    """164 small parameter tensors (40 Linear+LayerNorm blocks, width 64) updated by Adam's per-tensor
+    Python loop (fixed: foreach=True, one multi-tensor call per update)."""
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.LayerNorm(64)) for _ in range(40)],
+                          nn.Linear(64, 10))
+    train(model, vectors(1024), steps, opt=torch.optim.Adam(model.parameters(), lr=1e-3, foreach=fixed))
+
+
+def hf_dynamic_seq(fixed: bool, steps: int, out: Path) -> None:
+    """A tiny GPT-2 (built from a config, nothing downloaded) called as Hugging Face code calls it,
+    ``model(input_ids=..., labels=...)``, on batches padded to their own longest sequence (fixed:
+    padded to one length)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=500, n_positions=256, n_embd=64, n_layer=2, n_head=4))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(2)
+    for _ in range(steps):
+        seq = 128 if fixed else int(torch.randint(16, 256, (1,), generator=g))
+        ids = torch.randint(0, 500, (8, seq), generator=g)
+        loss = model(input_ids=ids, labels=ids).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
 def eval_every_3(fixed: bool, steps: int, out: Path) -> None:
     model = SmallCNN(8)
     val = [next(images(64, 32)) for _ in range(6)]
@@ -407,7 +439,7 @@ def slow_rank(fixed: bool, steps: int, out: Path) -> None:
 SCENARIOS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f in (
     clean_mlp, clean_cnn, loader_getitem, per_sample, row_dropout, rnn_cell_loop, checkpoint_every_step,
     gc_storm, float64_model, sleep_in_loop, log_io, item_loop, memory_churn, cpu_contention, oversubscription,
-    dynamic_shapes, eval_every_3, linalg_forward, sort_forward, slow_rank)}
+    dynamic_shapes, hf_dynamic_seq, optimizer_loop, eval_every_3, linalg_forward, sort_forward, slow_rank)}
 
 
 def main() -> None:

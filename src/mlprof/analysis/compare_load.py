@@ -4,7 +4,7 @@ Two runs of the same code on one CPU host differ in step time when the host's
 load differs: other jobs take cores, and a CPU-bound step stretches. The host
 sampler of `mlprof run` records the CPU the training process got during the
 steps (``step_host_load``). When that differs between the runs by
-``LOAD_DIFFERS`` or more (relative), or it got under ``STARVED`` of what its
+``LOAD_DIFFERS`` or more (relative), or it got under ``STARVED_SHARE`` of what its
 threads could use in either run (a busy machine), wall time compares the
 machines, not the code: the verdict is then taken on the CPU time per step
 the training process used (step duration x its CPU share over the samples
@@ -14,10 +14,10 @@ says so.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 
-from mlprof.analysis.host import step_host_load
+from mlprof.analysis.host import (STARVED_SHARE, cpu_demand_percent, is_starved, step_host_load, training_cpu_percent,
+                                  training_pid)
 from mlprof.analysis.stats import MIN_CHANGE, Verdict, relative_verdict
 from mlprof.tables.store import TableStore
 
@@ -27,8 +27,6 @@ __all__ = ["RunLoad", "run_load", "load_aware_verdict", "LOAD_DIFFERS"]
 LOAD_DIFFERS = 0.20
 
 
-# Below this fraction of the CPU its threads could use, the training process waited for the CPU.
-STARVED = 0.8
 
 
 @dataclass(frozen=True)
@@ -40,19 +38,11 @@ class RunLoad:
 
     @property
     def starved(self) -> bool:
-        return bool(self.demand_percent) and self.training_cpu_percent < STARVED * self.demand_percent
+        return is_starved(self.training_cpu_percent, self.demand_percent)
 
     def to_dict(self) -> dict:
         return {"steps": self.steps, "training_cpu_percent": round(self.training_cpu_percent, 1),
                 "demand_percent": self.demand_percent, "starved": self.starved}
-
-
-def _training_pid(store: TableStore) -> int | None:
-    rows = store.rows("SELECT value_json FROM metadata WHERE key = 'capture.pid' LIMIT 1")
-    try:
-        return int(rows[0][0]) if rows else None
-    except (TypeError, ValueError):
-        return None
 
 
 def run_load(store: TableStore) -> RunLoad | None:
@@ -61,11 +51,10 @@ def run_load(store: TableStore) -> RunLoad | None:
     if not load:
         return None
     durations = {(s, w): d for s, w, d in store.rows("SELECT step, window_index, dur_ns FROM steps")}
-    pid = _training_pid(store)
+    pid = training_pid(store)
     cpu, cpu_ns = [], []
     for r in load:
-        mine = [p["cpu_percent"] for p in r.get("job_processes") or [] if p["pid"] == pid]
-        percent = mine[0] if mine else r.get("job_cpu_percent")
+        percent = training_cpu_percent(r, pid)
         dur = durations.get((r["step"], r["window"]))
         if percent is None or not dur:
             continue
@@ -73,20 +62,7 @@ def run_load(store: TableStore) -> RunLoad | None:
         cpu_ns.append(int(dur * percent / 100.0))
     if not cpu:
         return None
-    return RunLoad(len(cpu), sum(cpu) / len(cpu), cpu_ns, _demand(store, load))
-
-
-def _demand(store: TableStore, load: list[dict]) -> float | None:
-    """min(torch threads, cores) x 100, from the capture's system facts and the host samples."""
-    rows = store.rows("SELECT value_json FROM metadata WHERE key = 'profiler_metadata.system' LIMIT 1")
-    try:
-        threads = int(json.loads(rows[0][0]).get("torch_num_threads")) if rows else None
-    except (TypeError, ValueError, AttributeError):
-        threads = None
-    cores = max((int(r["cpu_count"]) for r in load if r.get("cpu_count")), default=None)
-    if not cores:
-        return None
-    return min(threads or cores, cores) * 100.0
+    return RunLoad(len(cpu), sum(cpu) / len(cpu), cpu_ns, cpu_demand_percent(store, load))
 
 
 def load_aware_verdict(wall: Verdict, base: RunLoad | None, new: RunLoad | None,
@@ -104,7 +80,7 @@ def load_aware_verdict(wall: Verdict, base: RunLoad | None, new: RunLoad | None,
               f"and {n:.0f}% during NEW's, so {busier} waited for the CPU"
     else:
         why = f"the machine was busy: the training process got {b:.0f}% (BASE) and {n:.0f}% (NEW) of a core, " \
-              f"under {STARVED:.0%} of the {max(base.demand_percent or 0, new.demand_percent or 0):.0f}% " \
+              f"under {STARVED_SHARE:.0%} of the {max(base.demand_percent or 0, new.demand_percent or 0):.0f}% " \
               "its threads could use, so wall time includes waiting for the CPU"
     warning = f"{why}; wall time says {wall.sentence}"
     cpu = relative_verdict(base.cpu_ns_by_step, new.cpu_ns_by_step, min_change=min_change)

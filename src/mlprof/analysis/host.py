@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 from mlprof.tables.schema import HOST_COUNTERS, HOST_JOB_PROCESSES_COUNTER, HOST_TOP_PROCESSES_COUNTER
 from mlprof.tables.store import TableStore
 
-__all__ = ["host_resources", "step_host_load"]
+__all__ = ["host_resources", "step_host_load", "training_pid", "training_cpu_percent", "cpu_demand_percent",
+           "is_starved", "STARVED_SHARE"]
+
+# Below this fraction of the CPU its threads could use, the training process waited for a core. The advisor's
+# cpu_contention and compare's load-aware verdict both judge "starved" by it.
+STARVED_SHARE = 0.8
 
 
 def host_resources(store: TableStore, step: int | None = None) -> list[dict]:
@@ -56,3 +63,36 @@ def step_host_load(store: TableStore) -> list[dict]:
                 GROUP BY series, pid ORDER BY cpu_percent DESC LIMIT 5""", [lo if lo is not None else hi - 1, hi])
         row.pop("to_ns")
     return rows
+
+
+def training_pid(store: TableStore) -> int | None:
+    """The training process's pid (``capture.pid``), None when the capture does not say."""
+    rows = store.rows("SELECT value_json FROM metadata WHERE key = 'capture.pid' LIMIT 1")
+    try:
+        return int(json.loads(rows[0][0])) if rows else None
+    except (TypeError, ValueError):
+        return None
+
+
+def training_cpu_percent(load_row: dict, pid: int | None) -> float | None:
+    """CPU (% of one core) the training process got in one ``step_host_load`` row: its own entry among the
+    job's processes, else the whole job's (older captures, or a job of one process)."""
+    mine = [p["cpu_percent"] for p in load_row.get("job_processes") or [] if p["pid"] == pid]
+    return mine[0] if mine else load_row.get("job_cpu_percent")
+
+
+def cpu_demand_percent(store: TableStore, load: list[dict]) -> float | None:
+    """What the training process's threads could use: min(torch threads, cores) x 100 (None without cores)."""
+    rows = store.rows("SELECT value_json FROM metadata WHERE key = 'profiler_metadata.system' LIMIT 1")
+    try:
+        threads = int(json.loads(rows[0][0]).get("torch_num_threads")) if rows else None
+    except (TypeError, ValueError, AttributeError):
+        threads = None
+    cores = max((int(r["cpu_count"]) for r in load if r.get("cpu_count")), default=None)
+    if not cores:
+        return None
+    return min(threads if threads and threads > 0 else cores, cores) * 100.0
+
+
+def is_starved(training_percent: float, demand_percent: float | None) -> bool:
+    return bool(demand_percent) and training_percent < STARVED_SHARE * demand_percent

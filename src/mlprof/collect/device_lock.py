@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import glob
 import json
 import os
 import stat
@@ -19,13 +20,24 @@ from pathlib import Path
 
 from ..errors import MlprofError
 
-__all__ = ["DeviceLock", "LOCK_DIR_ENV", "devices_of", "default_lock_dir"]
+__all__ = ["DeviceLock", "LOCK_DIR_ENV", "devices_of", "default_lock_dir", "host_has_accelerator"]
 
 LOCK_DIR_ENV = "MLPROF_LOCK_DIR"
 
 
-def devices_of(environment: dict[str, str]) -> list[str]:
-    """The devices a job will use: CUDA_VISIBLE_DEVICES, else all of them."""
+# Device nodes of the accelerators a profiling task would hold: NVIDIA, Ascend, AMD (ROCm).
+_ACCELERATOR_NODES = ("/dev/nvidia[0-9]*", "/dev/davinci[0-9]*", "/dev/kfd")
+
+
+def host_has_accelerator() -> bool:
+    return any(glob.glob(pattern) for pattern in _ACCELERATOR_NODES)
+
+
+def devices_of(environment: dict[str, str], has_accelerator: bool | None = None) -> list[str]:
+    """The devices a job will use: CUDA_VISIBLE_DEVICES, else all of them; none on a host without
+    accelerators, where CPU-only runs have nothing to share and never refuse each other."""
+    if not (host_has_accelerator() if has_accelerator is None else has_accelerator):
+        return []
     visible = environment.get("CUDA_VISIBLE_DEVICES")
     if visible is None or not visible.strip():
         return ["all"]
@@ -99,6 +111,8 @@ class DeviceLock:
         self._fds.append(fd)
 
     def acquire(self) -> "DeviceLock":
+        if not self.devices:
+            return self  # a CPU-only host: nothing to hold
         if self.devices == ["all"]:
             self._take("all", exclusive=True)
         else:

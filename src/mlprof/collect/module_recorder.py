@@ -32,6 +32,8 @@ MAX_CALLS = 1_000_000
 # Models that build modules on the fly would grow the path cache without end.
 _MAX_CACHED_PATHS = 100_000
 _ROOT = -1  # the "parent index" of a module called while no module runs
+# An outermost call with no positional argument, whose input shape a nested call may give.
+_SHAPE_PENDING = object()
 
 
 class ModuleRecorder:
@@ -96,6 +98,13 @@ class ModuleRecorder:
                     parent = stack[-1]
                     cached = paths.get((parent[1], id(module)))
                     index = cached[0] if cached is not None and cached[1] is module else resolve(parent, module, _args)
+                    root = stack[0][2]
+                    if root is not None and root[4] is _SHAPE_PENDING:
+                        # The outermost call took its input by keyword (``model(input_ids=x)``, which
+                        # global hooks cannot see): the first tensor a nested module gets stands in.
+                        shape = _input_shape(_args)
+                        if shape is not None:
+                            root[4] = shape
                 else:
                     cached = paths.get((_ROOT, id(module)))
                     index = cached[0] if cached is not None and cached[1] is module else resolve(None, module, _args)
@@ -104,7 +113,8 @@ class ModuleRecorder:
                     if not stack:
                         # Outermost calls only (about one per step): the input's shape, so steps whose
                         # time follows the batch's size are seen without record_shapes.
-                        record.append(_input_shape(_args))
+                        shape = _input_shape(_args)
+                        record.append(_SHAPE_PENDING if shape is None and not _args else shape)
                     append_call(record)
                 else:
                     record = None
@@ -136,6 +146,8 @@ class ModuleRecorder:
                     entry = stack[depth]
                     del stack[depth:]
                 record = entry[2]
+                if record is not None and len(record) > 4 and record[4] is _SHAPE_PENDING:
+                    record[4] = None  # no nested module got a tensor either
                 # always_call runs this hook from torch's `except` when forward raised,
                 # with output None: such a call has no end.
                 if record is not None and not (output is None and exc_info()[1] is not None):
@@ -175,6 +187,9 @@ class ModuleRecorder:
     # -- results ---------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """modules.json; call after detach()."""
+        for call in self.calls:  # calls never closed may still wait for a nested shape
+            if len(call) > 4 and call[4] is _SHAPE_PENDING:
+                call[4] = None
         return {"modules": [list(m) for m in self.modules], "calls": self.calls, "dropped": self.dropped}
 
 

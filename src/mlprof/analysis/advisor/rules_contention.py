@@ -24,13 +24,9 @@ from __future__ import annotations
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
-from mlprof.analysis.host import step_host_load
+from mlprof.analysis.host import cpu_demand_percent, is_starved, step_host_load, training_pid
 
 __all__ = ["cpu_contention"]
-
-# The job is starved below this fraction of the CPU its threads could use.
-_STARVED = 0.8
-
 
 def _mean(values: list) -> float | None:
     vals = [v for v in values if v is not None]
@@ -66,7 +62,7 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     other_cores = max(system / 100.0 * cores - job / 100.0, 0.0)
     # The training process itself, told apart from the job's other processes (DataLoader workers,
     # helpers it started), which compete with it for the same cores.
-    pid = _int_or_none(ctx.metadata.get("capture.pid"))
+    pid = training_pid(ctx.store)
     job_procs = _process_mean(load, "job_processes")
     mine = [cpu for (_, p), cpu in job_procs.items() if p == pid]
     train = mine[0] if mine else job
@@ -74,12 +70,10 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     helper_cores = max(job - train, 0.0) / 100.0 if mine else 0.0
     competing_cores = other_cores + helper_cores
     queueing = runnable is None or runnable > cores
-    system_facts = ctx.metadata.get("profiler_metadata.system") or {}
-    threads = system_facts.get("torch_num_threads") if isinstance(system_facts, dict) else None
     # What the training process could use while it computes: not while it waits for the next batch.
     loading = ctx.share(sum(s.data_loading_ns for s in ctx.steps))
-    demand = min(threads if isinstance(threads, int) and threads > 0 else cores, cores) * 100.0 * (1.0 - loading)
-    starved = demand > 0 and train < _STARVED * demand
+    demand = (cpu_demand_percent(ctx.store, load) or 0.0) * (1.0 - loading)
+    starved = is_starved(train, demand)
     if not queueing or not starved or competing_cores / cores < th.cpu_contention_other_share:
         return []
     # The CPU the training process missed, of what its threads could use: an estimate, not a measurement.
@@ -121,10 +115,3 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                     "system_cpu_percent": r["system_cpu_percent"], "runnable_threads": r["runnable_threads"]}
                    for r in load][:5]),
         fix=fix, rank=ctx.rank)]
-
-
-def _int_or_none(value) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None

@@ -27,26 +27,59 @@ _FIX = ("Vectorise the loop: one tensor op over the whole batch instead of one p
         "faster device will not help: the time goes to issuing ops, not to arithmetic.")
 
 
+# Multi-tensor kernels (foreach/fused optimizers, _foreach_norm for clipping) loop over tensors in C++:
+# the per-tensor ops they record are not issued one by one from Python.
+_MULTI_TENSOR_SQL = "name LIKE 'aten::\\_foreach\\_%' ESCAPE '\\' OR name LIKE 'aten::\\_fused\\_%' ESCAPE '\\'"
+
+_STEP_OPS_SQL = f"""
+        SELECT h.* FROM host_ops h
+        WHERE h.step IS NOT NULL AND h.category = 'cpu_op' AND NOT EXISTS (
+            SELECT 1 FROM host_ops m
+            WHERE m.window_index = h.window_index AND m.tid = h.tid AND m.category = 'cpu_op'
+              AND ({_MULTI_TENSOR_SQL}) AND h.start_ns >= m.start_ns AND h.start_ns < m.start_ns + m.dur_ns)"""
+
+
 def _storm_ops_sql(th: Thresholds) -> str:
-    """Repeated tiny ops (name-level), as a CTE body."""
+    """Repeated tiny ops (name-level) over ``step_ops`` (the CTE of _STEP_OPS_SQL), as a CTE body."""
     return f"""
         SELECT name, count(*) AS calls, count(DISTINCT (window_index, step)) AS steps, avg(dur_ns) AS avg_ns
-        FROM host_ops WHERE step IS NOT NULL AND category = 'cpu_op'
+        FROM step_ops
         GROUP BY name
         HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step))
            AND avg(dur_ns) < {int(th.tiny_op_ns)}"""
 
 
+_OPTIMIZER_FIX = ("The optimizer updates its parameters one tensor at a time, several small ops each. Use its "
+                  "multi-tensor or fused implementation (torch.optim.AdamW(params, foreach=True), or fused=True "
+                  "where your device and torch support it), or torch.compile the optimizer step; fewer, larger "
+                  "parameter tensors help too. Mixed precision will not help: the time goes to issuing ops.")
+
+
+def _storm_phases(ctx: AdvisorContext, th: Thresholds) -> dict[str, int]:
+    """Storm-op time (outermost storm ops) per host phase, largest first."""
+    rows = ctx.store.rows(f"""
+        WITH step_ops AS ({_STEP_OPS_SQL}), storm AS ({_storm_ops_sql(th)}),
+        ops AS (
+            SELECT h.window_index, h.step, h.start_ns, h.dur_ns
+            FROM step_ops h JOIN storm s ON s.name = h.name
+            LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
+            WHERE p.name IS NULL OR p.name NOT IN (SELECT name FROM storm))
+        SELECT ps.phase, sum(o.dur_ns) FROM ops o
+        JOIN phase_spans ps ON ps.window_index = o.window_index AND ps.view = 'host'
+         AND o.start_ns >= ps.start_ns AND o.start_ns < ps.end_ns
+        GROUP BY ps.phase ORDER BY 2 DESC""")
+    return {phase: int(ns) for phase, ns in rows}
+
+
 def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
     """Time in storm ops (outermost only) plus the short gaps between them; the envelopes per step/thread."""
     rows = ctx.store.dicts(f"""
-        WITH storm AS ({_storm_ops_sql(th)}),
+        WITH step_ops AS ({_STEP_OPS_SQL}), storm AS ({_storm_ops_sql(th)}),
         ops AS (
             SELECT h.window_index, h.step, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns
-            FROM host_ops h JOIN storm s ON s.name = h.name
+            FROM step_ops h JOIN storm s ON s.name = h.name
             LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
-            WHERE h.step IS NOT NULL AND h.category = 'cpu_op'
-              AND (p.name IS NULL OR p.name NOT IN (SELECT name FROM storm))),
+            WHERE p.name IS NULL OR p.name NOT IN (SELECT name FROM storm)),
         gaps AS (
             SELECT *, start_ns - lag(end_ns) OVER (PARTITION BY window_index, step, tid ORDER BY start_ns) AS gap_ns
             FROM ops)
@@ -116,7 +149,7 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []
     steps_n = max(len(ctx.steps), 1)
     repeated = ctx.store.dicts(f"""
-        WITH storm AS ({_storm_ops_sql(th)})
+        WITH step_ops AS ({_STEP_OPS_SQL}), storm AS ({_storm_ops_sql(th)})
         SELECT name, calls, round(calls / steps, 1) AS calls_per_step, CAST(avg_ns AS BIGINT) AS avg_ns
         FROM storm ORDER BY calls DESC, name LIMIT 8""")
     modules = ctx.store.dicts(f"""
@@ -130,14 +163,19 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     what = (f"{modules[0]['module_path']} ({modules[0]['module_type']}) is called {modules[0]['calls_per_step']:g} "
             f"times per step" if modules else
             f"{repeated[0]['name']} runs {repeated[0]['calls_per_step']:g} times per step" if repeated else "")
-    where = f" from {short_site(site['call_site'])}" if site else ""
+    phases = _storm_phases(ctx, th)
+    phase_total = sum(phases.values()) or 1
+    main_phase = next(iter(phases), None)
+    in_optimizer = main_phase == "optimizer" and phases["optimizer"] / phase_total >= 0.5
+    where = (" in the optimizer step" if in_optimizer else f" from {short_site(site['call_site'])}" if site else "")
     return [Finding(
         id="op_storm", severity=severity, share=round(share, 4), impact_ns=int(cost_ns),
         title=f"Host-bound Python loop: {share:.0%} of step time issues tiny ops one by one ({what}{where})",
         evidence=Evidence(
             metrics={"storm_ns": cost_ns, "total_step_ns": ctx.total_step_ns,
-                     "ops_per_step": round(ops_per_step / steps_n, 1), "repeated_op_names": len(repeated)},
+                     "ops_per_step": round(ops_per_step / steps_n, 1), "repeated_op_names": len(repeated),
+                     "storm_ns_by_phase": phases},
             ops=repeated, call_sites=_with_cost(site, cost_ns),
             steps=sorted(({"step": e["step"], "window": e["window_index"], "value_ns": int(e["cost_ns"])}
                           for e in envelopes), key=lambda r: -r["value_ns"])[:5]),
-        fix=_FIX, rank=ctx.rank)]
+        fix=_OPTIMIZER_FIX if in_optimizer else _FIX, rank=ctx.rank)]
