@@ -27,8 +27,8 @@ def register(sub) -> None:
                        description="Align the steps of BASE and NEW (captures, traces or parsed outputs; "
                                    "parsed first when needed) and show what got faster or slower per step, "
                                    "ranked by impact on step time. Deltas are NEW - BASE.")
-    p.add_argument("base", type=Path, metavar="BASE")
-    p.add_argument("new", type=Path, metavar="NEW")
+    p.add_argument("base", type=Path, metavar="BASE", help="the run to compare against (one capture or trace)")
+    p.add_argument("new", type=Path, metavar="NEW", help="the run to judge (one capture or trace)")
     p.add_argument("--top", type=int, default=None, metavar="N",
                    help=f"rows per section (default: {TERMINAL_TOP} in the terminal, all with --json); "
                         "the rows left out are counted ('N more', \"more\" in JSON)")
