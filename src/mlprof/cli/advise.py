@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise_outputs
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for

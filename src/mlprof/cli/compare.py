@@ -12,6 +12,7 @@ from mlprof.analysis.stats import MIN_CHANGE
 from mlprof.cli.common import add_common, finite_float, parsed_outputs, print_json, progress_for
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["register", "run", "EXIT_SLOWER", "EXIT_INCONCLUSIVE"]
 
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     (base_src, base_out), (new_src, new_out) = _one(args.base, progress), _one(args.new, progress)
     if args.top is not None and args.top < 0:
         raise ConfigError(f"--top: expected a count >= 0, got {args.top}")
-    with TableStore(base_out / "tables") as b, TableStore(new_out / "tables") as n:
+    with TableStore(base_out / TABLES_DIR) as b, TableStore(new_out / TABLES_DIR) as n:
         # The terminal cuts at print time (and counts the rest); JSON keeps all unless --top says otherwise.
         if args.min_change < 0:
             raise ConfigError(f"--min-change {args.min_change:g}: must be >= 0")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlprof.errors import CaptureError, CommandStartError, ConfigError, MlprofError, TraceFormatError
+from mlprof.errors import CaptureError, CommandStartError, ConfigError, TraceFormatError
 
 __all__ = ["EXIT_CODES", "EXIT_OK", "EXIT_INTERNAL", "EXIT_USAGE", "EXIT_CAPTURE", "EXIT_TRACE_FORMAT",
            "EXIT_OTHER", "EXIT_PARTIAL", "EXIT_NOT_STARTED", "EXIT_INTERRUPTED", "exit_code_for"]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from mlprof.analysis.modules import module_tree
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.tables.store import TableStore
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["register", "run"]
 
@@ -33,7 +33,7 @@ def _ms(ns: float) -> str:
 def run(args: argparse.Namespace) -> int:
     results = []
     for source, out in parsed_outputs(args.paths, None, progress_for(args)):
-        with TableStore(out / "tables") as store:
+        with TableStore(out / TABLES_DIR) as store:
             tree = module_tree(store, args.step)
             steps = 1 if args.step is not None else max(store.rows(
                 "SELECT count(DISTINCT (window_index, step)) FROM module_calls WHERE step IS NOT NULL")[0][0], 1)

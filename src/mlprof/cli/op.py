@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from mlprof.analysis.op_analyse import op_analysis
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.cli.exit_codes import EXIT_USAGE
 from mlprof.tables.store import TableStore
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["register", "run"]
 
@@ -35,7 +35,7 @@ def _us(ns: float) -> str:
 def run(args: argparse.Namespace) -> int:
     results = []
     for source, out in parsed_outputs(args.paths, None, progress_for(args)):
-        with TableStore(out / "tables") as store:
+        with TableStore(out / TABLES_DIR) as store:
             groups = op_analysis(store, args.name)
         results.append({"source": source, "ops": {k: [g.to_dict() for g in v] for k, v in groups.items()}})
     missing = sorted({wanted for res in results for wanted, groups in res["ops"].items() if not groups}

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     results = [result for path in args.paths for result in parse_path(path, options)]
     failures = [r for r in results if r.error is not None]
     if len(failures) == len(results):
-        if failures[0].error_type == "InternalParseError":
+        if failures[0].error_type == "InternalError":
             raise RuntimeError(failures[0].error)
         if len(results) == 1:
             raise _ERRORS.get(failures[0].error_type, MlprofError)(failures[0].error)

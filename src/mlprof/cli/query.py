@@ -9,6 +9,7 @@ from pathlib import Path
 from mlprof.analysis.job import job_info
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.tables.store import TableStore
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["register", "run"]
 
@@ -39,7 +40,7 @@ def _size(n: int) -> str:
 def run(args: argparse.Namespace) -> int:
     infos = []
     for source, out in parsed_outputs(args.paths, None, progress_for(args)):
-        with TableStore(out / "tables") as store:
+        with TableStore(out / TABLES_DIR) as store:
             infos.append(job_info(store, Path(source), out))
     if args.json:
         print_json([i.to_dict() for i in infos])
