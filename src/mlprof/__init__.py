@@ -73,7 +73,7 @@ _LAZY = {
     "run_exports": "mlprof.export",
     "ExportOptions": "mlprof.export",
     "TableStore": "mlprof.tables",
-    **{name: "mlprof.analysis.api" for name in ("advise", "op_analyse", "compare", "cluster", "Thresholds",
+    **{name: "mlprof.workflow" for name in ("advise", "op_analyse", "compare", "cluster", "Thresholds",
                                                  "Finding", "AdvisorReport", "Comparison", "ClusterReport")},
 }
 

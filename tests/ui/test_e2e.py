@@ -165,7 +165,7 @@ def test_timeline_draws_zooms_pans_and_shows_details_with_links(page, base_url, 
     box = canvas.bounding_box()
     page.mouse.click(box["x"] + 230 + (box["width"] - 230) * 0.5, box["y"] + steps["y"] + 8)
     page.wait_for_selector("#tl-event-table")
-    assert page.inner_text("#tl-details h2").startswith("Step ")
+    assert page.inner_text("#tl-details h2").startswith("ProfilerStep#")
     assert "this step's breakdown" in page.inner_text("#tl-details")
     assert page.query_selector("#tl-details .raw-row")  # the stored row is there, folded
 

@@ -21,18 +21,16 @@ others to arrive); instances are matched by name, group and order of issue.
 from __future__ import annotations
 
 import statistics
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mlprof.analysis.jobs import RunIdentity, group_jobs
 from mlprof.analysis.advisor.model import Thresholds
 from mlprof.analysis.cluster_data import group_key, parse_and_extract
+from mlprof.batch import run_batch
 from mlprof.errors import ConfigError, MlprofError
-from mlprof.parse.capture_reader import find_inputs
+from mlprof.outputs import input_sources
 
-# How long to wait for a Dask scheduler to answer before giving up.
-DASK_CONNECT_TIMEOUT_S = 10
 
 __all__ = ["RankSummary", "SlowRank", "CollectiveStat", "ClusterReport", "cluster", "combine",
            "extract_ranks"]
@@ -95,44 +93,14 @@ class ClusterReport:
         return asdict(self)
 
 
-def _run_local(sources: list[str], workers: int | None) -> list:
-    if len(sources) == 1 or workers == 1:
-        return [_guarded(s) for s in sources]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_guarded, sources))
-
-
-def _run_dask(sources: list[str], scheduler: str) -> list:
-    try:
-        from dask.distributed import Client
-    except ImportError:
-        raise ConfigError("--scheduler needs Dask: pip install 'mlprof[cluster]' "
-                          "(or pip install 'dask[distributed]')") from None
-    try:
-        client = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError) as exc:
-        raise MlprofError(f"Dask scheduler {scheduler}: cannot connect ({exc})") from None
-    try:
-        # pure=False: a rank re-parsed after new data must not come from Dask's cache.
-        return client.gather(client.map(_guarded, sources, pure=False))
-    finally:
-        client.close()
-
-
-def _guarded(source: str):
-    """Worker body with the failure policy: a bad rank is reported, the others still analysed."""
-    try:
-        return parse_and_extract(source)
-    except MlprofError as exc:
-        return {"source": source, "error": str(exc)}
-    except Exception as exc:  # a bug met on one rank must not lose the others
-        return {"source": source, "error": f"internal error: {type(exc).__name__}: {exc}"}
-
-
 def extract_ranks(path: str | Path, workers: int | None = None, scheduler: str | None = None) -> list[dict]:
-    """Per-rank data of every capture/trace under ``path`` (parsing those not parsed yet), in parallel."""
-    sources = [str(getattr(i, "root", None) or i.path) for i in find_inputs(Path(path))]
-    return _run_dask(sources, scheduler) if scheduler else _run_local(sources, workers)
+    """Per-rank data of every capture/trace under ``path`` (parsing those not parsed yet), in parallel.
+
+    The batch runner's failure policy: a rank that fails is ``{"source", "error"}``, the others still read.
+    """
+    sources = [source for source, _ in input_sources(Path(path))]
+    outcomes = run_batch(parse_and_extract, sources, workers=workers, scheduler=scheduler)
+    return [o.value if o.error is None else {"source": o.item, "error": str(o.error)} for o in outcomes]
 
 
 def _mean(values: list) -> float:

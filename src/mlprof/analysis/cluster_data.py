@@ -16,7 +16,8 @@ from mlprof.analysis.communication import communication_matrix, rank_of
 from mlprof.analysis.intervals import union_length
 from mlprof.analysis.jobs import HOST_COLLECTIVE_PATTERN, run_identity
 from mlprof.analysis.steps import step_breakdown
-from mlprof.parse.pipeline import TABLES_DIR, ParseOptions, parse_path
+from mlprof.outputs import parsed_outputs
+from mlprof.tables.layout import TABLES_DIR
 from mlprof.tables.store import TableStore
 
 __all__ = ["rank_data", "parse_and_extract", "HOST_COMM_PATTERN"]
@@ -97,14 +98,9 @@ def rank_data(output_dir: str | Path, source: str | None = None) -> dict:
 
 
 def parse_and_extract(source: str) -> dict:
-    """Worker entry point: parse ``source`` when it has no tables yet, then :func:`rank_data`."""
-    from mlprof.parse.capture_reader import find_inputs
-
-    (item,) = find_inputs(Path(source))
-    out = Path(item.output_dir)
-    if not (out / TABLES_DIR).is_dir():
-        out = Path(parse_path(Path(source), ParseOptions())[0].output_dir)
-    return rank_data(out, source)
+    """Worker entry point: :func:`rank_data` of ``source``'s parsed output (parsed first when it has none)."""
+    (out,) = parsed_outputs(Path(source))
+    return rank_data(out.output_dir, source)
 
 
 def group_key(op: dict) -> tuple:

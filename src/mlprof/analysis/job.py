@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mlprof.analysis.communication import rank_of
+from mlprof.capture.layout import RAW_DIR
 from mlprof.tables.store import TableStore
 
 __all__ = ["JobInfo", "job_info"]
@@ -50,7 +51,7 @@ def job_info(store: TableStore, source: Path, output_dir: Path) -> JobInfo:
     slowest = store.dicts("SELECT step, window_index AS window, dur_ns FROM steps "
                           "ORDER BY dur_ns DESC, step LIMIT 5")
     devices = [r[0] for r in store.rows("SELECT DISTINCT device FROM device_ops WHERE device IS NOT NULL ORDER BY 1")]
-    raw = Path(source) / "raw" if (Path(source) / "raw").is_dir() else Path(source)
+    raw = Path(source) / RAW_DIR if (Path(source) / RAW_DIR).is_dir() else Path(source)
     # One eventCount row per window: the capture's count is their sum.
     events = sum(int(json.loads(v)) for (v,) in store.rows(
         "SELECT value_json FROM metadata WHERE key = 'eventCount'"))

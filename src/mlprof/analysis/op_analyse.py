@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlprof.analysis.inputs import single_output
+from mlprof.outputs import single_output
 from mlprof.analysis.ops import operator_details
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
@@ -88,7 +88,7 @@ def op_analysis(store: TableStore, names: list[str] | str) -> dict[str, list[OpS
 
 
 def op_analyse(path: str | Path, names: list[str] | str) -> dict[str, list[dict]]:
-    """Seed 004's ``op_analyse``: JSON-ready groups by input shape for each op in ``names``.
+    """``mlprof.op_analyse``: JSON-ready groups by input shape for each op in ``names``.
 
     ``path`` is a capture, a trace file or a parsed output directory (parsed
     first when needed). Returns ``{name: [group, ...]}`` with the fields of

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise_outputs
-from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.errors import MlprofError
 from mlprof.capture.files import atomic_write
 
@@ -21,7 +20,7 @@ def register(sub) -> None:
                        description="Run the advisor's rules over each capture or trace under PATH (parsing "
                                    "first when needed), print the findings and write advisor.json beside "
                                    "the tables.")
-    p.add_argument("path", type=Path, metavar="PATH")
+    add_paths(p)
     p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                    help="override an advisor threshold, e.g. data_loading_warn_share=0.2 (repeatable)")
     p.add_argument("--no-write", action="store_true", help="do not write advisor.json")
@@ -78,7 +77,7 @@ def format_report(source: str, report: AdvisorReport) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     thresholds = Thresholds.from_overrides(args.threshold)
-    outputs = parsed_outputs(args.path, None, progress_for(args))
+    outputs = parsed_outputs(args.paths, None, progress_for(args))
     reports = advise_outputs(outputs, thresholds)
     results = []
     for (source, out), report in zip(outputs, reports):

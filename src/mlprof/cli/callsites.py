@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from mlprof.analysis.call_sites import call_sites
-from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.parse.phase_rules import HOST_PHASES
 from mlprof.tables.store import TableStore
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["register", "run"]
 
@@ -19,7 +19,7 @@ def register(sub) -> None:
                                    "lines of the user's code the Python sampler saw running (library frames "
                                    "folded into the user line that called them). Needs python_sampling (on by "
                                    "default in `mlprof run`).")
-    p.add_argument("path", type=Path, metavar="PATH", help="a capture, a directory of captures, or a trace")
+    add_paths(p)
     p.add_argument("--phase", choices=HOST_PHASES, help="only this phase")
     p.add_argument("--step", type=int, metavar="N", help="only step N")
     p.add_argument("--inclusive", action="store_true",
@@ -32,8 +32,8 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     results = []
-    for source, out in parsed_outputs(args.path, None, progress_for(args)):
-        with TableStore(out / "tables") as store:
+    for source, out in parsed_outputs(args.paths, None, progress_for(args)):
+        with TableStore(out / TABLES_DIR) as store:
             rows = call_sites(store, args.phase, args.step, inclusive=args.inclusive)
         results.append({"source": source, "call_sites": rows[:args.top], "more": max(len(rows) - args.top, 0)})
     if args.json:

@@ -9,7 +9,7 @@ from pathlib import Path
 from mlprof.analysis.advisor import Thresholds
 from mlprof.analysis.cluster import ClusterReport, cluster
 from mlprof.cli.common import add_common, print_json
-from mlprof.cli.main import EXIT_PARTIAL
+from mlprof.cli.exit_codes import EXIT_PARTIAL
 
 __all__ = ["register", "run"]
 
@@ -20,7 +20,7 @@ def register(sub) -> None:
                                    "a Dask cluster with --scheduler) and show per-rank step time split into "
                                    "compute, communication (wait/transit) and free time, slow ranks, "
                                    "communication per collective and rank, and the communication matrix.")
-    p.add_argument("path", type=Path, metavar="DIR")
+    p.add_argument("path", type=Path, metavar="DIR", help="directory holding every rank's capture or trace")
     p.add_argument("--workers", type=int, default=None, help="parallel processes (default: one per CPU)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler address (tcp://host:8786): parse ranks on that cluster "

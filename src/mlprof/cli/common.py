@@ -4,32 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
-from mlprof.analysis.inputs import parsed_outputs_of
+from mlprof._argparse import ListOption, finite_float
+from mlprof.outputs import parsed_outputs as parsed_outputs_of
+from mlprof.cli.exit_codes import exit_code_for
 from mlprof.cli.progress import ProgressBar
+from mlprof.errors import ConfigError
 
-__all__ = ["add_common", "progress_for", "print_json", "parsed_outputs", "exit_code_for", "finite_float"]
-
-
-def exit_code_for(exc: BaseException) -> int:
-    """The exit code main() gives this error (one mapping, in main.py)."""
-    from mlprof.cli.main import _exit_code
-
-    return _exit_code(exc)
+__all__ = ["add_common", "add_paths", "progress_for", "print_json", "parsed_outputs", "exit_code_for",
+           "finite_float", "ListOption"]
 
 
-def finite_float(text: str) -> float:
-    """argparse type: a real number; nan and inf are refused (exit 2)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return value
+def add_paths(p: argparse.ArgumentParser, what: str = "captures or traces") -> None:
+    """The PATH... positional of the commands that read parsed outputs (several paths accepted)."""
+    p.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+                   help=f"{what}: a capture dir, a dir of captures, a trace file, or a parsed output dir "
+                        "(several may be given)")
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -48,6 +40,10 @@ def print_json(data) -> None:
     sys.stdout.write("\n")
 
 
-def parsed_outputs(path: Path, output: Path | None, progress) -> list[tuple[str, Path]]:
-    """(source, output dir) of each input under ``path``, parsing those not parsed yet."""
-    return [(o.source, o.output_dir) for o in parsed_outputs_of(path, output=output, progress=progress)]
+def parsed_outputs(paths: Path | list[Path], output: Path | None, progress) -> list[tuple[str, Path]]:
+    """(source, output dir) of each input under ``paths``, parsing those not parsed yet."""
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if output is not None and len(paths) > 1:
+        raise ConfigError(f"--output needs a single input, got {len(paths)} paths")
+    return [(o.source, o.output_dir) for path in paths
+            for o in parsed_outputs_of(path, output=output, progress=progress)]

@@ -12,6 +12,7 @@ from mlprof.analysis.stats import MIN_CHANGE
 from mlprof.cli.common import add_common, finite_float, parsed_outputs, print_json, progress_for
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["register", "run", "EXIT_SLOWER", "EXIT_INCONCLUSIVE"]
 
@@ -27,8 +28,8 @@ def register(sub) -> None:
                        description="Align the steps of BASE and NEW (captures, traces or parsed outputs; "
                                    "parsed first when needed) and show what got faster or slower per step, "
                                    "ranked by impact on step time. Deltas are NEW - BASE.")
-    p.add_argument("base", type=Path, metavar="BASE")
-    p.add_argument("new", type=Path, metavar="NEW")
+    p.add_argument("base", type=Path, metavar="BASE", help="the run to compare against (one capture or trace)")
+    p.add_argument("new", type=Path, metavar="NEW", help="the run to judge (one capture or trace)")
     p.add_argument("--top", type=int, default=None, metavar="N",
                    help=f"rows per section (default: {TERMINAL_TOP} in the terminal, all with --json); "
                         "the rows left out are counted ('N more', \"more\" in JSON)")
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     (base_src, base_out), (new_src, new_out) = _one(args.base, progress), _one(args.new, progress)
     if args.top is not None and args.top < 0:
         raise ConfigError(f"--top: expected a count >= 0, got {args.top}")
-    with TableStore(base_out / "tables") as b, TableStore(new_out / "tables") as n:
+    with TableStore(base_out / TABLES_DIR) as b, TableStore(new_out / TABLES_DIR) as n:
         # The terminal cuts at print time (and counts the rest); JSON keeps all unless --top says otherwise.
         if args.min_change < 0:
             raise ConfigError(f"--min-change {args.min_change:g}: must be >= 0")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.cli.common import ListOption, add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.errors import ConfigError
 from mlprof.export import EXPORT_TYPES, SUMMARY_FORMATS, ExportOptions, run_exports
 
@@ -16,21 +16,21 @@ def register(sub) -> None:
     p = sub.add_parser("export", help="write trace_view.json, summaries and SQLite (one step with --step)",
                        description="Write the export files of parsed data (parsing first when needed). "
                                    "With --step N only that step's data, into <output>/step_N/.")
-    p.add_argument("path", type=Path, metavar="PATH",
-                   help="a capture dir, a dir of captures, a trace file, or an output dir")
-    p.add_argument("--step", type=int, default=None, help="only this step")
-    p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv")
-    p.add_argument("--export-type", choices=EXPORT_TYPES, action="append", default=None,
-                   help="text (default) and/or db (SQLite); repeat for both")
+    add_paths(p)
+    p.add_argument("--step", type=int, default=None, metavar="N", help="only step N, into <output>/step_N/")
+    p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv",
+                   help="summary files as csv or json (default csv)")
+    p.add_argument("--export-type", choices=EXPORT_TYPES, action=ListOption, default=None,
+                   help="text (default) and/or db (SQLite): --export-type text,db or repeat the option")
     p.add_argument("--output", type=Path, default=None, help="directory for the files (one input only)")
     add_common(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    outputs = parsed_outputs(args.path, None, progress_for(args))
+    outputs = parsed_outputs(args.paths, None, progress_for(args))
     if args.output is not None and len(outputs) > 1:
-        raise ConfigError(f"{args.path}: --output needs a single input, found {len(outputs)}")
+        raise ConfigError(f"{args.paths[0]}: --output needs a single input, found {len(outputs)}")
     report = []
     for source, out in outputs:
         target = args.output or (out / f"step_{args.step}" if args.step is not None else out)

@@ -8,57 +8,57 @@ to see one).
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 
-from mlprof.errors import CaptureError, CommandStartError, ConfigError, MlprofError, TraceFormatError
+from mlprof._version import __version__
+from mlprof.cli.exit_codes import (EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL,
+                                   exit_code_for)
+from mlprof.errors import MlprofError
 
 __all__ = ["main", "build_parser", "EXIT_CODES", "EXIT_PARTIAL"]
-
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
-EXIT_CAPTURE = 3
-EXIT_TRACE_FORMAT = 4
-EXIT_OTHER = 5
-# Several inputs: some parsed and written, others failed (each reported).
-EXIT_PARTIAL = 6
-# mlprof run: the command could not be started (as a shell says "not found").
-EXIT_NOT_STARTED = 127
-EXIT_INTERRUPTED = 130
-
-EXIT_CODES = {ConfigError: EXIT_USAGE, CaptureError: EXIT_CAPTURE, TraceFormatError: EXIT_TRACE_FORMAT,
-              CommandStartError: EXIT_NOT_STARTED}
 
 
 def build_parser() -> argparse.ArgumentParser:
     from mlprof.cli import advise, callsites, cluster, compare, export, modules, op, parse, query, run, ui
 
     parser = argparse.ArgumentParser(prog="mlprof", description="mlprof: profile PyTorch training.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"mlprof {__version__}",
+                        help="print mlprof's version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="run `mlprof COMMAND --help` for its options")
     sub.required = True
     for module in (parse, export, query, ui, run, advise, op, modules, callsites, compare, cluster):
         module.register(sub)
     return parser
 
 
-def _exit_code(exc: MlprofError) -> int:
-    for kind, code in EXIT_CODES.items():
-        if isinstance(exc, kind):
-            return code
-    return EXIT_OTHER
+def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """An unknown option: the subcommand's own usage, and the closest option it has (exit 2)."""
+    command = getattr(args, "command", None)
+    subparsers = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    target = subparsers.choices.get(command, parser) if subparsers is not None else parser
+    known = [s for a in target._actions for s in a.option_strings]
+    words = []
+    for item in extra:
+        word = item.split("=", 1)[0]
+        close = difflib.get_close_matches(word, known, n=1, cutoff=0.6) if word.startswith("-") else []
+        words.append(f"{item} (did you mean {close[0]}?)" if close else item)
+    target.error("unrecognized arguments: " + " ".join(words))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _refuse_unknown(parser, args, extra)
     try:
         return args.run(args)
     except MlprofError as exc:
         if os.environ.get("MLPROF_DEBUG"):
             raise
         print(f"mlprof {args.command}: error: {exc}", file=sys.stderr)
-        return _exit_code(exc)
+        return exit_code_for(exc)
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return EXIT_OK

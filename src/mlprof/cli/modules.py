@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from mlprof.analysis.modules import module_tree
-from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.tables.store import TableStore
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["register", "run"]
 
@@ -19,7 +19,7 @@ def register(sub) -> None:
                                    "calls, host time of the forward (self excludes child modules), device time "
                                    "of the work each module launched, and host time of its backward. Times are "
                                    "per captured step.")
-    p.add_argument("path", type=Path, metavar="PATH", help="a capture, a directory of captures, or a trace")
+    add_paths(p)
     p.add_argument("--step", type=int, metavar="N", help="only step N (default: mean over the captured steps)")
     p.add_argument("--depth", type=int, metavar="D", help="hide modules nested deeper than D (0 = outermost only)")
     add_common(p)
@@ -32,8 +32,8 @@ def _ms(ns: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     results = []
-    for source, out in parsed_outputs(args.path, None, progress_for(args)):
-        with TableStore(out / "tables") as store:
+    for source, out in parsed_outputs(args.paths, None, progress_for(args)):
+        with TableStore(out / TABLES_DIR) as store:
             tree = module_tree(store, args.step)
             steps = 1 if args.step is not None else max(store.rows(
                 "SELECT count(DISTINCT (window_index, step)) FROM module_calls WHERE step IS NOT NULL")[0][0], 1)

@@ -7,30 +7,35 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from mlprof.cli.common import add_common, exit_code_for, print_json, progress_for
-from mlprof.cli.main import EXIT_PARTIAL
+from mlprof.cli.common import ListOption, add_common, exit_code_for, print_json, progress_for
+from mlprof.cli.exit_codes import EXIT_PARTIAL
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.export import EXPORT_TYPES, SUMMARY_FORMATS, ExportOptions, run_exports
 from mlprof.parse import ParseOptions, parse_path
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "summary_line"]
 
 _ERRORS = {cls.__name__: cls for cls in (CaptureError, ConfigError, TraceFormatError, MlprofError)}
 
 
 def register(sub) -> None:
     p = sub.add_parser("parse", help="parse a capture dir, a dir of captures, or a trace file",
-                       description="Parse every complete capture window (or trace file) under PATH into "
+                       description="Parse every complete capture window (or trace file) under each PATH into "
                                    "tables, then write the export files.")
-    p.add_argument("path", type=Path, metavar="PATH")
-    p.add_argument("--output", type=Path, default=None,
+    p.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+                   help="a capture dir, a dir of captures or traces, a trace file (.json, .json.gz) or an "
+                        "Ascend *_ascend_pt folder (several may be given)")
+    p.add_argument("--output", type=Path, default=None, metavar="DIR",
                    help="output directory (one input only; default: beside the input)")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="parse N captures/traces at once, each in its own process (default 1)")
     p.add_argument("--tables-only", action="store_true", help="write the tables, skip the export files")
-    p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv")
-    p.add_argument("--export-type", choices=EXPORT_TYPES, action="append", default=None,
-                   help="text (default) and/or db (SQLite); repeat for both")
+    p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv",
+                   help="summary files as csv or json (default csv)")
+    p.add_argument("--export-type", choices=EXPORT_TYPES, action=ListOption, default=None,
+                   help="text (default) and/or db (SQLite): --export-type text,db or repeat the option")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="also list the trace events mlprof counted but does not model")
     add_common(p)
     p.set_defaults(run=run)
 
@@ -41,11 +46,13 @@ def run(args: argparse.Namespace) -> int:
         export_options = ExportOptions(summary_format=args.summary_format,
                                        export_types=tuple(args.export_type or ("text",)))
     # Several inputs: each one that fails is reported, the others still parsed.
-    results = parse_path(args.path, ParseOptions(output_dir=args.output, progress=progress_for(args),
-                                                 on_error="continue", jobs=args.jobs))
+    if args.output is not None and len(args.paths) > 1:
+        raise ConfigError(f"--output needs a single input, got {len(args.paths)} paths")
+    options = ParseOptions(output_dir=args.output, progress=progress_for(args), on_error="continue", jobs=args.jobs)
+    results = [result for path in args.paths for result in parse_path(path, options)]
     failures = [r for r in results if r.error is not None]
     if len(failures) == len(results):
-        if failures[0].error_type == "InternalParseError":
+        if failures[0].error_type == "InternalError":
             raise RuntimeError(failures[0].error)
         if len(results) == 1:
             raise _ERRORS.get(failures[0].error_type, MlprofError)(failures[0].error)
@@ -75,12 +82,25 @@ def run(args: argparse.Namespace) -> int:
     for entry in report:
         if entry["error"] is not None:
             continue
-        windows = ", ".join(map(str, entry["windows"])) or "none"
-        print(f"{entry['source']}: {entry['event_count']:,} events, windows {windows}, "
-              f"{entry['table_rows'].get('steps', 0)} steps, {entry['parse_seconds']} s -> {entry['output_dir']}")
+        print(summary_line(entry))
         for skipped in entry["skipped"]:
             print(f"  skipped {skipped}")
-        if entry["unknown_events"]:
+        if args.verbose and entry["unknown_events"]:
             kinds = ", ".join(f"{k} x{v}" for k, v in sorted(entry["unknown_events"].items()))
             print(f"  not modelled (counted): {kinds}")
     return status
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+def summary_line(entry: dict) -> str:
+    """One line per parsed input, in the user's words: what was read, how many steps, where it went."""
+    parts = [_count(entry["event_count"], "event")]
+    if entry["kind"] == "capture":
+        # Capture windows are the schedule's recorded stretches; a trace file has none to speak of.
+        parts.append(_count(len(entry["windows"]), "capture window"))
+    steps = entry["table_rows"].get("steps", 0)
+    parts.append(_count(steps, "step"))
+    return f"{entry['source']}: {', '.join(parts)}, parsed in {entry['parse_seconds']} s -> {entry['output_dir']}"

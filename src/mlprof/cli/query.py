@@ -7,8 +7,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mlprof.analysis.job import job_info
-from mlprof.cli.common import add_common, parsed_outputs, print_json, progress_for
+from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.tables.store import TableStore
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["register", "run"]
 
@@ -17,7 +18,7 @@ def register(sub) -> None:
     p = sub.add_parser("query", help="job, rank/devices, collection time, steps, slowest steps, data size",
                        description="Show the job information table of each capture or trace under PATH "
                                    "(parsing first when needed).")
-    p.add_argument("path", type=Path, metavar="PATH")
+    add_paths(p)
     add_common(p)
     p.set_defaults(run=run)
 
@@ -38,8 +39,8 @@ def _size(n: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     infos = []
-    for source, out in parsed_outputs(args.path, None, progress_for(args)):
-        with TableStore(out / "tables") as store:
+    for source, out in parsed_outputs(args.paths, None, progress_for(args)):
+        with TableStore(out / TABLES_DIR) as store:
             infos.append(job_info(store, Path(source), out))
     if args.json:
         print_json([i.to_dict() for i in infos])

@@ -16,12 +16,16 @@ __all__ = ["register", "run"]
 
 
 def register(sub) -> None:
+    # --logdir is required to serve, not to stop: argparse cannot say that, so the usage does.
     p = sub.add_parser("ui", help="serve the web dashboard of the runs under a directory (or stop it)",
+                       usage="mlprof ui --logdir DIR [--port N] [--host HOST] [--allow-remote]\n"
+                             "       mlprof ui stop [--port N]",
                        description="Serve a local, read-only web dashboard of the parsed runs under --logdir, "
                                    "bound to 127.0.0.1. `mlprof ui stop --port N` stops a server started here.")
-    p.add_argument("action", nargs="?", choices=["stop"], help="stop the server on --port")
-    p.add_argument("--logdir", type=Path, help="directory searched for parsed runs (captures, traces)")
-    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080; 0 picks a free one)")
+    p.add_argument("action", nargs="?", choices=["stop"], help="stop the server started on --port")
+    p.add_argument("--logdir", type=Path, metavar="DIR",
+                   help="required (except with stop): directory searched for runs (captures, traces)")
+    p.add_argument("--port", type=int, default=8080, metavar="N", help="TCP port (default 8080; 0 picks a free one)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host (the dashboard has no login)")
@@ -38,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"mlprof ui: stopped the server on {record.host}:{record.port} (pid {record.pid})")
         return 0
     if args.logdir is None:
-        raise ConfigError("--logdir is required")
+        raise ConfigError("--logdir DIR is required (usage: mlprof ui --logdir DIR [--port N])")
     logdir = args.logdir.resolve()
     if not logdir.is_dir():
         raise ConfigError(f"--logdir {args.logdir}: not a directory")

@@ -150,7 +150,7 @@ def _exit_cleanly_on_sigterm() -> None:
 
 def on_dataloader_batch(callback) -> None:
     """Call ``callback`` after each batch any DataLoader yields."""
-    from .autostart import after_import
+    from .import_hooks import after_import
 
     def patch(module) -> None:  # noqa: ANN001
         base = module._BaseDataLoaderIter

@@ -12,6 +12,8 @@ import os
 import re
 from typing import Any
 
+from ..capture.trace_names import gc_event_name, step_event_name
+
 _BASE_RE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
 
 
@@ -22,7 +24,7 @@ def host_events(files: dict[str, Any], base_ns: int, pid: int, with_steps: bool)
     events: list[dict[str, Any]] = []
     if with_steps:
         for step in files["steps"]:
-            events.append({"ph": "X", "cat": "step", "name": f"ProfilerStep#{step['step']}", "pid": pid,
+            events.append({"ph": "X", "cat": "step", "name": step_event_name(step["step"]), "pid": pid,
                            "tid": "steps", "ts": us(step["start_ns"]), "dur": (step["end_ns"] - step["start_ns"]) / 1000.0})
     for mark in files["markers"]["marks"]:
         events.append({"ph": "i", "s": "t", "cat": "mstx", "name": mark["name"], "pid": pid, "tid": mark["tid"],
@@ -33,7 +35,7 @@ def host_events(files: dict[str, Any], base_ns: int, pid: int, with_steps: bool)
         events.append({"ph": "X", "cat": "mstx", "name": rng["name"], "pid": pid, "tid": rng["tid"],
                        "ts": us(rng["start_ns"]), "dur": (rng["end_ns"] - rng["start_ns"]) / 1000.0})
     for pause in files["gc"]:
-        events.append({"ph": "X", "cat": "gc", "name": f"GC gen{pause['generation']}", "pid": pid, "tid": pause["tid"],
+        events.append({"ph": "X", "cat": "gc", "name": gc_event_name(pause["generation"]), "pid": pid, "tid": pause["tid"],
                        "ts": us(pause["start_ns"]), "dur": pause["dur_ns"] / 1000.0,
                        "args": {"collected": pause["collected"], "uncollectable": pause["uncollectable"]}})
     return events

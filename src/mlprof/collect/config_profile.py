@@ -43,12 +43,13 @@ class _CountedFromOne:
 def build_profile(options: RunOptions, output_dir: Path, *, numbered_from: int | None = None, analyse: bool = True,
                   worker_name: str | None = None) -> Any:
     """An ``mlprof.profile`` (not started) following ``options``' schedule, writing under ``output_dir``."""
-    import mlprof
+    from .handler import tensorboard_trace_handler
+    from .profiler import profile
 
     sched = run_schedule(options)
-    prof = mlprof.profile(
+    prof = profile(
         schedule=sched if numbered_from is None else _CountedFromOne(sched),
-        on_trace_ready=mlprof.tensorboard_trace_handler(output_dir, worker_name=worker_name, analyse_flag=analyse),
+        on_trace_ready=tensorboard_trace_handler(output_dir, worker_name=worker_name, analyse_flag=analyse),
         record_shapes=options.record_shapes,
         profile_memory=options.profile_memory,
         with_stack=options.with_stack,

@@ -45,16 +45,18 @@ class _Capture:
     """One collection: warmup + active steps from ``first_step``."""
 
     def __init__(self, config: DynamicConfig, first_step: int) -> None:
-        import mlprof
+        from ..schedule import schedule
+        from .handler import tensorboard_trace_handler
+        from .profiler import profile
 
         self.config = config
         self.first_step = first_step
         self.steps_left = config.warmup + config.active
-        self.prof = mlprof.profile(
+        self.prof = profile(
             activities=config.activity_enums(),
-            schedule=mlprof.schedule(wait=0, warmup=config.warmup, active=config.active, repeat=1,
+            schedule=schedule(wait=0, warmup=config.warmup, active=config.active, repeat=1,
                                      skip_first=first_step),
-            on_trace_ready=mlprof.tensorboard_trace_handler(Path(config.prof_dir),
+            on_trace_ready=tensorboard_trace_handler(Path(config.prof_dir),
                                                             analyse_flag=config.analyse),
             record_shapes=config.record_shapes,
             profile_memory=config.profile_memory,

@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import time
-import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -24,6 +23,7 @@ from . import chrome_events
 from .analysis_child import flush_analysis, spawn_analysis
 from ..capture.files import write_json_atomic
 from .capture_writer import CaptureWriter, default_worker_name
+from .failsafe import FailSafe
 from .handler import TraceHandler
 from .module_recorder import ModuleRecorder
 from .recorder import HostRecorder
@@ -57,31 +57,6 @@ def _import_backend() -> Any:
             "e.g. pip install torch==2.13.0"
         ) from None
     return torch_backend
-
-
-class FailSafe:
-    """Runs profiler work so that its failures switch profiling off instead of raising."""
-
-    def __init__(self, on_failure: Callable[[], None]) -> None:
-        self.failed = False
-        self.error: str | None = None
-        self._on_failure = on_failure
-
-    def run(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
-        if self.failed:
-            return None
-        try:
-            return func(*args)
-        except Exception as exc:  # noqa: BLE001 - the training job must go on
-            self.failed = True
-            self.error = f"{what}: {type(exc).__name__}: {exc}"
-            logger.error("mlprof: %s; profiling is switched off, training continues", self.error)
-            logger.debug("mlprof failure details:\n%s", traceback.format_exc())
-            try:
-                self._on_failure()
-            except Exception:  # noqa: BLE001
-                logger.debug("mlprof cleanup after failure failed:\n%s", traceback.format_exc())
-            return None
 
 
 class _KinetoProfile:

@@ -12,6 +12,7 @@ import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from .._argparse import ListOption
 from ..capture.output_path import check_output_template
 from ..config import ExperimentalConfig, HostSystem, ProfilerLevel
 from ..errors import ConfigError
@@ -27,6 +28,7 @@ TRAINER_STEPS_ENV = "MLPROF_TRAINER_STEPS"
 MIN_STORAGE_LIMIT_BYTES = 200 * 1024 * 1024
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt])?(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_LIST_CHOICES = {"host_sys": ("cpu", "mem", "disk", "network"), "export_type": ("text", "db")}
 
 
 def parse_size(text: str | int) -> int:
@@ -161,6 +163,10 @@ class RunOptions:
                 parser.add_argument(flag, dest=f.name, type=float, default=default, help=help_text)
             elif isinstance(default, int):
                 parser.add_argument(flag, dest=f.name, type=int, default=default, help=help_text)
+            elif isinstance(default, tuple):
+                choices = _LIST_CHOICES.get(f.name)
+                parser.add_argument(flag, dest=f.name, action=ListOption, choices=choices, default=default,
+                                    help=help_text + " (a comma list, or repeat the option)")
             else:
                 parser.add_argument(flag, dest=f.name, default=shown, help=help_text)
 

@@ -18,7 +18,6 @@ import json
 import logging
 import shutil
 import time
-import traceback
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -30,6 +29,7 @@ from ..profile_config import first_recorded_step
 from .capture_writer import default_worker_name
 from .config_profile import build_profile
 from .environment import rank_info
+from .failsafe import FailSafe
 from .run_options import RunOptions
 from .scalars import record_scalars
 
@@ -51,7 +51,7 @@ class TrainerSession:
         self.analyse = analyse
         self.stage = stage
         self.prof: Any = None
-        self.failed = False
+        self._failsafe = FailSafe(self._after_failure, owner=f"the {integration} integration")
         self.last_step: int | None = None
         self._boundary_ns = 0
 
@@ -146,23 +146,18 @@ class TrainerSession:
         return f"the {self.stage} stage" if self.stage else "training"
 
     def _guard(self, what: str, func: Callable[..., Any], *args: Any) -> Any:
-        if self.failed:
-            return None
-        try:
-            return func(*args)
-        except Exception as exc:  # noqa: BLE001 - the training job must go on
-            self.failed = True
-            logger.error("mlprof: the %s integration failed in %s (%s: %s); profiling is switched off, training "
-                         "continues", self.integration, what, type(exc).__name__, exc)
-            logger.debug("mlprof failure details:\n%s", traceback.format_exc())
-            prof, self.prof = self.prof, None
-            atexit.unregister(self.stop)
-            if prof is not None:
-                try:
-                    prof.stop()
-                except Exception:  # noqa: BLE001
-                    logger.debug("mlprof: stopping after the failure failed:\n%s", traceback.format_exc())
-            return None
+        return self._failsafe.run(what, func, *args)
+
+    @property
+    def failed(self) -> bool:
+        return self._failsafe.failed
+
+    def _after_failure(self) -> None:
+        """Profiling is off: stop the profiler, keeping what it wrote."""
+        prof, self.prof = self.prof, None
+        atexit.unregister(self.stop)
+        if prof is not None:
+            prof.stop()
 
 
 def with_output(options: RunOptions, output: str | Path) -> RunOptions:

@@ -12,6 +12,7 @@ from mlprof.export.sqlite import write_sqlite
 from mlprof.export.trace_view import write_trace_view
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock
 from mlprof.tables.store import TableStore, named_write_errors
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["ExportOptions", "run_exports", "SUMMARY_FORMATS", "EXPORT_TYPES"]
 
@@ -54,7 +55,7 @@ def run_exports(output_dir: Path, options: ExportOptions = ExportOptions()) -> l
     written: list[Path] = []
     # Under the output's lock: a concurrent `mlprof parse` of the same capture
     # must not swap the tables while they are being read.
-    with output_lock(output_dir), TableStore(output_dir / "tables") as store, named_write_errors(target):
+    with output_lock(output_dir), TableStore(output_dir / TABLES_DIR) as store, named_write_errors(target):
         if options.step is not None and not store.rows("SELECT 1 FROM steps WHERE step = ?", [options.step]):
             steps = [r[0] for r in store.rows("SELECT DISTINCT step FROM steps ORDER BY 1")]
             raise ConfigError(f"{output_dir}: no step {options.step} (steps: "

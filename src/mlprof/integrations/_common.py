@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import importlib
 import logging
 import os
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
+from ..collect.failsafe import never_raises
 from ..collect.run_options import RunOptions
 from ..errors import ConfigError, MissingDependencyError
 from ..profile_config import load_profile_config, trainer_run_options
@@ -33,33 +32,6 @@ def require(module: str, install: str, integration: str) -> ModuleType:
         raise MissingDependencyError(
             f"mlprof.integrations.{integration} needs {install} ({exc}); install it with: pip install {install}"
         ) from None
-
-
-def never_raises(method: Callable) -> Callable:
-    """A trainer hook of an integration that must never break training: the first error is
-    logged, the integration's session is stopped (keeping what was written) and every later
-    hook returns at once. The object needs ``_broken`` and ``session`` attributes."""
-
-    @functools.wraps(method)
-    def hook(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self._broken:
-            return None
-        try:
-            return method(self, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - the training job must go on
-            self._broken = True
-            logger.error("mlprof: %s failed in %s (%s: %s); profiling is switched off, training continues",
-                         type(self).__name__, method.__name__, type(exc).__name__, exc)
-            logger.debug("mlprof failure details:\n%s", traceback.format_exc())
-            session = getattr(self, "session", None)
-            if session is not None:
-                try:
-                    session.stop()
-                except Exception:  # noqa: BLE001
-                    logger.debug("mlprof: stopping after the failure failed:\n%s", traceback.format_exc())
-            return None
-
-    return hook
 
 
 @dataclass(frozen=True)

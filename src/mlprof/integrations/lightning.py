@@ -63,7 +63,6 @@ class MlprofProfiler(_profilers.Profiler):
         super().__init__(dirpath=dirpath, filename=filename)
         # Set first: Lightning's __del__ tears down even a profiler whose options were refused.
         self.session: TrainerSession | None = None
-        self._broken = False
         self._wrapped_connector: Any = None
         self._ranges: dict[str, list[int]] = {}
         self._validation_range: int | None = None

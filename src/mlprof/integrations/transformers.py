@@ -52,7 +52,6 @@ class MlprofCallback(TrainerCallback):
     def __init__(self, output_dir: str | os.PathLike | None = None, start_step: int | None = None,
                  active: int | None = None, *, config: str | os.PathLike | Mapping | None = None,
                  analyse: bool = True, **options: Any) -> None:
-        self._broken = False
         self.session: TrainerSession | None = None
         resolved = integration_options(output_dir, start_step, active, config, options)
         self.options = resolved.options

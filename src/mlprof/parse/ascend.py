@@ -5,8 +5,6 @@ table builder, into the same tables as a Kineto trace (plus the Ascend-only
 from __future__ import annotations
 
 import sqlite3
-import time
-from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -16,7 +14,7 @@ from mlprof.parse.ascend_common import AscendInput, AscendRows, link_host_ops
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.kineto_events import StringPool
 
-__all__ = ["parse_ascend", "ascend_tables"]
+__all__ = ["read_ascend", "ascend_tables"]
 
 
 def _metadata(item: AscendInput, rows: AscendRows) -> dict[str, object]:
@@ -71,16 +69,13 @@ def ascend_tables(item: AscendInput) -> tuple[dict[str, dict[str, np.ndarray]], 
     return columns, pool, rows
 
 
-def parse_ascend(item: AscendInput, options, result_cls):
-    """Parse ``item`` into its output dir; returns a ``result_cls`` (pipeline's ParseResult)."""
-    started = time.perf_counter()
-    out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
-    result = result_cls(source=str(item.root), output_dir=str(out_dir), kind=f"ascend_{item.format}", windows=[0])
+def read_ascend(item: AscendInput, result) -> tuple[dict, list[str]]:
+    """Table columns and strings of ``item``, filling ``result`` (the pipeline's ParseResult) as it reads.
+
+    The pipeline writes them (``write_parsed``), as for every other input format.
+    """
     columns, pool, rows = ascend_tables(item)
     result.event_count = rows.event_count
     result.unknown_events = {f"{ph}/{cat}": n for (ph, cat), n in rows.unknown.items()}
     result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
-    from mlprof.parse.pipeline import write_parsed  # the pipeline imports this module lazily: no cycle
-
-    write_parsed(out_dir, columns, pool.values(), result, started)
-    return result
+    return columns, pool.values()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlprof.capture import layout
+from mlprof.tables.layout import trace_output_dir
 from mlprof.errors import CaptureError
 from mlprof.parse.ascend_common import AscendInput, ascend_root_of, is_ascend_dir, read_ascend_dir
 
@@ -58,14 +59,7 @@ class TraceInput:
 
     @property
     def output_dir(self) -> Path:
-        return self.path.parent / (_trace_stem(self.path.name) + "_mlprof_output")
-
-
-def _trace_stem(name: str) -> str:
-    for suffix in (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".gz"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
+        return trace_output_dir(self.path)
 
 
 _SNIFF_BYTES = 1 << 16

@@ -7,18 +7,17 @@ skipped and why). Exports are presenters run afterwards on those tables.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import multiprocessing
+import functools
 import os
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from mlprof._version import __version__
+from mlprof.batch import InternalError, run_batch
 from mlprof.capture import layout
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.parse.build import WindowData, build_tables
@@ -30,26 +29,16 @@ from mlprof.parse.ascend_common import AscendInput
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
+from mlprof.tables.layout import PARSE_INFO_FILE, TABLES_DIR, WINDOW_CACHE_FILE, WINDOWS_DIR, tables_schema
 from mlprof.tables.schema import TABLES
 from mlprof.tables.store import combine_tables, named_write_errors, write_tables
 
 __all__ = ["ParseOptions", "ParseResult", "parse_path", "TABLES_DIR", "PARSE_INFO_FILE", "tables_schema"]
 
-TABLES_DIR = "tables"
-PARSE_INFO_FILE = "parse_info.json"
-# Per-window tables of a capture, reused while the window's files are unchanged.
-WINDOWS_DIR = "windows"
-WINDOW_CACHE_FILE = "window_cache.json"
 _CACHE_VERSION = 2
 ProgressFn = Callable[[str, int, int], None]
 # Cached window tables are stale as soon as any table's columns change.
-_SCHEMA_FINGERPRINT = hashlib.sha256(json.dumps(
-    {name: [(c.name, c.sql_type) for c in t.columns] for name, t in TABLES.items()}).encode()).hexdigest()[:16]
-
-
-def tables_schema() -> str:
-    """Fingerprint of the tables' columns: outputs written under another one are re-parsed."""
-    return _SCHEMA_FINGERPRINT
+_SCHEMA_FINGERPRINT = tables_schema()
 
 
 @dataclass(frozen=True)
@@ -107,21 +96,16 @@ def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[Parse
     inputs = find_inputs(Path(path))
     if options.output_dir is not None and len(inputs) > 1:
         raise ConfigError(f"{path}: --output needs a single capture or trace, found {len(inputs)}")
-    if options.jobs > 1 and len(inputs) > 1:
-        # Progress callbacks do not cross processes; each input reports when done.
-        quiet = replace(options, progress=None)
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(options.jobs, len(inputs)), mp_context=ctx) as pool:
-            outcomes = list(pool.map(_parse_guarded, inputs, [quiet] * len(inputs)))
-    else:
-        outcomes = [_parse_guarded(item, options) for item in inputs]
+    # Progress callbacks do not cross processes; each input reports when done.
+    parallel = options.jobs > 1 and len(inputs) > 1
+    work = functools.partial(_parse_one, options=replace(options, progress=None) if parallel else options)
+    outcomes = run_batch(work, inputs, workers=options.jobs if parallel else 1, on_error=options.on_error)
     results = []
-    for item, (result, exc) in zip(inputs, outcomes):
+    for item, outcome in zip(inputs, outcomes):
+        exc = outcome.error
         if exc is None:
-            results.append(result)
+            results.append(outcome.value)
             continue
-        if options.on_error == "raise":
-            raise exc
         source = getattr(item, "root", None) or item.path
         out = Path(options.output_dir) if options.output_dir else item.output_dir
         results.append(ParseResult(source=str(source), output_dir=str(out),
@@ -131,23 +115,8 @@ def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[Parse
     return results
 
 
-def _parse_guarded(item: CaptureInput | TraceInput,
-                   options: ParseOptions) -> tuple[ParseResult | None, MlprofError | None]:
-    try:
-        return _parse_one(item, options), None
-    except MlprofError as exc:
-        if options.on_error == "raise" and options.jobs <= 1:
-            raise
-        return None, exc
-    except Exception as exc:  # a bug met on one input must not lose the others
-        if options.on_error == "raise":
-            raise
-        return None, InternalParseError(f"{getattr(item, 'root', None) or item.path}: internal error: "
-                                        f"{type(exc).__name__}: {exc}")
-
-
-class InternalParseError(MlprofError):
-    """An unexpected failure on one input of several (on_error="continue"): a bug, reported."""
+# The failure of one input among several that was a bug (kept under its old name too).
+InternalParseError = InternalError
 
 
 def _capture_metadata(item: CaptureInput) -> dict[str, object]:
@@ -191,8 +160,7 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
     try:
         with named_write_errors(out_dir):
             if isinstance(item, AscendInput):  # torch_npu output: its own parsers (docs/ascend.md)
-                from mlprof.parse.ascend import parse_ascend
-                return parse_ascend(item, options, ParseResult)
+                return _parse_ascend(item, options)
             if isinstance(item, TraceInput):
                 return _parse_trace(item, options)
             return _parse_capture(item, options)
@@ -216,11 +184,23 @@ def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: Parse
 def _publish_tables(tmp: Path, out_dir: Path, result: ParseResult, started: float) -> None:
     """Swap finished tables in with their parse_info.json, both complete or neither."""
     result.parse_seconds = round(time.perf_counter() - started, 3)
-    # The tables' layout, so readers re-parse outputs an older mlprof wrote (see analysis.inputs.is_stale).
+    # The tables' layout, so readers re-parse outputs an older mlprof wrote (see mlprof.outputs.is_stale).
     atomic_write(tmp / PARSE_INFO_FILE, json.dumps({**result.to_dict(), "tables_schema": _SCHEMA_FINGERPRINT},
                                                    indent=2))
     replace_dir(tmp, out_dir / TABLES_DIR)
     os.replace(out_dir / TABLES_DIR / PARSE_INFO_FILE, out_dir / PARSE_INFO_FILE)
+
+
+def _parse_ascend(item: AscendInput, options: ParseOptions) -> ParseResult:
+    """What torch_npu wrote (one rank folder): its own reader, then the same writing as every input."""
+    from mlprof.parse.ascend import read_ascend  # NumPy-heavy readers, loaded only for Ascend input
+
+    started = time.perf_counter()
+    out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
+    result = ParseResult(source=str(item.root), output_dir=str(out_dir), kind=f"ascend_{item.format}", windows=[0])
+    columns, strings = read_ascend(item, result)
+    write_parsed(out_dir, columns, strings, result, started)
+    return result
 
 
 def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:

@@ -21,9 +21,11 @@ from mlprof.parse.phase_rules import CAUSE_LABELS, HOST_PHASES, IDLE_CAUSES, PHA
 from mlprof.ui import events, timeline
 from mlprof.ui.cluster_view import folder_of
 from mlprof.ui.datasets import Params, get_dataset
+from mlprof.outputs import source_of
 from mlprof.ui.discovery import discover
 from mlprof.ui.stores import OpenRun
 from mlprof.ui.summaries import SummaryCache, features
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["runs_answer", "features_answer", "overview_answer", "dataset_rows", "rows_to_csv", "timeline_meta",
            "timeline_window", "timeline_window_rows", "timeline_search", "timeline_event", "timeline_locate",
@@ -87,13 +89,8 @@ PHASES = {
 
 def _job(run: OpenRun) -> dict:
     out_dir = run.run_dir
-    if out_dir.name == "mlprof_output":
-        source = out_dir.parent
-    else:  # a trace's output sits beside the trace file: <stem>_mlprof_output
-        stem = out_dir.name.removesuffix("_mlprof_output")
-        found = [p for p in out_dir.parent.glob(f"{stem}*.json*") if p.is_file() and not p.is_symlink()]
-        source = found[0] if found else out_dir
-    return job_info(run.store, source, out_dir).to_dict()
+    # parse_info.json records the input; globbing for a trace of a similar name would only guess it.
+    return job_info(run.store, Path(source_of(out_dir)), out_dir).to_dict()
 
 
 def overview_answer(run: OpenRun, step: int | None = None, job: list[dict] | None = None) -> dict:
@@ -144,7 +141,7 @@ def advisor_answer(run: OpenRun, job: list[dict] | None = None) -> dict:
     # Imported here: a page whose analysis cannot load says so; the others still work.
     from mlprof.analysis.advisor import advise, advise_outputs
 
-    key = ("advisor", tuple((x["id"], (x["dir"] / "tables").stat().st_mtime_ns) for x in job or []))
+    key = ("advisor", tuple((x["id"], (x["dir"] / TABLES_DIR).stat().st_mtime_ns) for x in job or []))
     cached = run.derived.get(key)
     if cached is None:
         mine = next((x["id"] for x in job or [] if x["dir"] == run.run_dir), None)

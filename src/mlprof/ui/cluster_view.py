@@ -16,6 +16,7 @@ from pathlib import Path
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 from mlprof.ui.discovery import discover
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["cluster_members", "cluster_answer", "cluster_rows", "CLUSTER_SECTIONS", "folder_of"]
 
@@ -36,7 +37,7 @@ def cluster_members(logdir: Path, run_id: str) -> list[str]:
 
 def _group_ranks(out_dir: Path) -> tuple[list[int], str]:
     """Ranks of the run's default process group (all ranks when the trace does not list them), and its name."""
-    with TableStore(out_dir / "tables") as store:
+    with TableStore(out_dir / TABLES_DIR) as store:
         rows = store.rows("SELECT value_json FROM metadata WHERE key = 'distributedInfo' LIMIT 1")
     try:
         info = json.loads(rows[0][0]) if rows else {}

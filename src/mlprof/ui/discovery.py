@@ -10,20 +10,21 @@ The walk is bounded in depth and entries, and never follows symlinks.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mlprof.capture.layout import INFO_FILE, OUTPUT_DIR, RAW_DIR
 from mlprof.errors import ConfigError
+from mlprof.outputs import read_parse_info
 from mlprof.parse.ascend_common import is_ascend_dir
+from mlprof.tables.layout import TABLES_DIR, TRACE_OUTPUT_SUFFIX, trace_output_dir
 
 __all__ = ["Run", "Unparsed", "Discovery", "RunPathRefused", "discover", "resolve_run_dir", "MAX_DEPTH"]
 
 MAX_DEPTH = 5
 MAX_ENTRIES = 20_000  # directory entries looked at per scan
-_TABLES = "tables"
-_PARSE_INFO = "parse_info.json"
+_TABLES = TABLES_DIR
 _TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 
 
@@ -60,22 +61,14 @@ class Discovery:
     truncated: bool  # the walk hit MAX_ENTRIES
 
 
-def _read_parse_info(out_dir: Path) -> dict:
-    try:
-        info = json.loads((out_dir / _PARSE_INFO).read_text())
-        return info if isinstance(info, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
 def _run_of(logdir: Path, out_dir: Path) -> Run:
-    info = _read_parse_info(out_dir)
+    info = read_parse_info(out_dir)
     rel = out_dir.relative_to(logdir).as_posix()
     # Named after the capture dir or the trace, with the folders between it and the logdir.
-    if out_dir.name == "mlprof_output":
+    if out_dir.name == OUTPUT_DIR:
         kind, subject = "capture", out_dir.parent
     else:
-        kind, subject = "trace", out_dir.with_name(out_dir.name.removesuffix("_mlprof_output"))
+        kind, subject = "trace", out_dir.with_name(out_dir.name.removesuffix(TRACE_OUTPUT_SUFFIX))
     if out_dir == logdir or subject == logdir or not subject.is_relative_to(logdir):
         name = subject.name
     else:
@@ -105,12 +98,12 @@ def discover(logdir: Path) -> Discovery:
         if _TABLES in names and (here / _TABLES).is_dir() and not (here / _TABLES).is_symlink():
             runs.append(_run_of(logdir, here))
             continue  # nothing to find inside an output dir
-        is_capture = "profiler_info.json" in names or "raw" in names
-        if is_capture and "mlprof_output" not in names:
+        is_capture = INFO_FILE in names or RAW_DIR in names
+        if is_capture and OUTPUT_DIR not in names:
             unparsed.append(Unparsed(here.relative_to(logdir).as_posix(), "capture"))
         # A torch_npu rank folder (docs/ascend.md): parsed by `mlprof parse` like a capture.
         is_ascend = "ASCEND_PROFILER_OUTPUT" in names and is_ascend_dir(here)
-        if is_ascend and "mlprof_output" not in names:
+        if is_ascend and OUTPUT_DIR not in names:
             unparsed.append(Unparsed(here.relative_to(logdir).as_posix(), "ascend"))
         for entry in entries:
             seen += 1
@@ -121,10 +114,9 @@ def discover(logdir: Path) -> Discovery:
             if entry.name.startswith(".") or entry.is_symlink():
                 continue
             if entry.is_file() and entry.name.endswith(_TRACE_SUFFIXES):
-                stem = entry.name.removesuffix(".gz").removesuffix(".json").removesuffix(".pt.trace")
-                if f"{stem}_mlprof_output" not in names:
+                if trace_output_dir(Path(entry.path)).name not in names:
                     unparsed.append(Unparsed(Path(entry.path).relative_to(logdir).as_posix(), "trace"))
-            elif entry.is_dir() and depth < MAX_DEPTH and not (is_capture and entry.name == "raw") \
+            elif entry.is_dir() and depth < MAX_DEPTH and not (is_capture and entry.name == RAW_DIR) \
                     and not (is_ascend and entry.name == "ASCEND_PROFILER_OUTPUT"):
                 stack.append((Path(entry.path), depth + 1))
     runs.sort(key=lambda r: r.id)

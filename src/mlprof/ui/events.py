@@ -11,6 +11,7 @@ exact slice.
 from __future__ import annotations
 
 from mlprof.analysis.devices import run_device
+from mlprof.capture.trace_names import gc_event_name, step_event_name
 from mlprof.tables.store import TableStore
 from mlprof.ui.timeline import ROW_ORDER, SOURCES
 
@@ -122,6 +123,6 @@ def event_details(store: TableStore, src: int, row_id: int, origin_ns: int) -> d
         fields = [_field("generation", row["generation"]), _field("start", at(row["start_ns"]), "time"),
                   _field("pause", row["dur_ns"], "ns"), _field("objects collected", row["collected"], "count"),
                   _field("uncollectable", row["uncollectable"], "count"), _field("step", row["step"])]
-    name = row.get("name") or (f"Step {row['step']}" if table == "steps" else f"GC gen {row.get('generation')}")
+    name = row.get("name") or (step_event_name(row["step"]) if table == "steps" else gc_event_name(row.get("generation")))
     return {"table": table, "name": name, "fields": [f for f in fields if f],
             "links": {k: v for k, v in links.items() if v}, "row": row}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlprof.tables.store import TableStore
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["OpenRun", "StoreCache"]
 
@@ -41,7 +42,7 @@ class StoreCache:
         self._lock = threading.Lock()
 
     def _get(self, run_dir: Path) -> OpenRun:
-        tables = run_dir / "tables"
+        tables = run_dir / TABLES_DIR
         sig = _signature(tables)
         with self._lock:
             run = self._open.get(run_dir)

@@ -17,6 +17,7 @@ from pathlib import Path
 from mlprof.analysis.communication import rank_of
 from mlprof.analysis.devices import run_device
 from mlprof.tables.store import TableStore
+from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["SummaryCache", "run_summary", "features", "PAGE_NEEDS"]
 
@@ -44,7 +45,7 @@ def _meta(store: TableStore, key: str):
 
 def run_summary(out_dir: Path) -> dict:
     """Job, rank, device, steps and mean step time of one parsed output, and the counts pages need."""
-    with TableStore(out_dir / "tables") as store:
+    with TableStore(out_dir / TABLES_DIR) as store:
         counts = {name: store.rows(f'SELECT count(*) FROM (SELECT 1 FROM "{name}" LIMIT 1)')[0][0]
                   for name in {need for need, _ in PAGE_NEEDS.values()} | {"runtime_calls"}}
         step_rows = store.rows("SELECT step, dur_ns FROM steps ORDER BY start_ns")
@@ -77,7 +78,7 @@ class SummaryCache:
         self._lock = threading.Lock()
 
     def get(self, out_dir: Path) -> dict:
-        mtime = (out_dir / "tables").stat().st_mtime_ns
+        mtime = (out_dir / TABLES_DIR).stat().st_mtime_ns
         with self._lock:
             hit = self._cache.get(out_dir)
         if hit is not None and hit[0] == mtime:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from mlprof.capture.trace_names import GC_NAME_SQL, STEP_NAME_SQL
 from mlprof.tables.store import TableStore
 from mlprof.ui.labels import counter_label, device_label
 
@@ -159,14 +160,14 @@ def build_index(store: TableStore) -> TimelineIndex:
         WHERE d.start_ns IS NOT NULL
         UNION ALL
         SELECT (SELECT track FROM _tl_tracks WHERE kind = 'steps'), 0, start_ns, end_ns,
-               'Step ' || step, 3::TINYINT, step FROM steps
+               {STEP_NAME_SQL}, 3::TINYINT, step FROM steps
         UNION ALL
         SELECT (SELECT track FROM _tl_tracks WHERE kind = 'markers'), 0, start_ns, coalesce(end_ns, start_ns),
                name, 4::TINYINT, row_number() OVER (ORDER BY {ROW_ORDER['markers']}) - 1
         FROM markers WHERE kind <> 'device_annotation'
         UNION ALL
         SELECT (SELECT track FROM _tl_tracks WHERE kind = 'gc'), 0, start_ns, start_ns + dur_ns,
-               'GC gen ' || coalesce(generation, -1), 5::TINYINT,
+               {GC_NAME_SQL}, 5::TINYINT,
                row_number() OVER (ORDER BY {ROW_ORDER['gc_pauses']}) - 1
         FROM gc_pauses
         ORDER BY start_ns

@@ -1,0 +1,58 @@
+"""The path-taking conveniences, above parsing and analysis: ``mlprof.advise(path)`` and friends.
+
+Each takes what a user has at hand (a capture directory, a directory of
+captures, a trace file or a parsed output directory), gets its parsed
+outputs from :mod:`mlprof.outputs` (parsing inputs that have none yet or
+stale ones: the only writing done here), then calls the analyses, which
+take a :class:`~mlprof.tables.store.TableStore` and only read.
+
+    import mlprof
+    mlprof.op_analyse("result/host_..._mlprof", ["aten::conv2d"])
+    for report in mlprof.advise("result"): ...
+    mlprof.compare("runs/before", "runs/after").speedup
+    mlprof.cluster("result", workers=4).slow_ranks
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlprof.analysis.advisor import AdvisorReport, Finding, Thresholds, advise_outputs
+from mlprof.analysis.cluster import ClusterReport, combine, extract_ranks
+from mlprof.analysis.compare import Comparison
+from mlprof.analysis.compare import compare as compare_stores
+from mlprof.analysis.op_analyse import op_analysis
+from mlprof.errors import ConfigError
+from mlprof.outputs import parsed_outputs, single_output
+
+__all__ = ["advise", "op_analyse", "compare", "cluster", "Thresholds", "Finding", "AdvisorReport", "Comparison",
+           "ClusterReport"]
+
+
+def advise(path: str | Path, thresholds: Thresholds | None = None) -> list[AdvisorReport]:
+    """The advisor's report for every capture or trace under ``path``."""
+    return advise_outputs([(o.source, o.output_dir) for o in parsed_outputs(Path(path))], thresholds)
+
+
+def op_analyse(path: str | Path, names: list[str] | str) -> dict[str, list[dict]]:
+    """JSON-ready groups by input shape for each op in ``names`` (``{name: [group, ...]}``, times in ns)."""
+    with single_output(Path(path)).open() as store:
+        return {name: [g.to_dict() for g in groups] for name, groups in op_analysis(store, names).items()}
+
+
+def compare(base: str | Path, new: str | Path, top: int | None = None) -> Comparison:
+    """What got faster or slower from ``base`` to ``new`` (one capture or trace each)."""
+    b, n = single_output(Path(base)), single_output(Path(new))
+    with b.open() as bs, n.open() as ns:
+        return compare_stores(bs, ns, top)
+
+
+def cluster(path: str | Path, workers: int | None = None, scheduler: str | None = None,
+            thresholds: Thresholds | None = None) -> ClusterReport:
+    """Every rank under ``path``: parsed and reduced in parallel (processes, or Dask at ``scheduler``), combined.
+
+    A rank that fails is listed in ``failed``; the others are still analysed.
+    """
+    if workers is not None and workers < 1:
+        raise ConfigError(f"cluster: workers must be >= 1, got {workers}")
+    return combine(extract_ranks(path, workers, scheduler), thresholds)
