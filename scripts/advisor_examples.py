@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mlprof.analysis.advisor import advise_path
+from mlprof.workflow import advise as advise_path
 from mlprof.cli.advise import format_report
 
 # rule id -> (where the example comes from, what the run is)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import gc
+import os
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -50,3 +53,79 @@ def _no_profiler_left_attached():
         left = [h for h in (*hooks._global_forward_pre_hooks.values(), *hooks._global_forward_hooks.values())
                 if getattr(h, "__self__", None).__class__.__name__ == "ModuleRecorder"]
         assert not left, "mlprof's global module hooks are still installed"
+
+
+# -- running on several cores (pytest-xdist) --------------------------------------------------------
+# These files judge timings of real runs (the advisor's top finding, compare's verdict, a slowed rank):
+# another test burning a core beside them is real CPU contention, which the advisor rightly reports.
+# They run in one xdist group (one worker, so their session captures are made once), each test alone:
+# it takes the suite lock exclusively, every other test takes it shared.
+QUIET_FILES = frozenset({
+    "tests/scenarios/test_diagnosis.py",
+    "tests/scenarios/test_attribution_runs.py",
+    "tests/analysis/test_advisor_cpu_runs.py",
+    "tests/analysis/test_advisor_level0_runs.py",
+    "tests/analysis/test_compare.py",
+    "tests/analysis/test_compare_stats.py",
+    "tests/analysis/test_contention.py",
+    "tests/analysis/test_jobs.py",
+    "tests/analysis/test_cluster.py",
+})
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _suite_file(item) -> str:
+    try:
+        return Path(item.fspath).resolve().relative_to(_ROOT).as_posix()
+    except ValueError:
+        return str(item.fspath)
+
+
+def pytest_collection_modifyitems(config, items):
+    # Whole files per worker (module fixtures such as the dashboard's real runs are made once), and one
+    # group for every file that judges timings.
+    for item in items:
+        name = _suite_file(item)
+        item.add_marker(pytest.mark.xdist_group("quiet" if name in QUIET_FILES else name))
+
+
+class _SuiteLock:
+    """A readers-writer lock across the xdist workers, with a gate so a quiet test is not starved."""
+
+    def __init__(self, run_id: str) -> None:
+        base = Path(tempfile.gettempdir()) / f"mlprof-tests-{os.geteuid()}-{run_id}"
+        base.mkdir(exist_ok=True)
+        self._gate = os.open(base / "gate", os.O_RDWR | os.O_CREAT, 0o600)
+        self._main = os.open(base / "main", os.O_RDWR | os.O_CREAT, 0o600)
+
+    def take(self, quiet: bool) -> None:
+        if quiet:
+            fcntl.flock(self._gate, fcntl.LOCK_EX)  # no new test starts beside us from now on
+            fcntl.flock(self._main, fcntl.LOCK_EX)  # wait for the ones running to end
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(self._gate, fcntl.LOCK_SH)
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+            fcntl.flock(self._main, fcntl.LOCK_SH)
+
+    def release(self) -> None:
+        fcntl.flock(self._main, fcntl.LOCK_UN)
+
+
+_suite_lock: _SuiteLock | None = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    global _suite_lock
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id is None:  # one process: nothing runs beside this test
+        yield
+        return
+    if _suite_lock is None:
+        _suite_lock = _SuiteLock(run_id)
+    _suite_lock.take(quiet=_suite_file(item) in QUIET_FILES)
+    try:
+        yield
+    finally:
+        _suite_lock.release()

@@ -91,7 +91,7 @@ def test_advise_over_the_ranks_files_the_slow_rank_finding_with_that_rank(ddp_di
 
 def test_the_waiting_rank_gets_an_exposed_communication_finding(ddp_dir):
     from mlprof.analysis.advisor import advise
-    from mlprof.analysis.inputs import parsed_outputs_of
+    from mlprof.outputs import parsed_outputs as parsed_outputs_of
     from mlprof.tables.store import TableStore
 
     reports = {}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mlprof.analysis.advisor import advise_path
+from mlprof.workflow import advise as advise_path
 from mlprof.analysis.cluster import cluster
 from mlprof.cli.main import main
 

@@ -64,7 +64,7 @@ def test_two_mlprof_runs_in_one_output_folder_are_not_ranks(tmp_path, monkeypatc
     import pytest
 
     pytest.importorskip("torch")
-    from mlprof.analysis.advisor import advise_path
+    from mlprof.workflow import advise as advise_path
 
     monkeypatch.setenv("MLPROF_LOCK_DIR", str(tmp_path / "locks"))
     script = Path(__file__).parents[1] / "run" / "train_script.py"

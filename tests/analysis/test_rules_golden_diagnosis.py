@@ -103,7 +103,7 @@ def test_tables_an_older_mlprof_wrote_read_newer_columns_as_null_and_count_as_st
 
     import duckdb
 
-    from mlprof.analysis.inputs import is_stale
+    from mlprof.outputs import is_stale
 
     body = lambda t0: [X("aten::mm", t0 + 10, 700)]
     with _store(tmp_path, _steps(body), "old") as store:

@@ -147,7 +147,7 @@ def test_mtia_runtime_calls_and_device_events_are_modelled(tmp_path):
 def test_query_counts_every_window_and_reparses_after_raw_data_changed(tmp_path):
     import os
 
-    from mlprof.analysis.inputs import parsed_outputs_of
+    from mlprof.outputs import parsed_outputs as parsed_outputs_of
     from mlprof.analysis.job import job_info
     from mlprof.tables.store import TableStore
 

@@ -23,10 +23,8 @@ and input shapes), kernels (device ops by name) and memory peaks.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 
 from mlprof.analysis.devices import RunDevice, run_device
-from mlprof.analysis.inputs import single_output
 from mlprof.analysis.ops import DEVICE_NS_PER_OP, HOST_OP_FILTER
 from mlprof.analysis.run_facts import fact_warnings, run_facts
 from mlprof.analysis.compare_load import load_aware_verdict, run_load
@@ -36,7 +34,7 @@ from mlprof.analysis.training import RateChange, throughput_changes
 from mlprof.errors import MlprofError
 from mlprof.tables.store import TableStore
 
-__all__ = ["Delta", "StepPair", "Comparison", "Gate", "compare", "compare_paths", "align_steps", "BREAKDOWN_FIELDS",
+__all__ = ["Delta", "StepPair", "Comparison", "Gate", "compare", "align_steps", "BREAKDOWN_FIELDS",
            "SECTIONS"]
 
 BREAKDOWN_FIELDS = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "host_communication_ns",
@@ -355,10 +353,3 @@ def _device_notes(base: RunDevice, new: RunDevice) -> list[str]:
 
 def _op_label(key: tuple) -> str:
     return f"{key[0]} {key[1]}" if len(key) > 1 and key[1] else key[0]
-
-
-def compare_paths(base: str | Path, new: str | Path, top: int | None = None) -> Comparison:
-    """:func:`compare` for two captures, traces or parsed outputs (parsed first when needed)."""
-    b, n = single_output(Path(base)), single_output(Path(new))
-    with TableStore(b.tables_dir) as bs, TableStore(n.tables_dir) as ns:
-        return compare(bs, ns, top)

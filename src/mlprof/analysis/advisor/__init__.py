@@ -13,11 +13,10 @@ from mlprof.analysis.advisor.engine import (
     Rule,
     advise,
     advise_outputs,
-    advise_path,
     sort_findings,
 )
 from mlprof.analysis.advisor.model import SEVERITIES, Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.advisor.rules_cluster import slow_rank_findings
 
-__all__ = ["advise", "advise_outputs", "advise_path", "AdvisorReport", "AdvisorContext", "Finding", "Evidence", "Thresholds", "Rule", "RULES",
+__all__ = ["advise", "advise_outputs", "AdvisorReport", "AdvisorContext", "Finding", "Evidence", "Thresholds", "Rule", "RULES",
            "SEVERITIES", "severity_for", "sort_findings", "slow_rank_findings"]

@@ -29,7 +29,7 @@ from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile, npu_wo
 from mlprof.analysis.advisor.whole_trace import whole_trace_store
 from mlprof.tables.store import TableStore
 
-__all__ = ["Rule", "RULES", "AdvisorReport", "advise", "advise_outputs", "advise_path", "sort_findings"]
+__all__ = ["Rule", "RULES", "AdvisorReport", "advise", "advise_outputs", "sort_findings"]
 
 Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 
@@ -164,10 +164,3 @@ def _split_communication_waiting(job, by_source: dict, exposed: dict, slow: list
         for finding in report.findings:
             if finding.id == "communication_overlap":
                 split_waiting(finding, own, others, report.total_step_ns, th, late)
-
-
-def advise_path(path: str | Path, thresholds: Thresholds | None = None) -> list[AdvisorReport]:
-    """:func:`advise_outputs` for every capture or trace under ``path`` (parsed first when needed)."""
-    from mlprof.analysis.inputs import parsed_outputs_of
-
-    return advise_outputs([(o.source, o.output_dir) for o in parsed_outputs_of(Path(path))], thresholds)

@@ -94,7 +94,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                "reduce those, or fuse the layer with its neighbours (torch.compile)."
                if builtin else
                f"Look at why {top['name']}{where} is so expensive: a hand-written or unoptimised op "
-               "(seed 002's dropout) usually has a built-in or fused equivalent (torch.nn.functional.*), "
+               "(a hand-written dropout, say) usually has a built-in or fused equivalent (torch.nn.functional.*), "
                "a cheaper algorithm, or runs on a slow path (float64, CPU fallback, Python loop). Check it "
                "with `mlprof op PATH --name " + top["name"] + "` for the shapes involved.")
         findings.append(Finding(
