@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mlprof.collect.device_lock import DeviceLock
+from mlprof.collect.device_lock import DeviceLock, host_has_accelerator
 from mlprof.collect.run_options import RunOptions
 from mlprof.collect.storage import age_out
 from mlprof.errors import MlprofError
@@ -192,8 +192,13 @@ def test_missing_command_is_a_clear_error(tmp_path):
     assert result.returncode != 0 and "no command" in result.stderr
 
 
+# mlprof's CLI on a host that has accelerators (this one may not: CPU-only hosts take no device lock).
+AS_ON_A_GPU_HOST = [sys.executable, "-c", "import sys, mlprof.collect.device_lock as d; "
+                    "d.host_has_accelerator = lambda: True; from mlprof.cli.main import main; sys.exit(main())"]
+
+
 def test_a_second_run_on_the_same_device_is_refused(tmp_path):
-    first = subprocess.Popen([*MLPROF, "run", "--output", str(tmp_path / "a"), "--no-parse", "--",
+    first = subprocess.Popen([*AS_ON_A_GPU_HOST, "run", "--output", str(tmp_path / "a"), "--no-parse", "--",
                               sys.executable, "-c", "import time; time.sleep(30)"],
                              stderr=subprocess.PIPE, text=True)
     try:
@@ -201,9 +206,13 @@ def test_a_second_run_on_the_same_device_is_refused(tmp_path):
         deadline = time.monotonic() + 30
         while not (lock_file.exists() and lock_file.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        second = mlprof_run(tmp_path / "b", sys.executable, "-c", "pass")
+        second = subprocess.run([*AS_ON_A_GPU_HOST, "run", "--output", str(tmp_path / "b"), "--", sys.executable,
+                                 "-c", "pass"], capture_output=True, text=True, timeout=120)
         assert second.returncode != 0
         assert "already being profiled" in second.stderr and f"pid {first.pid}" in second.stderr
+        # On this host as it is, a run beside the first is not refused when the host has no accelerator.
+        if not host_has_accelerator():
+            assert mlprof_run(tmp_path / "c", sys.executable, "-c", "pass", options=("--no-parse",)).returncode == 0
     finally:
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=30)

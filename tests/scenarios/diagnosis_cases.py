@@ -45,6 +45,9 @@ class Case:
     distributed: bool = False  # 2 gloo ranks under torchrun
     runs_in_one_output: int = 1  # separate runs of the script into the same --output folder
     busy_harness: bool = False  # the harness keeps the machine busy during the run
+    # Findings that are true of the machine the control runs on, not of its code: a healthy loop on a
+    # busy machine is rightly told that other processes take its cores; any other warning is a false alarm.
+    environment: tuple[str, ...] = ()
 
     @property
     def control(self) -> bool:
@@ -84,7 +87,7 @@ CASES: tuple[Case, ...] = (
     Case("two_runs", (), "two separate runs of a healthy MLP in one --output folder", scenario="clean_mlp",
          runs_in_one_output=2),
     Case("busy_machine", (), "healthy MLP while the harness keeps every core busy", scenario="clean_mlp",
-         busy_harness=True),
+         busy_harness=True, environment=("cpu_contention",)),
 )
 
 
@@ -123,7 +126,7 @@ class Verdict:
 
     @property
     def alarms(self) -> list[dict]:
-        return [f for f in self.findings if f.get("severity") in ALARMS]
+        return [f for f in self.findings if f.get("severity") in ALARMS and f.get("id") not in self.run.case.environment]
 
     @property
     def top(self) -> dict | None:

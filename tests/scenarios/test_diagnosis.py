@@ -31,7 +31,8 @@ QUIET = [Run(BY_NAME["row_dropout"], fixed=True)]
 SUBSET = [Run(BY_NAME[n], fixed=False) for n in RIGHT_TODAY] + QUIET
 
 
-@pytest.fixture(scope="module")
+# Session scope: the runs are made once even when the suite's workers interleave this file with others.
+@pytest.fixture(scope="session")
 def verdicts(tmp_path_factory):
     work = tmp_path_factory.mktemp("diagnosis")
     mp = pytest.MonkeyPatch()
