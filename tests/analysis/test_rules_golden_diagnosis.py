@@ -191,3 +191,26 @@ def test_a_per_tensor_optimizer_loop_is_an_op_storm_with_the_optimizer_fix(tmp_p
     # The same per-tensor ops inside one multi-tensor (foreach) call are issued from C++, not from Python.
     with _store(tmp_path, _steps(lambda t0: _optimizer_step(t0, multi_tensor=True)), "foreach") as store:
         assert "op_storm" not in _ids(store)
+
+
+def test_a_storms_loop_time_is_the_python_between_its_ops_not_the_model_work_between_them(tmp_path):
+    def loop(t0):  # 100 tiny ops 5 us apart from Python: 800 of 1000 us are the loop
+        return [X("aten::mul", t0 + 100 + 8 * i, 3) for i in range(100)]
+
+    def deep_model(n=5, step_us=10_000):  # 80 layers: a tiny transpose, then a 100 us matmul, in each
+        events = []
+        for k in range(n):
+            t0 = k * step_us
+            events.append(X(f"ProfilerStep#{k + 1}", t0, step_us, cat="user_annotation"))
+            for i in range(80):
+                start = t0 + 100 + 103 * i  # back to back: no Python between layers
+                events += [X("aten::linear", start, 103), X("aten::t", start + 1, 2), X("aten::addmm", start + 3, 100)]
+        return events
+
+    with _store(tmp_path, _steps(loop), "loop") as store:
+        storm = _ids(store)["op_storm"]
+    assert storm.share == pytest.approx(0.795, abs=0.01)  # 100 x 3 us of ops + 99 x 5 us of Python
+    with _store(tmp_path, deep_model(), "deep") as store:
+        # 80 transposes a step are a storm by count, but the matmuls between them are the model's work,
+        # not a loop's: 160 us of 10 ms, under the info bar (it was 80% when gaps counted whole).
+        assert "op_storm" not in _ids(store)

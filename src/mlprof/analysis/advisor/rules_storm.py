@@ -72,7 +72,12 @@ def _storm_phases(ctx: AdvisorContext, th: Thresholds) -> dict[str, int]:
 
 
 def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
-    """Time in storm ops (outermost only) plus the short gaps between them; the envelopes per step/thread."""
+    """Time in storm ops (outermost only) plus the Python time of the short gaps between them (the loop
+    itself); the envelopes per step/thread.
+
+    A gap's time spent inside other ops (the matmul between two layers' tiny transposes) is the
+    model's work, not the loop's: only the part no top-level op covers counts.
+    """
     rows = ctx.store.dicts(f"""
         WITH step_ops AS ({_STEP_OPS_SQL}), storm AS ({_storm_ops_sql(th)}),
         ops AS (
@@ -81,12 +86,35 @@ def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
             LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
             WHERE p.name IS NULL OR p.name NOT IN (SELECT name FROM storm)),
         gaps AS (
-            SELECT *, start_ns - lag(end_ns) OVER (PARTITION BY window_index, step, tid ORDER BY start_ns) AS gap_ns
-            FROM ops)
-        SELECT window_index, step, tid, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
-               sum(end_ns - start_ns) + coalesce(sum(gap_ns) FILTER (WHERE gap_ns > 0
-                                                   AND gap_ns < {int(th.op_storm_gap_ns)}), 0) AS cost_ns
-        FROM gaps GROUP BY window_index, step, tid""")
+            SELECT window_index, step, tid,
+                   lag(end_ns) OVER (PARTITION BY window_index, step, tid ORDER BY start_ns) AS gap_start_ns,
+                   start_ns AS gap_end_ns
+            FROM ops),
+        short_gaps AS (
+            SELECT * FROM gaps WHERE gap_end_ns > gap_start_ns AND gap_end_ns - gap_start_ns < {int(th.op_storm_gap_ns)}),
+        top_ops AS (
+            SELECT h.window_index, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns FROM host_ops h
+            LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
+            WHERE h.step IS NOT NULL AND h.category = 'cpu_op' AND (p.op_id IS NULL OR p.category <> 'cpu_op')),
+        gap_python AS (
+            SELECT g.window_index, g.step, g.tid,
+                   sum(g.gap_end_ns - g.gap_start_ns - coalesce(c.covered_ns, 0)) AS python_ns
+            FROM short_gaps g LEFT JOIN (
+                SELECT g2.window_index, g2.tid, g2.gap_start_ns,
+                       sum(least(t.end_ns, g2.gap_end_ns) - greatest(t.start_ns, g2.gap_start_ns)) AS covered_ns
+                FROM short_gaps g2 JOIN top_ops t ON t.window_index = g2.window_index AND t.tid = g2.tid
+                 AND t.start_ns < g2.gap_end_ns AND t.end_ns > g2.gap_start_ns
+                GROUP BY ALL) c
+              ON c.window_index = g.window_index AND c.tid = g.tid AND c.gap_start_ns = g.gap_start_ns
+            GROUP BY ALL),
+        op_time AS (
+            SELECT window_index, step, tid, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
+                   sum(end_ns - start_ns) AS op_ns
+            FROM ops GROUP BY ALL)
+        SELECT o.window_index, o.step, o.tid, o.start_ns, o.end_ns,
+               o.op_ns + greatest(coalesce(g.python_ns, 0), 0) AS cost_ns
+        FROM op_time o LEFT JOIN gap_python g
+          ON g.window_index = o.window_index AND g.step = o.step AND g.tid = o.tid""")
     return sum(int(r["cost_ns"]) for r in rows), rows
 
 
