@@ -31,6 +31,7 @@ from typing import Any
 from .capture.output_path import check_output_template
 from .collect.run_options import RunOptions
 from .errors import ConfigError
+from .options import _int_at_least, check_bool
 
 __all__ = ["ProfileConfig", "load_profile_config", "trainer_run_options", "first_recorded_step", "SECTION_DEFAULTS"]
 
@@ -72,9 +73,7 @@ def first_recorded_step(options: RunOptions) -> int:
 
 
 def _check_int(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-    return value
+    return _int_at_least(minimum)(value, name)
 
 
 def trainer_run_options(output: str, start_step: int | None = None, **options: Any) -> RunOptions:
@@ -126,8 +125,7 @@ def _from_mapping(data: Mapping, source: str) -> ProfileConfig:
         raise ConfigError(f"unknown profile key(s) {', '.join(unknown)}; known: {', '.join(SECTION_DEFAULTS)}")
     values = {**SECTION_DEFAULTS, **section}
     for name in ("profile", "init_start_profile", "profile_communication", "profile_memory"):
-        if not isinstance(values[name], bool):
-            raise ConfigError(f"{name}: expected true or false, got {values[name]!r}")
+        check_bool(values[name], name)
     start = _check_int(values["profile_start_step"], "profile_start_step", 1)
     stop = _check_int(values["profile_stop_step"], "profile_stop_step", 1)
     init = values["init_start_profile"]

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ..capture.output_path import rank_output_dir
+from ..config import CollectOptions
 from ..schedule import ProfilerAction, schedule
 from .environment import rank_info
 from .run_options import RUN_SAMPLES_ENV, RunOptions
 
-__all__ = ["build_profile", "profile_from_config", "DisabledProfile", "run_schedule"]
+__all__ = ["make_profile", "build_profile", "profile_from_config", "DisabledProfile", "run_schedule"]
 
 logger = logging.getLogger("mlprof")
 
@@ -40,28 +41,32 @@ class _CountedFromOne:
         return self.base(step - 1) if step >= 1 else ProfilerAction.NONE
 
 
+def make_profile(options: CollectOptions, *, schedule: Any, on_trace_ready: Any,
+                 first_step: int | None = None) -> Any:
+    """The one place options become an ``mlprof.profile`` (not started): for ``mlprof run``,
+    MLPROF_PROFILING_OPTIONS, the training config's profile section and dynamic profiling."""
+    from .profiler import profile
+
+    prof = profile(schedule=schedule, on_trace_ready=on_trace_ready, **options.profile_kwargs())
+    if first_step is not None:
+        prof._set_first_step(first_step)
+    return prof
+
+
 def build_profile(options: RunOptions, output_dir: Path, *, numbered_from: int | None = None, analyse: bool = True,
                   worker_name: str | None = None) -> Any:
     """An ``mlprof.profile`` (not started) following ``options``' schedule, writing under ``output_dir``."""
     from .handler import tensorboard_trace_handler
-    from .profiler import profile
 
     sched = run_schedule(options)
-    prof = profile(
+    # Under `mlprof run` one sampler covers the whole job; otherwise each process samples itself.
+    collect = options.collect_options(host_sys=() if os.environ.get(RUN_SAMPLES_ENV) else options.host_sys)
+    return make_profile(
+        collect,
         schedule=sched if numbered_from is None else _CountedFromOne(sched),
         on_trace_ready=tensorboard_trace_handler(output_dir, worker_name=worker_name, analyse_flag=analyse),
-        record_shapes=options.record_shapes,
-        profile_memory=options.profile_memory,
-        with_stack=options.with_stack,
-        with_modules=options.with_modules,
-        with_flops=options.with_flops,
-        # Under `mlprof run` one sampler covers the whole job; otherwise each process samples itself.
-        experimental_config=options.experimental_config(
-            host_sys=() if os.environ.get(RUN_SAMPLES_ENV) else options.host_sys),
+        first_step=numbered_from,
     )
-    if numbered_from is not None:
-        prof._set_first_step(numbered_from)
-    return prof
 
 
 class DisabledProfile:

@@ -46,26 +46,18 @@ class _Capture:
 
     def __init__(self, config: DynamicConfig, first_step: int) -> None:
         from ..schedule import schedule
+        from .config_profile import make_profile
         from .handler import tensorboard_trace_handler
-        from .profiler import profile
 
         self.config = config
         self.first_step = first_step
         self.steps_left = config.warmup + config.active
-        self.prof = profile(
-            activities=config.activity_enums(),
-            schedule=schedule(wait=0, warmup=config.warmup, active=config.active, repeat=1,
-                                     skip_first=first_step),
-            on_trace_ready=tensorboard_trace_handler(Path(config.prof_dir),
-                                                            analyse_flag=config.analyse),
-            record_shapes=config.record_shapes,
-            profile_memory=config.profile_memory,
-            with_stack=config.with_stack,
-            with_modules=config.with_modules,
-            with_flops=config.with_flops,
-            experimental_config=config.experimental(),
+        self.prof = make_profile(
+            config.collect_options(),
+            schedule=schedule(wait=0, warmup=config.warmup, active=config.active, repeat=1, skip_first=first_step),
+            on_trace_ready=tensorboard_trace_handler(Path(config.prof_dir), analyse_flag=config.analyse),
+            first_step=first_step,
         )
-        self.prof._set_first_step(first_step)
         for key, value in config.metadata.items():
             if isinstance(value, str):
                 self.prof.add_metadata(str(key), value)

@@ -35,9 +35,6 @@ __all__ = ["profile", "_KinetoProfile"]
 
 logger = logging.getLogger("mlprof")
 
-# host_sys sampling from inside a profiled process: seed 000's default rate.
-HOST_SAMPLES_FREQ_HZ = 10
-
 # The JSON files of a window, by HostRecorder.files() key (also the window.json "files" key).
 _WINDOW_JSON_FILES = {
     "steps": layout.STEPS_FILE,
@@ -234,10 +231,10 @@ class _KinetoProfile:
                 flush_analysis(self._capture.path)
 
     def _start_sampler(self) -> None:
-        host_sys = self.options.experimental_config.host_sys
-        if host_sys and self._capture is not None and self._sampler is None:
+        exp = self.options.experimental_config
+        if exp.host_sys and self._capture is not None and self._sampler is None:
             self._sampler = spawn_sampler(self._capture.path / layout.HOST_SAMPLES_PARTIAL_FILE, os.getpid(),
-                                          tuple(h.value for h in host_sys), HOST_SAMPLES_FREQ_HZ)
+                                          tuple(h.value for h in exp.host_sys), exp.host_sys_freq)
 
     def _stop_sampler(self) -> bool:
         """Stop the host sampler; True when its samples were written into the capture."""
