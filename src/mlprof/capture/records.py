@@ -173,7 +173,15 @@ class ScalarsSegment(_Record, kw_only=True):
 
 
 # -- encoding and decoding ------------------------------------------------------------------------
-_encoder = msgspec.json.Encoder()
+def _enc_hook(obj: Any) -> Any:
+    # Subclasses of JSON's types (torch's TorchVersion is a str) are written as their base type, as json.dumps does.
+    for base in (str, int, float):
+        if isinstance(obj, base):
+            return base(obj)
+    raise TypeError(f"cannot write a {type(obj).__name__} into a capture file")
+
+
+_encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
 def encode(record: Any) -> bytes:
@@ -182,7 +190,7 @@ def encode(record: Any) -> bytes:
         return _encoder.encode(record)
     except UnicodeEncodeError:
         # A lone surrogate (an undecodable file name in a frame): escaped, as json.dumps does.
-        return json.dumps(msgspec.to_builtins(record), separators=(",", ":")).encode("ascii")
+        return json.dumps(msgspec.to_builtins(record, enc_hook=_enc_hook), separators=(",", ":")).encode("ascii")
 
 
 _JSON_TYPES = {"array": "list", "object": "dict"}
