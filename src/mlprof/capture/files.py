@@ -9,7 +9,6 @@ can meet on one capture: the output lock serialises them.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mlprof.capture.layout import DIR_MODE, FILE_MODE
+from mlprof.capture.records import encode
 from mlprof.errors import MlprofError
 
 __all__ = ["DIR_MODE", "FILE_MODE", "make_private_dir", "atomic_write", "write_json_atomic", "output_lock",
@@ -50,8 +50,9 @@ def atomic_write(path: Path, data: bytes | str) -> Path:
 
 
 def write_json_atomic(path: Path, data: object) -> Path:
-    """``data`` as compact JSON, through a temporary name."""
-    return atomic_write(path, json.dumps(data, separators=(",", ":")))
+    """``data`` (a record of mlprof.capture.records, or plain JSON values) as compact JSON, through a
+    temporary name."""
+    return atomic_write(path, encode(data))
 
 
 def publish_file(tmp: Path, path: Path) -> Path:

@@ -29,6 +29,17 @@ GC_FILE = "gc.json"
 PYTHON_SAMPLES_FILE = "python_samples.json"
 MODULES_FILE = "modules.json"
 
+# mlprof's own JSON files of a window by kind: the window.json "files" keys
+# (typed in capture/records.py), and every file a window may hold.
+WINDOW_JSON_FILES = {
+    "steps": STEPS_FILE,
+    "markers": MARKERS_FILE,
+    "gc": GC_FILE,
+    "python_samples": PYTHON_SAMPLES_FILE,
+    "modules": MODULES_FILE,
+}
+WINDOW_FILES = {"kineto": KINETO_TRACE_FILE, **WINDOW_JSON_FILES}
+
 # Files in the capture root.
 HOST_SAMPLES_FILE = "host_samples.json"
 HOST_SAMPLES_PARTIAL_FILE = "host_samples.jsonl"  # while sampling; left behind by a killed job
@@ -50,6 +61,16 @@ _SEGMENT_RE = re.compile(r"^segment_(\d{4,})\.json$")
 
 def window_dir_name(index: int) -> str:
     return f"{WINDOW_PREFIX}{index:04d}"
+
+
+def window_rel_dir(index: int) -> str:
+    """A finished window's directory relative to the capture root, as the manifest lists it."""
+    return f"{RAW_DIR}/{window_dir_name(index)}"
+
+
+def capture_dir_name(worker_name: str, stamp: str, suffix: int = 0) -> str:
+    """``{worker_name}_{stamp}_mlprof``; ``-N`` after the stamp for a second capture in the same millisecond."""
+    return f"{worker_name}_{stamp}{f'-{suffix}' if suffix else ''}{CAPTURE_DIR_SUFFIX}"
 
 
 def partial_dir_name(index: int) -> str:

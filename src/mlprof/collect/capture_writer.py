@@ -18,6 +18,7 @@ from typing import Any
 from .._version import __version__
 from ..capture import layout
 from ..capture.files import make_private_dir, write_json_atomic
+from ..capture.records import CaptureInfo, CaptureMetadata, Clock, Versions, WindowEntry, WindowInfo
 from .environment import performance_environment, rank_info, system_info
 
 __all__ = ["CaptureWriter", "default_worker_name"]
@@ -28,74 +29,89 @@ def default_worker_name() -> str:
 
 
 class CaptureWriter:
-    """One capture directory for one profiling session."""
+    """One capture directory for one profiling session; ``manifest`` is its profiler_info.json."""
 
     def __init__(self, root: Path, worker_name: str, config: dict[str, Any]) -> None:
         stamp = datetime.now().strftime("%Y%m%d%H%M%S%f")[:-3]
         make_private_dir(root)
-        self.path = root / f"{worker_name}_{stamp}{layout.CAPTURE_DIR_SUFFIX}"
+        self.path = root / layout.capture_dir_name(worker_name, stamp)
         suffix = 1
         while self.path.exists():  # two sessions in the same millisecond
-            self.path = root / f"{worker_name}_{stamp}-{suffix}{layout.CAPTURE_DIR_SUFFIX}"
+            self.path = root / layout.capture_dir_name(worker_name, stamp, suffix)
             suffix += 1
         make_private_dir(self.path)
         make_private_dir(self.path / layout.RAW_DIR)
         torch = sys.modules.get("torch")
-        self.info: dict[str, Any] = {
-            "schema_version": layout.SCHEMA_VERSION,
-            "kind": "mlprof.capture",
-            "status": layout.STATUS_RUNNING,
-            "worker_name": worker_name,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
+        self.manifest = CaptureInfo(
+            schema_version=layout.SCHEMA_VERSION,
+            status=layout.STATUS_RUNNING,
+            worker_name=worker_name,
+            host=socket.gethostname(),
+            pid=os.getpid(),
             **rank_info(),
-            "versions": {
-                "mlprof": __version__,
-                "torch": getattr(torch, "__version__", None),
-                "python": sys.version.split()[0],
-            },
-            "config": config,
-            "clock": {"wall_ns": time.time_ns(), "monotonic_ns": time.monotonic_ns()},
-            "created_wall_ns": time.time_ns(),
-            "windows": [],
-            "error": None,
-        }
+            versions=Versions(mlprof=__version__, torch=_text(getattr(torch, "__version__", None)),
+                              python=sys.version.split()[0]),
+            config=config,
+            clock=Clock(wall_ns=time.time_ns(), monotonic_ns=time.monotonic_ns()),
+            created_wall_ns=time.time_ns(),
+        )
         self.user_metadata: dict[str, Any] = {}
         self.write_manifest()
         self.write_metadata()
 
+    @property
+    def info(self) -> _ManifestItems:
+        """The manifest by key (``info["steps_seen"] = n``), for callers not yet on ``manifest``."""
+        return _ManifestItems(self.manifest)
+
     def write_manifest(self) -> None:
-        write_json_atomic(self.path / layout.INFO_FILE, self.info)
+        write_json_atomic(self.path / layout.INFO_FILE, self.manifest)
 
     def write_metadata(self) -> None:
-        write_json_atomic(
-            self.path / layout.METADATA_FILE,
-            {"user": self.user_metadata, "environment": performance_environment(), "system": system_info()},
-        )
+        write_json_atomic(self.path / layout.METADATA_FILE, CaptureMetadata(
+            user=self.user_metadata, environment=performance_environment(), system=system_info()))
 
     def begin_window(self, index: int) -> Path:
         partial = self.path / layout.RAW_DIR / layout.partial_dir_name(index)
         return make_private_dir(partial)
 
     def finish_window(self, index: int, partial: Path, window: dict[str, Any]) -> Path:
+        """Write window.json (``window``: WindowInfo fields), publish the window and list it in the manifest."""
         for child in partial.iterdir():
             os.chmod(child, layout.FILE_MODE)
-        window = {"index": index, "status": layout.STATUS_COMPLETE, **window}
-        write_json_atomic(partial / layout.WINDOW_FILE, window)
+        info = WindowInfo(index=index, status=layout.STATUS_COMPLETE, **window)
+        write_json_atomic(partial / layout.WINDOW_FILE, info)
         final = self.path / layout.RAW_DIR / layout.window_dir_name(index)
         os.replace(partial, final)
-        rel = f"{layout.RAW_DIR}/{final.name}"
-        self.info["windows"].append(
-            {"dir": rel, **{k: window.get(k) for k in ("index", "status", "first_step", "last_step", "start_ns", "end_ns")}}
-        )
+        self.manifest.windows.append(WindowEntry(
+            dir=layout.window_rel_dir(index), index=index, status=info.status, first_step=info.first_step,
+            last_step=info.last_step, start_ns=info.start_ns, end_ns=info.end_ns))
         # Refresh the rank: torch.distributed may have been initialised after start().
-        self.info.update(rank_info())
+        for key, value in rank_info().items():
+            setattr(self.manifest, key, value)
         self.write_manifest()
         self.write_metadata()
         return final
 
     def close(self, status: str, error: str | None = None) -> None:
-        self.info["status"] = status
-        self.info["error"] = error
+        self.manifest.status = status
+        self.manifest.error = error
         self.write_manifest()
         self.write_metadata()
+
+
+class _ManifestItems:
+    """Item access to a CaptureInfo's fields (``collect.profiler`` still spells ``info["windows"]``)."""
+
+    def __init__(self, manifest: CaptureInfo) -> None:
+        self._manifest = manifest
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self._manifest, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        setattr(self._manifest, key, value)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

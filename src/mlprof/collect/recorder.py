@@ -3,6 +3,10 @@
 Steps, mstx markers and GC pauses are timed here with ``time.time_ns()``, the
 wall clock Kineto uses, so the parser can merge them with the Kineto trace
 without any offset. Nothing here imports torch.
+
+Per event only a small dict is appended (the hot path); ``files()`` turns a
+window's lists into the typed records of :mod:`mlprof.capture.records` once,
+at window end, and the writer encodes those.
 """
 
 from __future__ import annotations
@@ -12,6 +16,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
+
+from ..capture.records import GcRecord, MarkersFile, ModulesFile, PythonSamplesFile, StepRecord
 
 __all__ = ["HostRecorder", "active_recorder", "range_record"]
 
@@ -39,7 +47,8 @@ class HostRecorder:
     marks: list[dict[str, Any]] = field(default_factory=list)
     ranges: list[dict[str, Any]] = field(default_factory=list)
     gc_pauses: list[dict[str, Any]] = field(default_factory=list)
-    # Window files recorded beside this recorder (python_samples, modules), by files() key.
+    # Window files recorded beside this recorder (python_samples, modules), by files() key:
+    # their dicts (StackSampler/ModuleRecorder.to_json()) or records.
     attribution: dict[str, Any] = field(default_factory=dict)
     _current_step: tuple[int, int] | None = None
     _gc_start_ns: int = 0
@@ -111,14 +120,22 @@ class HostRecorder:
         return self._device
 
     def files(self) -> dict[str, Any]:
+        """The window's files by kind (layout.WINDOW_JSON_FILES keys), as typed records."""
         if self._device is not None:
             self._device.resolve(self.ranges)
-        return {
-            "steps": self.steps,
-            "markers": {"marks": self.marks, "ranges": self.ranges},
-            "gc": self.gc_pauses,
-            **self.attribution,
+        files: dict[str, Any] = {
+            "steps": msgspec.convert(self.steps, list[StepRecord]),
+            "markers": msgspec.convert({"marks": self.marks, "ranges": self.ranges}, MarkersFile),
+            "gc": msgspec.convert(self.gc_pauses, list[GcRecord]),
         }
+        for key, kind in (("python_samples", PythonSamplesFile), ("modules", ModulesFile)):
+            value = self.attribution.get(key)
+            if isinstance(value, dict):
+                # Built without validating each element: the lists are the recorders' own, encoded as they are.
+                value = kind(**value)
+            if value is not None:
+                files[key] = value
+        return files
 
 
 def range_record(rng: OpenRange, end_ns: int | None, end_tid: int | None) -> dict[str, Any]:

@@ -7,13 +7,14 @@ mlprof's own capture data.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
 from pathlib import Path
 
 from ..capture import layout
+from ..capture.records import WindowInfo, decode_file
+from ..errors import CaptureError
 
 __all__ = ["dir_size_bytes", "age_out", "AGE_OUT_AT", "AGE_OUT_TO"]
 
@@ -40,10 +41,13 @@ def _windows_oldest_first(root: Path) -> list[tuple[int, Path]]:
         if layout.window_index(window.name) is None or window.is_symlink():
             continue
         try:
-            end_ns = json.loads((window / layout.WINDOW_FILE).read_text())["end_ns"]
-        except (OSError, ValueError, KeyError):
-            end_ns = window.stat().st_mtime_ns
-        found.append((int(end_ns or 0), window))
+            end_ns = decode_file(window / layout.WINDOW_FILE, WindowInfo).end_ns
+        except CaptureError:
+            end_ns = None
+        try:
+            found.append((end_ns if end_ns is not None else window.stat().st_mtime_ns, window))
+        except OSError:
+            continue  # deleted meanwhile
     return sorted(found)
 
 

@@ -8,20 +8,21 @@ reported, never parsed.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from mlprof.capture import layout
+from mlprof.capture.records import CaptureInfo, CaptureMetadata, WindowInfo, decode_file, read_manifest
 from mlprof.tables.layout import trace_output_dir
 from mlprof.errors import CaptureError
 from mlprof.parse.ascend_common import AscendInput, ascend_root_of, is_ascend_dir, read_ascend_dir
 
-__all__ = ["WindowFiles", "CaptureInput", "TraceInput", "find_inputs", "read_capture", "is_trace_file",
-           "validate_manifest"]
+__all__ = ["WindowFiles", "CaptureInput", "TraceInput", "find_inputs", "read_capture", "is_trace_file"]
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
 
@@ -34,7 +35,7 @@ class WindowFiles:
     steps: Path | None
     markers: Path | None
     gc: Path | None
-    manifest: dict
+    manifest: WindowInfo  # the window's own window.json
     python_samples: Path | None = None
     modules: Path | None = None
 
@@ -42,11 +43,12 @@ class WindowFiles:
 @dataclass
 class CaptureInput:
     root: Path
-    manifest: dict
-    metadata: dict
+    manifest: dict  # profiler_info.json as written (every key it has, for the metadata table)
+    metadata: dict  # profiler_metadata.json (the typed CaptureMetadata, as plain JSON values)
     windows: list[WindowFiles] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "path: why" for each window not parsed
     scalar_segments: list[Path] = field(default_factory=list)  # scalars/segment_NNNN.json, in order
+    info: CaptureInfo = field(default_factory=CaptureInfo)  # the same manifest, typed
 
     @property
     def output_dir(self) -> Path:
@@ -94,52 +96,13 @@ def is_capture_dir(path: Path) -> bool:
     return path.is_dir() and ((path / layout.INFO_FILE).is_file() or (path / layout.RAW_DIR).is_dir())
 
 
-def _load_json(path: Path, default):
-    if not path.is_file():
-        return default
-    try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as exc:
-        why = "nested too deep" if isinstance(exc, RecursionError) else exc
-        raise CaptureError(f"{path}: unreadable JSON ({why})") from None
-
-
-# Manifest keys and the JSON types they must have when present (None: null allowed).
-_MANIFEST_TYPES: dict[str, tuple] = {
-    "schema_version": (int,), "kind": (str,), "status": (str,), "worker_name": (str, type(None)),
-    "host": (str, type(None)), "pid": (int, type(None)), "rank": (int, type(None)),
-    "world_size": (int, type(None)), "local_rank": (int, type(None)), "versions": (dict, type(None)),
-    "config": (dict, type(None)), "clock": (dict, type(None)), "created_wall_ns": (int, type(None)),
-    "windows": (list, type(None)), "error": (str, type(None)),
-}
-_MANIFEST_INT_LIMIT = 2**62
-
-
-def validate_manifest(path: Path, manifest: object) -> dict:
-    """``profiler_info.json`` checked against docs/capture_format.md: a JSON object of the
-    supported schema version, each known key of its type; CaptureError (exit 3) otherwise."""
-    if not isinstance(manifest, dict):
-        raise CaptureError(f"{path}: not a JSON object")
-    version = manifest.get("schema_version", layout.SCHEMA_VERSION)
-    if type(version) is not int or not 1 <= version <= layout.SCHEMA_VERSION:
-        raise CaptureError(f"{path}: schema_version {version!r} is not supported "
-                           f"(this mlprof reads 1 to {layout.SCHEMA_VERSION})")
-    for key, types in _MANIFEST_TYPES.items():
-        value = manifest.get(key)
-        if key in manifest and (not isinstance(value, types) or isinstance(value, bool)):
-            raise CaptureError(f"{path}: {key} must be {' or '.join(t.__name__ for t in types)}, "
-                               f"not {type(value).__name__}")
-        if type(value) is int and not -_MANIFEST_INT_LIMIT <= value <= _MANIFEST_INT_LIMIT:
-            raise CaptureError(f"{path}: {key} {value} is out of range")
-    return manifest
-
-
 def read_capture(root: Path) -> CaptureInput:
     """The capture at ``root`` with every complete window, sorted by index."""
     root = Path(root)
-    manifest = validate_manifest(root / layout.INFO_FILE, _load_json(root / layout.INFO_FILE, {}))
-    metadata = _load_json(root / layout.METADATA_FILE, {})
-    capture = CaptureInput(root=root, manifest=manifest, metadata=metadata if isinstance(metadata, dict) else {})
+    info, manifest = read_manifest(root)
+    metadata_path = root / layout.METADATA_FILE
+    metadata = msgspec.to_builtins(decode_file(metadata_path, CaptureMetadata)) if metadata_path.is_file() else {}
+    capture = CaptureInput(root=root, manifest=manifest, metadata=metadata, info=info)
     capture.scalar_segments = _scalar_segments(root / layout.SCALARS_DIR, capture.skipped)
     raw = root / layout.RAW_DIR
     if not raw.is_dir():
@@ -153,26 +116,22 @@ def read_capture(root: Path) -> CaptureInput:
             continue
         window_json = entry / layout.WINDOW_FILE
         try:
-            info = _load_json(window_json, None)
+            window = decode_file(window_json, WindowInfo) if window_json.is_file() else None
         except CaptureError as exc:
             capture.skipped.append(str(exc))
             continue
-        if not isinstance(info, dict) or info.get("status") != layout.STATUS_COMPLETE:
+        if window is None or window.status != layout.STATUS_COMPLETE:
             capture.skipped.append(f"{entry}: no complete {layout.WINDOW_FILE}")
             continue
-        files = info.get("files")
-        if files is None:
-            files = {}
+        files = window.files or {}
         try:
-            if not isinstance(files, dict):
-                raise CaptureError(f"{window_json}: files must be an object")
-            found = {key: _window_file(entry, files, key, default) for key, default in _WINDOW_FILES.items()}
+            found = {key: _window_file(entry, files, key, default) for key, default in layout.WINDOW_FILES.items()}
         except CaptureError as exc:
             # A complete window whose listed file is missing or hostile: skipped
             # and reported, never parsed as an empty window.
             capture.skipped.append(str(exc))
             continue
-        capture.windows.append(WindowFiles(index=index, path=entry, manifest=info, **found))
+        capture.windows.append(WindowFiles(index=index, path=entry, manifest=window, **found))
     return capture
 
 
@@ -190,11 +149,6 @@ def _scalar_segments(folder: Path, skipped: list[str]) -> list[Path]:
             continue
         found.append((index, entry))
     return [path for _, path in sorted(found)]
-
-
-_WINDOW_FILES = {"kineto": layout.KINETO_TRACE_FILE, "steps": layout.STEPS_FILE,
-                 "markers": layout.MARKERS_FILE, "gc": layout.GC_FILE,
-                 "python_samples": layout.PYTHON_SAMPLES_FILE, "modules": layout.MODULES_FILE}
 
 
 def _window_file(window: Path, files: dict, key: str, default: str) -> Path | None:
