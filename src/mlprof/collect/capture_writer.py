@@ -59,11 +59,6 @@ class CaptureWriter:
         self.write_manifest()
         self.write_metadata()
 
-    @property
-    def info(self) -> _ManifestItems:
-        """The manifest by key (``info["steps_seen"] = n``), for callers not yet on ``manifest``."""
-        return _ManifestItems(self.manifest)
-
     def write_manifest(self) -> None:
         write_json_atomic(self.path / layout.INFO_FILE, self.manifest)
 
@@ -98,19 +93,6 @@ class CaptureWriter:
         self.manifest.error = error
         self.write_manifest()
         self.write_metadata()
-
-
-class _ManifestItems:
-    """Item access to a CaptureInfo's fields (``collect.profiler`` still spells ``info["windows"]``)."""
-
-    def __init__(self, manifest: CaptureInfo) -> None:
-        self._manifest = manifest
-
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self._manifest, key)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        setattr(self._manifest, key, value)
 
 
 def _text(value: Any) -> str | None:

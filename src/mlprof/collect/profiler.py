@@ -222,10 +222,10 @@ class _KinetoProfile:
             late = self._stop_sampler()
             late = self._close_scalars() or late
             # The last step number reached: says why a capture has no window (the job ended first).
-            self._capture.info["steps_seen"] = self._backend.step_num
+            self._capture.manifest.steps_seen = self._backend.step_num
             self._capture.close(layout.STATUS_FINISHED)
             if isinstance(self.on_trace_ready, TraceHandler) and self.on_trace_ready.analyse_flag:
-                if late and self._capture.info["windows"]:
+                if late and self._capture.manifest.windows:
                     # Written at stop, after the last window's parse (scalars logged since, host samples).
                     spawn_analysis(self._capture.path)
                 flush_analysis(self._capture.path)
