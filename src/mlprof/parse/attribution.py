@@ -318,18 +318,32 @@ def _step_threads(store: TableStore) -> dict[int, int]:
     return out
 
 
-def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dict, dict, dict]:
-    ops = _arrays(store, """
-        SELECT h.start_ns, h.start_ns + h.dur_ns AS end_ns, h.name, h.category = 'user_annotation' AS annotation,
-               h.tid, h.depth, p.name LIKE 'ProfilerStep#%' AS under_step
+def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[_Spans, _Spans, _Spans]:
+    where = """h.window_index = ? AND h.name NOT LIKE 'ProfilerStep#%' AND h.dur_ns >= 0
+               AND (h.category <> 'python_function' OR h.name LIKE 'nn.Module:%')"""
+    # Phases are decided per distinct (name, annotation) here, then joined in
+    # SQL: a million ops never come back as a million Python strings, and only
+    # the spans the sweep uses are fetched.
+    names = _arrays(store, f"SELECT DISTINCT h.name, coalesce(h.category = 'user_annotation', false) AS annotation "
+                           f"FROM host_ops h WHERE {where}", [window])
+    store.con.register("_phases", {"name": names["name"], "annotation": names["annotation"],
+                                   "phase": _phase_codes(names["name"], names["annotation"])})
+    on_thread = "coalesce(h.tid = ?, false)"
+    ops = _arrays(store, f"""
+        SELECT h.start_ns, h.start_ns + h.dur_ns AS end_ns, f.phase, {on_thread} AS on_thread
         FROM host_ops h LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
-        WHERE h.window_index = ? AND h.name NOT LIKE 'ProfilerStep#%' AND h.dur_ns >= 0
-          AND (h.category <> 'python_function' OR h.name LIKE 'nn.Module:%')""", [window])
-    phase = _phase_codes(ops["name"], ops["annotation"])
-    top = (ops["depth"] == 0) | (ops["under_step"] == True)  # noqa: E712 - numpy object of bool/None
-    on_thread = ops["tid"] == tid if tid is not None else np.zeros(len(phase), dtype=bool)
-    keep = on_thread & (top | (phase >= 0))
-    parts = [(ops["start_ns"][keep], ops["end_ns"][keep], phase[keep])]
+        JOIN _phases f ON f.name IS NOT DISTINCT FROM h.name
+                      AND f.annotation = coalesce(h.category = 'user_annotation', false)
+        WHERE {where} AND (
+            ({on_thread} AND (coalesce(h.depth = 0, false) OR coalesce(p.name LIKE 'ProfilerStep#%', false)
+                              OR f.phase >= 0))
+            OR (NOT {on_thread} AND coalesce(h.depth = 0, false) AND f.phase IN ({_CODE["backward"]},
+                                                                               {_CODE["communication"]})))
+        ORDER BY h.op_id""", [tid, window, tid, tid])
+    store.con.unregister("_phases")
+    mine = ops["on_thread"].astype(bool)
+    phase = ops["phase"].astype(np.int64)
+    parts = [(ops["start_ns"][mine], ops["end_ns"][mine], phase[mine])]
     mods = _arrays(store, "SELECT start_ns, end_ns FROM module_calls WHERE window_index = ? AND tid = ? "
                           "AND end_ns IS NOT NULL", [window, tid if tid is not None else -1])
     parts.append((mods["start_ns"], mods["end_ns"], np.full(len(mods["start_ns"]), _CODE["forward"])))
@@ -342,9 +356,8 @@ def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dic
              "end_ns": np.concatenate([p[1] for p in parts]).astype(np.int64),
              "phase": np.concatenate([p[2] for p in parts]).astype(np.int64)}
     # Other threads: their outermost backward and communication work.
-    other_sel = ~on_thread & (ops["depth"] == 0) & np.isin(phase, [_CODE["backward"], _CODE["communication"]])
-    other = {"start_ns": ops["start_ns"][other_sel].astype(np.int64),
-             "end_ns": ops["end_ns"][other_sel].astype(np.int64), "phase": phase[other_sel]}
+    other = {"start_ns": ops["start_ns"][~mine].astype(np.int64), "end_ns": ops["end_ns"][~mine].astype(np.int64),
+             "phase": phase[~mine]}
     gc = _arrays(store, "SELECT start_ns, start_ns + dur_ns AS end_ns FROM gc_pauses WHERE window_index = ? "
                         "AND (tid IS NULL OR tid = ?)", [window, tid if tid is not None else -1])
     gc = {k: v.astype(np.int64) for k, v in gc.items()}
