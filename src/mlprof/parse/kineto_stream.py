@@ -30,6 +30,7 @@ import msgspec
 import numpy as np
 
 from mlprof.errors import TraceFormatError
+from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, LIST_DECODER, TOP_DECODER, Accumulator, KinetoColumns, StringPool, StringTooLongError,
     TimeRangeError, TopLevel, split_chunk)
@@ -134,15 +135,32 @@ _CLOSE = re.compile(rb"\s*\]")
 _SPACE = re.compile(rb"\s*")
 
 
-def _last_cut(buf: bytes, lo: int) -> tuple[int, int] | None:
-    """(end of the piece, start of the rest) at the last ``}`` + ``,`` in buf[lo:]."""
-    hi = len(buf)
-    while (i := buf.rfind(b"}", lo, hi)) >= 0:
-        m = _COMMA.match(buf, i + 1)
-        if m is not None:
-            return i + 1, m.end()
-        hi = i
-    return None
+_CUT = re.compile(rb"\}\s*,")
+
+
+def _proven_cut(buf: bytes) -> tuple[int, list] | None:
+    """(start of the rest, decoded events) of the longest provable piece of buf; None: read more.
+
+    Candidates are the ``}`` + ``,`` of buf. The last one nearly always
+    proves; when it lies inside a string (an op name holding ``}, {``) the
+    decode fails and a bisection over the candidates finds a later one that
+    proves. None of them proving means malformed text or one event longer
+    than buf.
+    """
+    ends = [m.end() for m in _CUT.finditer(buf)]
+    lo, hi, best = 0, len(ends) - 1, None
+    while lo <= hi:
+        k = hi if best is None and hi == len(ends) - 1 else (lo + hi + 1) // 2
+        at = ends[k]
+        close = buf.rindex(b"}", 0, at) + 1
+        try:
+            raws = LIST_DECODER.decode(b"[" + buf[:close] + b"]")
+        except BAD_INPUT:
+            hi = k - 1
+            continue
+        best = (at, raws)
+        lo = k + 1
+    return best
 
 
 class _Head:
@@ -216,7 +234,7 @@ def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool) 
         index, length = _HEADER.unpack(_read_exact(text_fd, _HEADER.size))
         if index < 0:
             break
-        try:  # this decode is the proof that the cut was between two events
+        try:  # the parent proved the piece; this decode is its own copy of the events
             raws = LIST_DECODER.decode(b"[" + _read_exact(text_fd, length) + b"]")
             pieces[index] = _decode_piece(raws, base_ns, relative, pool)
         except BAD_INPUT:
@@ -253,11 +271,11 @@ class _Pieces:
             return None
         return os.read(self.ready_r, 1)[0]
 
-    def add(self, text: bytes, raws: list | None = None) -> None:
-        """One piece: its text (cut, not yet proven), or its decoded events."""
+    def add(self, text: bytes, raws: list) -> None:
+        """One piece: its text and its events (decoded as msgspec.Raw)."""
         index = self.count
         self.count += 1
-        worker = self._idle_worker() if raws is None else None
+        worker = self._idle_worker()
         if worker is not None:
             try:
                 _write_all(self.pipes[worker], _HEADER.pack(index, len(text)))
@@ -265,11 +283,6 @@ class _Pieces:
                 self.owner[index] = worker
                 return
             except OSError:  # the worker died: its error surfaces in finish()
-                raise NotStreamable from None
-        if raws is None:
-            try:  # this decode is the proof that the cut was between two events
-                raws = LIST_DECODER.decode(b"[" + text + b"]")
-            except BAD_INPUT:
                 raise NotStreamable from None
         self.results[index] = _decode_piece(raws, self.base_ns, self.relative, self.pool)
 
@@ -323,8 +336,12 @@ def _merge(pieces: list[dict], remaps: dict[int, np.ndarray], cols: KinetoColumn
         cols.threads.extend(piece["threads"])
         cols.unknown.update(piece["unknown"])
         piece["columns"] = None  # let each piece go as soon as it is copied
-    for name, table in parts.items():
-        setattr(cols, name, {key: np.concatenate(arrs) for key, arrs in table.items()})
+    # Column by column, each piece's arrays freed once copied: memory holds
+    # the pieces plus one column, not the pieces twice.
+    for name in ACCUMULATED:
+        table = parts.pop(name)
+        setattr(cols, name, {key: np.concatenate(table.pop(key)) for key in list(table)})
+    release_freed_memory()
 
 
 def read_stream(path, pool: StringPool, progress: Callable[[int, int], None] | None = None,
@@ -369,14 +386,15 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
             done = at or done
             if data:
                 buf = buf + data if buf else data
-            cut = _last_cut(buf, 0)
+            cut = _proven_cut(buf)
             if cut is None:
                 if len(buf) > _REST_LIMIT:
                     raise NotStreamable
                 continue
-            end, rest_at = cut
+            rest_at, raws = cut
             cut_any = True
-            pieces.add(buf[:end])
+            pieces.add(buf[:rest_at - 1], raws)
+            del raws
             buf = buf[rest_at:]
             if progress is not None:
                 progress(done, size)

@@ -29,6 +29,7 @@ from mlprof.parse.scalars import read_scalar_columns
 from mlprof.parse.ascend_common import AscendInput
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
+from mlprof.parse.memory import release_freed_memory
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.tables.schema import TABLES
 from mlprof.tables.store import combine_tables, named_write_errors, write_tables
@@ -222,7 +223,9 @@ def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: Parse
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         write_tables(tmp, columns, strings)
         columns.clear()
+        release_freed_memory()
         write_attribution(tmp)
+        release_freed_memory()
         _publish_tables(tmp, out_dir, result, started)
 
 
@@ -246,6 +249,7 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     _count_events(result, k.event_count, [(ph, cat, n) for (ph, cat), n in k.unknown.items()])
     columns = build_tables([WindowData(index=0, kineto=k)], pool, {"source.path": str(item.path)})
     del k
+    release_freed_memory()
     result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
     write_parsed(out_dir, columns, pool.values(), result, started)
     return result
@@ -287,6 +291,7 @@ def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, opti
     info["unknown"] = [[ph, cat, n] for (ph, cat), n in k.unknown.items()] if k else []
     columns = build_tables([win], pool, {})
     del win, k
+    release_freed_memory()
     tmp = out_dir / f".tmp_window_{wf.index}_{os.getpid()}"
     write_tables(tmp, columns, pool.values())
     atomic_write(tmp / WINDOW_CACHE_FILE, json.dumps(info))
