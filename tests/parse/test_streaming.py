@@ -130,3 +130,12 @@ def test_trailing_comma_in_the_event_array_is_refused(tmp_path, small_blocks):
     path.write_text(text[:-2] + ",]}")
     with pytest.raises(TraceFormatError):
         read_kineto(path, StringPool())
+
+
+def test_a_cut_inside_a_string_is_never_taken():
+    # The last "}," lies inside the name string: decoding up to it fails, and
+    # the cut falls back to the one after the first event.
+    buf = b'{"ph": "X"}, {"ph": "X", "name": "a}, {\\"b}, c'
+    rest_at, raws = kineto_stream._proven_cut(buf)
+    assert [bytes(r) for r in raws] == [b'{"ph": "X"}'] and buf[rest_at:].startswith(b' {"ph"')
+    assert kineto_stream._proven_cut(b'{"ph": "X", "name": "a}, b') is None

@@ -138,6 +138,17 @@ _SPACE = re.compile(rb"\s*")
 _CUT = re.compile(rb"\}\s*,")
 
 
+def _last_cut(buf: bytes) -> int | None:
+    """Where the rest starts after the last ``}`` + ``,`` of buf (None: there is none)."""
+    hi = len(buf)
+    while (i := buf.rfind(b"}", 0, hi)) >= 0:
+        m = _COMMA.match(buf, i + 1)
+        if m is not None:
+            return m.end()
+        hi = i
+    return None
+
+
 def _proven_cut(buf: bytes) -> tuple[int, list] | None:
     """(start of the rest, decoded events) of the longest provable piece of buf; None: read more.
 
@@ -147,10 +158,17 @@ def _proven_cut(buf: bytes) -> tuple[int, list] | None:
     proves. None of them proving means malformed text or one event longer
     than buf.
     """
-    ends = [m.end() for m in _CUT.finditer(buf)]
+    last = _last_cut(buf)
+    if last is None:
+        return None
+    try:  # the common case: one decode, no scan of the whole block for candidates
+        return last, LIST_DECODER.decode(b"[" + buf[:buf.rindex(b"}", 0, last) + 1] + b"]")
+    except BAD_INPUT:
+        pass
+    ends = [m.end() for m in _CUT.finditer(buf)][:-1]
     lo, hi, best = 0, len(ends) - 1, None
     while lo <= hi:
-        k = hi if best is None and hi == len(ends) - 1 else (lo + hi + 1) // 2
+        k = (lo + hi + 1) // 2
         at = ends[k]
         close = buf.rindex(b"}", 0, at) + 1
         try:
