@@ -1,14 +1,17 @@
 """Parser of Kineto / Chrome-trace JSON (plain or gzip) into table columns.
 
-This is the hot path. The file is decoded in two passes with msgspec: first
-the top level, with every event kept as ``msgspec.Raw`` (a slice of the input,
-no Python dicts), then the events in chunks into typed structs whose ``args``
-hold only the keys the tables use. Each chunk is turned straight into numpy
-column arrays, and repeated strings (op names, shapes) become integer codes in
-one :class:`StringPool`, so memory stays near the size of the file and there
-is no long-lived Python object per event. Plain files are memory-mapped and
-their pages dropped from the resident set as chunks are done; large traces are
-split between forked worker processes (:mod:`mlprof.parse.workers`).
+:func:`read_kineto` streams the file block by block
+(:mod:`mlprof.parse.kineto_stream`), so memory does not grow with the file.
+This module keeps the whole-file reader that the streaming one hands over
+to when it cannot decide a file: a layout it does not expect, and every
+malformed trace, whose error this reader names exactly (event index and
+JSON path). It decodes in two passes with msgspec: first the top level, with
+every event kept as ``msgspec.Raw`` (a slice of the input, no Python dicts),
+then the events in chunks into typed structs whose ``args`` hold only the
+keys the tables use, turned straight into numpy columns with repeated
+strings as :class:`StringPool` codes. Plain files are memory-mapped and
+their pages dropped from the resident set as chunks are done; large traces
+are split between forked worker processes (:mod:`mlprof.parse.workers`).
 """
 
 from __future__ import annotations
