@@ -89,6 +89,20 @@ class _Top:  # replaced by a msgspec Struct on first use (keeps import cheap)
 
 
 def count_events(path: Path) -> int:
+    """Events of the trace, counted in a child process.
+
+    Never in this one: a process that held a big trace passes its high-water
+    RSS on to every child it starts (Linux folds the forked copy's peak into
+    the exec'd child's ru_maxrss), so each peer would report this process's
+    peak as its own.
+    """
+    code = "import sys; sys.path.insert(0, sys.argv[2]); import parse; print(parse._count_here(sys.argv[1]))"
+    out = subprocess.run([sys.executable, "-c", code, str(path), str(Path(__file__).parent)],
+                         check=True, capture_output=True, text=True)
+    return int(out.stdout.strip())
+
+
+def _count_here(path) -> int:
     import gzip
 
     import msgspec
@@ -96,7 +110,7 @@ def count_events(path: Path) -> int:
     global _Top
     if not isinstance(_Top, type) or not issubclass(_Top, msgspec.Struct):
         _Top = msgspec.defstruct("_Top", [("traceEvents", list[msgspec.Raw], [])])
-    data = path.read_bytes()
+    data = Path(path).read_bytes()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
     return len(msgspec.json.decode(data, type=_Top).traceEvents)
