@@ -9,10 +9,20 @@ fresh subprocess so peak RSS is that tool's alone:
 * the TensorBoard plugin's loader (``torch-tb-profiler``, if installed);
 * ``orjson.loads`` of the file (if installed).
 
-and prints wall seconds, peak RSS and the ratios the issue sets as targets:
-parse-to-tables <= 0.1x HTA, <= 0.6x orjson.loads, peak RSS <= 1.5x file size.
+and prints wall seconds, CPU seconds (user + system, all processes: honest
+on a shared machine), events/s, peak RSS and the ratios the issues set as
+targets: parse-to-tables <= 0.1x HTA, <= 0.6x orjson.loads, >= 500K events/s;
+peak RSS under the parse's memory budget.
 
     python benchmarks/parse.py --events 1000000 --workdir /tmp/mlprof_bench
+
+``--sweep`` measures sizes side by side (0.1M, 1M, 4M, 10M events by
+default, ``--sizes`` to choose): the two smaller traces are profiled from the
+training loop, the larger ones made from the 1M one by
+``benchmarks/replicate_trace.py`` (its steps repeated, shifted in time).
+Peers that do not finish within ``--timeout`` are reported as such.
+
+    python benchmarks/parse.py --sweep --workdir /tmp/mlprof_sweep --timeout 300
 
 Peers need the ``bench`` extra: ``pip install -e .[bench]``.
 """
@@ -79,6 +89,20 @@ class _Top:  # replaced by a msgspec Struct on first use (keeps import cheap)
 
 
 def count_events(path: Path) -> int:
+    """Events of the trace, counted in a child process.
+
+    Never in this one: a process that held a big trace passes its high-water
+    RSS on to every child it starts (Linux folds the forked copy's peak into
+    the exec'd child's ru_maxrss), so each peer would report this process's
+    peak as its own.
+    """
+    code = "import sys; sys.path.insert(0, sys.argv[2]); import parse; print(parse._count_here(sys.argv[1]))"
+    out = subprocess.run([sys.executable, "-c", code, str(path), str(Path(__file__).parent)],
+                         check=True, capture_output=True, text=True)
+    return int(out.stdout.strip())
+
+
+def _count_here(path) -> int:
     import gzip
 
     import msgspec
@@ -86,7 +110,7 @@ def count_events(path: Path) -> int:
     global _Top
     if not isinstance(_Top, type) or not issubclass(_Top, msgspec.Struct):
         _Top = msgspec.defstruct("_Top", [("traceEvents", list[msgspec.Raw], [])])
-    data = path.read_bytes()
+    data = Path(path).read_bytes()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
     return len(msgspec.json.decode(data, type=_Top).traceEvents)
@@ -96,6 +120,7 @@ def count_events(path: Path) -> int:
 _PEERS = {
     "mlprof parse (tables only)": ["-m", "mlprof", "parse", "{trace}", "--output", "{out}/tables_only",
                                    "--tables-only", "--no-progress"],
+    "mlprof parse (default)": ["-m", "mlprof", "parse", "{trace}", "--output", "{out}/default", "--no-progress"],
     "mlprof parse (all exports)": ["-m", "mlprof", "parse", "{trace}", "--output", "{out}/all",
                                    "--export-type", "text", "--export-type", "db", "--no-progress"],
     "HTA TraceAnalysis load": ["-c", textwrap.dedent("""
@@ -120,8 +145,8 @@ _NEEDS = {"HTA TraceAnalysis load": "hta", "TensorBoard plugin loader": "torch_t
           "orjson.loads": "orjson"}
 
 
-def measure(argv: list[str], timeout_s: float) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS bytes, exit status) of one child process."""
+def measure(argv: list[str], timeout_s: float) -> tuple[float, int, int, float]:
+    """(wall seconds, peak RSS bytes, exit status, CPU seconds) of one child process (and its children)."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = start + timeout_s
@@ -139,7 +164,74 @@ def measure(argv: list[str], timeout_s: float) -> tuple[float, int, int]:
     err = proc.stderr.read().decode(errors="replace").strip().splitlines()
     if proc.returncode != 0 and err:
         print(f"    (exit {proc.returncode}: {err[-1][:200]})", file=sys.stderr)
-    return wall, usage.ru_maxrss * 1024, proc.returncode
+    return wall, usage.ru_maxrss * 1024, proc.returncode, usage.ru_utime + usage.ru_stime
+
+
+_SWEEP_PEERS = ("mlprof parse (tables only)", "mlprof parse (default)", "HTA TraceAnalysis load",
+                "TensorBoard plugin loader", "orjson.loads")
+# Sizes above this are made by replicating the trace profiled at this size.
+_PROFILED_MAX = 1_000_000
+
+
+def sweep_trace(events: int, workdir: Path) -> Path:
+    """The sweep's trace of ``events``: profiled up to 1M, replicated above."""
+    trace = workdir / f"cpu_{events}.pt.trace.json"
+    if trace.exists():
+        return trace
+    if events <= _PROFILED_MAX:
+        print(f"making a CPU training trace of >= {events:,} events ...", flush=True)
+        make_trace(events, trace)
+        return trace
+    seed = sweep_trace(_PROFILED_MAX, workdir)
+    print(f"replicating {seed.name} to >= {events:,} events ...", flush=True)
+    subprocess.run([sys.executable, str(Path(__file__).with_name("replicate_trace.py")), str(seed), str(trace),
+                    "--events", str(events)], check=True)
+    return trace
+
+
+def sweep(args) -> int:
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="mlprof_sweep_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    rows = []
+    print(f"{os.cpu_count()} CPUs; timeout {args.timeout:.0f} s per peer")
+    header = f"{'events':>11} {'MiB':>6}  {'peer':<28} {'wall s':>8} {'cpu s':>8} {'events/s':>10} {'peak MiB':>9}"
+    for events in sorted(sizes):
+        trace = sweep_trace(events, workdir)
+        n_events, size = count_events(trace), trace.stat().st_size
+        print(header)
+        for name in _SWEEP_PEERS:
+            if any(s.lower() in name.lower() for s in args.skip):
+                continue
+            module = _NEEDS.get(name)
+            if module is not None:
+                try:
+                    __import__(module)
+                except Exception:
+                    print(f"{n_events:>11,} {size / 2**20:>6.0f}  {name:<28} (not installed: pip install -e .[bench])")
+                    continue
+            out = workdir / "out"
+            shutil.rmtree(out, ignore_errors=True)
+            wall, rss, rc, cpu = measure([p.format(trace=trace, out=out) for p in _PEERS[name]], args.timeout)
+            done = rc == 0
+            note = "" if done else ("  timed out" if wall >= args.timeout else f"  exit {rc}")
+            rate = f"{n_events / wall:>10,.0f}" if done else f"{'-':>10}"
+            print(f"{n_events:>11,} {size / 2**20:>6.0f}  {name:<28} {wall:>8.2f} {cpu:>8.2f} {rate} "
+                  f"{rss / 2**20:>9.0f}{note}", flush=True)
+            rows.append({"events": n_events, "file_bytes": size, "peer": name, "wall_s": round(wall, 2),
+                         "cpu_s": round(cpu, 2), "peak_rss_bytes": rss, "exit": rc, "finished": done})
+        mine = {r["peer"]: r for r in rows if r["events"] == n_events and r["finished"]}
+        for peer in ("HTA TraceAnalysis load", "TensorBoard plugin loader", "orjson.loads"):
+            if peer in mine:
+                for own in ("mlprof parse (tables only)", "mlprof parse (default)"):
+                    if own in mine:
+                        print(f"    {own} / {peer}: time {mine[own]['wall_s'] / mine[peer]['wall_s']:.3f}x, "
+                              f"cpu {mine[own]['cpu_s'] / max(mine[peer]['cpu_s'], 1e-9):.3f}x, "
+                              f"peak RSS {mine[own]['peak_rss_bytes'] / mine[peer]['peak_rss_bytes']:.2f}x")
+        print()
+    if args.json:
+        args.json.write_text(json.dumps({"sweep": rows}, indent=2))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,7 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600, help="seconds allowed per peer")
     ap.add_argument("--repeat", type=int, default=1, help="runs per peer; the median wall time is kept")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--sweep", action="store_true", help="measure several trace sizes side by side")
+    ap.add_argument("--sizes", default="100000,1000000,4000000,10000000",
+                    help="event counts of the sweep, comma-separated")
     args = ap.parse_args(argv)
+    if args.sweep:
+        return sweep(args)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="mlprof_bench_"))
     workdir.mkdir(parents=True, exist_ok=True)
     trace = args.trace

@@ -181,3 +181,24 @@ def test_capture_markers_gc_and_steps_reach_the_timeline(tmp_path):
     # Absolute time survives: base + ts(µs) * 1000 is the wall clock of the op.
     assert doc["baseTimeNanoseconds"] + round(by_name["aten::mm"]["ts"] * 1000) == base + 10_000
     assert [r["Step"] for r in _csv(Path(result.output_dir) / "step_trace_time.csv")] == ["1"]
+
+
+def test_trace_view_of_a_big_parse_is_left_to_export_and_written_when_asked(shared_traces, tmp_path):
+    out = _parsed(shared_traces, NCCL, tmp_path)
+    small = run_exports(out, ExportOptions(trace_view_max_events=10))
+    assert "trace_view.json" not in {p.name for p in small} and not (out / "trace_view.json").exists()
+    assert (out / "op_statistic.csv").is_file()  # the summaries are still written
+    asked = run_exports(out, ExportOptions())  # `mlprof export`: always
+    assert (out / "trace_view.json") in asked and (out / "trace_view.json").stat().st_size > 0
+
+
+def test_parse_cli_says_where_a_deferred_trace_view_comes_from(shared_traces, tmp_path, monkeypatch):
+    import mlprof.cli.parse as cli_parse
+    from mlprof.cli.main import main
+
+    monkeypatch.setattr(cli_parse, "PARSE_TRACE_VIEW_MAX_EVENTS", 10)
+    out = tmp_path / "o"
+    assert main(["parse", str(shared_traces / NCCL), "--output", str(out), "--no-progress"]) == 0
+    assert not (out / "trace_view.json").exists()
+    assert main(["parse", str(shared_traces / NCCL), "--output", str(out), "--no-progress", "--trace-view"]) == 0
+    assert (out / "trace_view.json").is_file()

@@ -10,7 +10,7 @@ from pathlib import Path
 from mlprof.cli.common import ListOption, add_common, exit_code_for, print_json, progress_for
 from mlprof.cli.exit_codes import EXIT_PARTIAL
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
-from mlprof.export import EXPORT_TYPES, SUMMARY_FORMATS, ExportOptions, run_exports
+from mlprof.export import EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, ExportOptions, run_exports
 from mlprof.parse import ParseOptions, parse_path
 
 __all__ = ["register", "run", "summary_line"]
@@ -30,6 +30,11 @@ def register(sub) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="parse N captures/traces at once, each in its own process (default 1)")
     p.add_argument("--tables-only", action="store_true", help="write the tables, skip the export files")
+    p.add_argument("--trace-view", action="store_true",
+                   help=f"write trace_view.json even for a trace of over {PARSE_TRACE_VIEW_MAX_EVENTS:,} events "
+                        "(by default `mlprof export` writes it for those, when asked)")
+    p.add_argument("--memory-budget", type=_size, default=None, metavar="SIZE",
+                   help="memory one parse aims to stay under, e.g. 512M, 2G (default 1G; see docs/cli.md)")
     p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv",
                    help="summary files as csv or json (default csv)")
     p.add_argument("--export-type", choices=EXPORT_TYPES, action=ListOption, default=None,
@@ -40,15 +45,33 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _size(text: str) -> int:
+    """'512M', '2G', '1.5G' or bytes -> bytes (argparse type)."""
+    value = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = value[-1:] if value[-1:] in _UNITS else ""
+    try:
+        number = float(value[:len(value) - len(unit)])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)") from None
+    if not number > 0 or number != number or number * _UNITS[unit] > 2**50:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)")
+    return int(number * _UNITS[unit])
+
+
 def run(args: argparse.Namespace) -> int:
     export_options = None
     if not args.tables_only:
         export_options = ExportOptions(summary_format=args.summary_format,
-                                       export_types=tuple(args.export_type or ("text",)))
+                                       export_types=tuple(args.export_type or ("text",)),
+                                       trace_view_max_events=None if args.trace_view else PARSE_TRACE_VIEW_MAX_EVENTS)
     # Several inputs: each one that fails is reported, the others still parsed.
     if args.output is not None and len(args.paths) > 1:
         raise ConfigError(f"--output needs a single input, got {len(args.paths)} paths")
-    options = ParseOptions(output_dir=args.output, progress=progress_for(args), on_error="continue", jobs=args.jobs)
+    options = ParseOptions(output_dir=args.output, progress=progress_for(args), on_error="continue", jobs=args.jobs,
+                           memory_budget_bytes=args.memory_budget)
     results = [result for path in args.paths for result in parse_path(path, options)]
     failures = [r for r in results if r.error is not None]
     if len(failures) == len(results):
@@ -68,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
                 # The capture's own config (export_type=[..., Db]) asks for SQLite.
                 options = replace(options, export_types=("text", "db"))
             entry["exports"] = [p.name for p in run_exports(Path(result.output_dir), options)]
+            if "text" in options.export_types and "trace_view.json" not in entry["exports"]:
+                entry["deferred"] = ["trace_view.json"]
         report.append(entry)
     # Some inputs failed: "partial" (6); all failed: the first failure's own code.
     if not failures:
@@ -83,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
         if entry["error"] is not None:
             continue
         print(summary_line(entry))
+        if entry.get("deferred"):
+            print(f"  trace_view.json not written (over {PARSE_TRACE_VIEW_MAX_EVENTS:,} events): "
+                  f"`mlprof export {entry['output_dir']}` writes it")
         for skipped in entry["skipped"]:
             print(f"  skipped {skipped}")
         if args.verbose and entry["unknown_events"]:

@@ -9,7 +9,7 @@ __all__ = ["ProgressBar"]
 
 
 class ProgressBar:
-    """Callable as ``bar(label, done, total)``; redraws at most 10 times a second."""
+    """Callable as ``bar(label, bytes_read, file_bytes)``; redraws at most 10 times a second."""
 
     def __init__(self, stream=None, width: int = 30) -> None:
         self.stream = stream or sys.stderr
@@ -27,7 +27,9 @@ class ProgressBar:
         frac = done / total if total else 1.0
         filled = int(frac * self.width)
         bar = "#" * filled + "." * (self.width - filled)
-        self.stream.write(f"\rparsing {label} [{bar}] {frac:4.0%} {done:,}/{total:,} events")
+        # Bytes of the trace file read (compressed bytes for gzip): the one
+        # measure known before the events are counted.
+        self.stream.write(f"\rparsing {label} [{bar}] {frac:4.0%} {done / 2**20:,.1f}/{total / 2**20:,.1f} MiB")
         if finished:
             self.stream.write("\n")
         self.stream.flush()

@@ -14,7 +14,13 @@ from mlprof.capture.files import atomic_write, make_private_dir, output_lock
 from mlprof.tables.store import TableStore, named_write_errors
 from mlprof.tables.layout import TABLES_DIR
 
-__all__ = ["ExportOptions", "run_exports", "SUMMARY_FORMATS", "EXPORT_TYPES"]
+__all__ = ["ExportOptions", "run_exports", "trace_view_deferred", "SUMMARY_FORMATS", "EXPORT_TYPES",
+           "PARSE_TRACE_VIEW_MAX_EVENTS"]
+
+# Above this many events `mlprof parse` leaves trace_view.json to `mlprof
+# export`: its JSON is ~250 bytes an event (a 1M-event trace: 250 MB, 4 s of
+# CPU to write, a third of the parse), and trace viewers struggle with it.
+PARSE_TRACE_VIEW_MAX_EVENTS = 500_000
 
 SUMMARY_FORMATS = ("csv", "json")
 EXPORT_TYPES = ("text", "db")
@@ -30,6 +36,10 @@ class ExportOptions:
     export_types: tuple[str, ...] = ("text",)
     # Where the files go (None: the output directory holding tables/).
     target_dir: Path | None = None
+    # trace_view.json only when the parse has at most this many events (host
+    # ops, runtime calls, device ops); None: always. `mlprof parse` defers it
+    # for big traces (docs/output_files.md), `mlprof export` always writes it.
+    trace_view_max_events: int | None = None
 
     def __post_init__(self) -> None:
         if self.summary_format not in SUMMARY_FORMATS:
@@ -48,6 +58,15 @@ def _json(data) -> str:
     return json.dumps(data, indent=1, default=ns_to_us)
 
 
+def trace_view_deferred(store: TableStore, options: ExportOptions) -> bool:
+    """Whether trace_view.json is left out (too many events for ``options``)."""
+    if options.trace_view_max_events is None:
+        return False
+    events = store.rows("SELECT (SELECT count(*) FROM host_ops) + (SELECT count(*) FROM runtime_calls) "
+                        "+ (SELECT count(*) FROM device_ops)")[0][0]
+    return events > options.trace_view_max_events
+
+
 def run_exports(output_dir: Path, options: ExportOptions = ExportOptions()) -> list[Path]:
     """Write the export files of one parsed output directory; returns their paths."""
     output_dir = Path(output_dir)
@@ -61,7 +80,8 @@ def run_exports(output_dir: Path, options: ExportOptions = ExportOptions()) -> l
             raise ConfigError(f"{output_dir}: no step {options.step} (steps: "
                               f"{', '.join(map(str, steps)) or 'none recorded'})")
         if "text" in options.export_types:
-            written.append(write_trace_view(store, target, options.step))
+            if not trace_view_deferred(store, options):
+                written.append(write_trace_view(store, target, options.step))
             written += write_summaries(store, target, options.summary_format, options.step)
             if store.count("collectives"):
                 written.append(atomic_write(target / "communication.json",

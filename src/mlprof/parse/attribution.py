@@ -31,10 +31,12 @@ The spans of a step partition it exactly: they sum to the step in each view.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from mlprof.parse.phase_rules import HOST_PHASES, idle_cause, is_sync_call, span_phase
+from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 from mlprof.tables.store import TableStore, replace_table
 
 __all__ = ["attribute_phases", "window_extents", "write_attribution"]
@@ -43,6 +45,9 @@ _NONE = -1  # no op covers the moment
 _NEUTRAL = -2  # ops cover it, none defines a phase
 _CODE = {p: i for i, p in enumerate(HOST_PHASES)}
 _DEVICE_LABELS = ("compute", "communication", "memcpy", "memset")
+_SPAN_COLUMNS = ("window_index", "step", "view", "phase", "cause", "start_ns", "end_ns", "dur_ns", "tid",
+                 "overlapped")
+_MISSING = -(2**63)  # NULL in integer columns
 
 
 @dataclass
@@ -162,11 +167,11 @@ def _sweep(lo: int, hi: int, s: np.ndarray, e: np.ndarray, phase: np.ndarray) ->
     return _Partition(np.array(seg_s, dtype=np.int64), np.array(seg_e, dtype=np.int64), labels), first_bwd
 
 
-def _host_partition(lo: int, hi: int, spans: dict, other: dict, gc: dict) -> _Partition:
-    sel = (spans["start_ns"] < hi) & (spans["end_ns"] > lo)
-    part, first_bwd = _sweep(lo, hi, spans["start_ns"][sel], spans["end_ns"][sel], spans["phase"][sel])
-    osel = (other["start_ns"] < hi) & (other["end_ns"] > lo)
-    obwd = osel & (other["phase"] == _CODE["backward"])
+def _host_partition(lo: int, hi: int, spans: _Spans, other: _Spans, gc: _Spans) -> _Partition:
+    mine = spans.overlapping(lo, hi)
+    part, first_bwd = _sweep(lo, hi, mine["start_ns"], mine["end_ns"], mine["phase"])
+    other = other.overlapping(lo, hi)
+    obwd = other["phase"] == _CODE["backward"]
     if obwd.any():
         start = int(other["start_ns"][obwd].min())
         first_bwd = start if first_bwd is None else min(first_bwd, start)
@@ -176,37 +181,40 @@ def _host_partition(lo: int, hi: int, spans: dict, other: dict, gc: dict) -> _Pa
         part.label[neutral & before] = _CODE["forward"]
         part.label[neutral & ~before] = _CODE["other"]
     for phase in ("backward", "communication"):
-        m = osel & (other["phase"] == _CODE[phase])
+        m = other["phase"] == _CODE[phase]
         part = _overlay(part, other["start_ns"][m], other["end_ns"][m], _CODE[phase], only=(_NONE,))
     _engine_gaps_are_backward(part)
     part.label[part.label == _NONE] = _CODE["python"]
-    gsel = (gc["start_ns"] < hi) & (gc["end_ns"] > lo)
-    part = _overlay(part, gc["start_ns"][gsel], gc["end_ns"][gsel], _CODE["gc"])
+    gc = gc.overlapping(lo, hi)
+    part = _overlay(part, gc["start_ns"], gc["end_ns"], _CODE["gc"])
     return part.merged()
 
 
 def _engine_gaps_are_backward(part: _Partition) -> None:
     """A gap between two backward nodes is the autograd engine's own work, not Python."""
     label = part.label
+    n = len(label)
+    gap = label == _NONE
+    if not gap.any():
+        return
+    # Runs of gap segments [first, last], vectorised (a step has thousands of segments).
+    first = np.flatnonzero(gap & ~np.r_[False, gap[:-1]])
+    last = np.flatnonzero(gap & ~np.r_[gap[1:], False])
+    inner = (first > 0) & (last < n - 1)
+    first, last = first[inner], last[inner]
     bwd = _CODE["backward"]
-    i, n = 0, len(label)
-    while i < n:
-        if label[i] != _NONE:
-            i += 1
-            continue
-        j = i
-        while j < n and label[j] == _NONE:
-            j += 1
-        if i > 0 and j < n and label[i - 1] == bwd and label[j] == bwd:
-            label[i:j] = bwd
-        i = j
+    between = (label[first - 1] == bwd) & (label[last + 1] == bwd)
+    mark = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(mark, first[between], 1)
+    np.add.at(mark, last[between] + 1, -1)
+    label[np.cumsum(mark[:-1]) > 0] = bwd
 
 
 # -- device view ----------------------------------------------------------------
-def _device_partition(lo: int, hi: int, dev: dict, host: _Partition, syncs: tuple) -> list[list]:
+def _device_partition(lo: int, hi: int, dev: _Spans, host: _Partition, syncs: tuple) -> list[list]:
     """Rows of ``[(label code, overlapped, idle cause), start_ns, end_ns]`` partitioning the step."""
-    sel = (dev["start_ns"] < hi) & (dev["end_ns"] > lo)
-    s, e, kind = np.clip(dev["start_ns"][sel], lo, hi), np.clip(dev["end_ns"][sel], lo, hi), dev["kind"][sel]
+    dev = dev.overlapping(lo, hi)
+    s, e, kind = np.clip(dev["start_ns"], lo, hi), np.clip(dev["end_ns"], lo, hi), dev["kind"]
     # Cut at host phase changes too: an idle gap takes the cause of each host phase it spans.
     cuts = np.unique(np.concatenate([[lo, hi], s, e, host.start]))
     ps, pe = cuts[:-1], cuts[1:]
@@ -243,16 +251,46 @@ def _device_partition(lo: int, hi: int, dev: dict, host: _Partition, syncs: tupl
 
 # -- inputs ---------------------------------------------------------------------
 def _phase_codes(names: np.ndarray, annotation: np.ndarray) -> np.ndarray:
-    cache: dict[tuple[str, bool], int] = {}
-    out = np.empty(len(names), dtype=np.int64)
-    for i, (name, ann) in enumerate(zip(names, annotation)):
-        key = (str(name), bool(ann))
-        code = cache.get(key)
-        if code is None:
-            phase = span_phase(key[0], key[1])
-            code = cache[key] = _CODE[phase] if phase else _NEUTRAL
-        out[i] = code
-    return out
+    # A trace has a few hundred distinct op names for a million ops: decide
+    # each (name, annotation) once, then map every op at C speed.
+    keys = list(zip(map(str, names.tolist()), map(bool, annotation.tolist())))
+    codes = {}
+    for key in dict.fromkeys(keys):
+        phase = span_phase(key[0], key[1])
+        codes[key] = _CODE[phase] if phase else _NEUTRAL
+    return np.fromiter(map(codes.__getitem__, keys), dtype=np.int64, count=len(keys))
+
+
+class _Spans:
+    """Intervals sorted by start, cut out per step without a pass over all of them.
+
+    Most spans are short: those of a step lie in one slice of the sorted
+    starts. The few long ones (the widest 1%) are kept apart and tested one
+    by one, so the result is exactly that of a mask over all spans.
+    """
+
+    def __init__(self, cols: dict[str, np.ndarray]) -> None:
+        order = np.argsort(cols["start_ns"], kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+        dur = cols["end_ns"] - cols["start_ns"]
+        self.width = int(np.percentile(dur, 99)) if len(dur) else 0
+        long = dur > self.width
+        self.short = {k: v[~long] for k, v in cols.items()}
+        self.long = {k: v[long] for k, v in cols.items()}
+
+    def overlapping(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """The spans with start < hi and end > lo, in start order (as a mask over all would give)."""
+        s = self.short
+        a = np.searchsorted(s["start_ns"], lo - self.width, side="left")
+        b = np.searchsorted(s["start_ns"], hi, side="left")
+        part = {k: v[a:b] for k, v in s.items()}
+        sel = part["end_ns"] > lo
+        lsel = (self.long["start_ns"] < hi) & (self.long["end_ns"] > lo)
+        if not lsel.any():
+            return {k: v[sel] for k, v in part.items()}
+        merged = {k: np.concatenate([v[sel], self.long[k][lsel]]) for k, v in part.items()}
+        order = np.argsort(merged["start_ns"], kind="stable")
+        return {k: v[order] for k, v in merged.items()}
 
 
 def _arrays(store: TableStore, query: str, params: list | None = None) -> dict[str, np.ndarray]:
@@ -280,18 +318,32 @@ def _step_threads(store: TableStore) -> dict[int, int]:
     return out
 
 
-def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dict, dict, dict]:
-    ops = _arrays(store, """
-        SELECT h.start_ns, h.start_ns + h.dur_ns AS end_ns, h.name, h.category = 'user_annotation' AS annotation,
-               h.tid, h.depth, p.name LIKE 'ProfilerStep#%' AS under_step
+def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[_Spans, _Spans, _Spans]:
+    where = """h.window_index = ? AND h.name NOT LIKE 'ProfilerStep#%' AND h.dur_ns >= 0
+               AND (h.category <> 'python_function' OR h.name LIKE 'nn.Module:%')"""
+    # Phases are decided per distinct (name, annotation) here, then joined in
+    # SQL: a million ops never come back as a million Python strings, and only
+    # the spans the sweep uses are fetched.
+    names = _arrays(store, f"SELECT DISTINCT h.name, coalesce(h.category = 'user_annotation', false) AS annotation "
+                           f"FROM host_ops h WHERE {where}", [window])
+    store.con.register("_phases", {"name": names["name"], "annotation": names["annotation"],
+                                   "phase": _phase_codes(names["name"], names["annotation"])})
+    on_thread = "coalesce(h.tid = ?, false)"
+    ops = _arrays(store, f"""
+        SELECT h.start_ns, h.start_ns + h.dur_ns AS end_ns, f.phase, {on_thread} AS on_thread
         FROM host_ops h LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
-        WHERE h.window_index = ? AND h.name NOT LIKE 'ProfilerStep#%' AND h.dur_ns >= 0
-          AND (h.category <> 'python_function' OR h.name LIKE 'nn.Module:%')""", [window])
-    phase = _phase_codes(ops["name"], ops["annotation"])
-    top = (ops["depth"] == 0) | (ops["under_step"] == True)  # noqa: E712 - numpy object of bool/None
-    on_thread = ops["tid"] == tid if tid is not None else np.zeros(len(phase), dtype=bool)
-    keep = on_thread & (top | (phase >= 0))
-    parts = [(ops["start_ns"][keep], ops["end_ns"][keep], phase[keep])]
+        JOIN _phases f ON f.name IS NOT DISTINCT FROM h.name
+                      AND f.annotation = coalesce(h.category = 'user_annotation', false)
+        WHERE {where} AND (
+            ({on_thread} AND (coalesce(h.depth = 0, false) OR coalesce(p.name LIKE 'ProfilerStep#%', false)
+                              OR f.phase >= 0))
+            OR (NOT {on_thread} AND coalesce(h.depth = 0, false) AND f.phase IN ({_CODE["backward"]},
+                                                                               {_CODE["communication"]})))
+        ORDER BY h.op_id""", [tid, window, tid, tid])
+    store.con.unregister("_phases")
+    mine = ops["on_thread"].astype(bool)
+    phase = ops["phase"].astype(np.int64)
+    parts = [(ops["start_ns"][mine], ops["end_ns"][mine], phase[mine])]
     mods = _arrays(store, "SELECT start_ns, end_ns FROM module_calls WHERE window_index = ? AND tid = ? "
                           "AND end_ns IS NOT NULL", [window, tid if tid is not None else -1])
     parts.append((mods["start_ns"], mods["end_ns"], np.full(len(mods["start_ns"]), _CODE["forward"])))
@@ -304,13 +356,12 @@ def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dic
              "end_ns": np.concatenate([p[1] for p in parts]).astype(np.int64),
              "phase": np.concatenate([p[2] for p in parts]).astype(np.int64)}
     # Other threads: their outermost backward and communication work.
-    other_sel = ~on_thread & (ops["depth"] == 0) & np.isin(phase, [_CODE["backward"], _CODE["communication"]])
-    other = {"start_ns": ops["start_ns"][other_sel].astype(np.int64),
-             "end_ns": ops["end_ns"][other_sel].astype(np.int64), "phase": phase[other_sel]}
+    other = {"start_ns": ops["start_ns"][~mine].astype(np.int64), "end_ns": ops["end_ns"][~mine].astype(np.int64),
+             "phase": phase[~mine]}
     gc = _arrays(store, "SELECT start_ns, start_ns + dur_ns AS end_ns FROM gc_pauses WHERE window_index = ? "
                         "AND (tid IS NULL OR tid = ?)", [window, tid if tid is not None else -1])
     gc = {k: v.astype(np.int64) for k, v in gc.items()}
-    return spans, other, gc
+    return _Spans(spans), _Spans(other), _Spans(gc)
 
 
 def _device_inputs(store: TableStore, window: int) -> tuple[dict, tuple]:
@@ -323,7 +374,7 @@ def _device_inputs(store: TableStore, window: int) -> tuple[dict, tuple]:
     calls = _arrays(store, "SELECT start_ns, start_ns + dur_ns AS end_ns, name FROM runtime_calls "
                            "WHERE window_index = ? AND dur_ns > 0", [window])
     sync = np.array([is_sync_call(str(n)) for n in calls["name"]], dtype=bool)
-    return ({k: v.astype(np.int64) for k, v in dev.items()},
+    return (_Spans({k: v.astype(np.int64) for k, v in dev.items()}),
             (calls["start_ns"][sync].astype(np.int64), calls["end_ns"][sync].astype(np.int64)))
 
 
@@ -337,17 +388,12 @@ def window_extents(store: TableStore) -> list[tuple[int, int, int]]:
         GROUP BY window_index HAVING max(e) > min(s) ORDER BY window_index""")
 
 
+# Steps per forked worker below which attribution stays in one process.
+_STEPS_PER_WORKER = 200
+
+
 def attribute_phases(store: TableStore) -> dict[str, np.ndarray]:
     """The ``phase_spans`` table's columns for every step of ``store``."""
-    cols: dict[str, list] = {k: [] for k in ("window_index", "step", "view", "phase", "cause", "start_ns",
-                                             "end_ns", "dur_ns", "tid", "overlapped")}
-
-    def add(window, step, view, phase, cause, start, end, tid, overlapped) -> None:
-        for key, value in (("window_index", window), ("step", step), ("view", view), ("phase", phase),
-                           ("cause", cause), ("start_ns", start), ("end_ns", end), ("dur_ns", end - start),
-                           ("tid", tid), ("overlapped", overlapped)):
-            cols[key].append(value)
-
     threads = _step_threads(store)
     has_device = store.rows("SELECT count(*) FROM device_ops WHERE kind IN ('kernel', 'memcpy', 'memset')")[0][0] > 0
     steps = store.rows("SELECT window_index, step, start_ns, end_ns FROM steps WHERE end_ns > start_ns "
@@ -356,29 +402,71 @@ def attribute_phases(store: TableStore) -> dict[str, np.ndarray]:
     # A window without steps (benchmarks, inference traces) is attributed as one
     # step spanning its events, with step NULL.
     steps += [(w, None, lo, hi) for w, lo, hi in window_extents(store) if w not in stepped]
-    loaded: dict[int, tuple] = {}
-    for window, step, lo, hi in steps:
-        if window not in loaded:
-            tid = threads.get(window)
-            loaded = {window: (tid, *_window_inputs(store, window, tid),
-                               *(_device_inputs(store, window) if has_device else (None, None)))}
-        tid, spans, other, gc, dev, syncs = loaded[window]
-        host = _host_partition(lo, hi, spans, other, gc)
-        for a, b, code in zip(host.start, host.end, host.label):
-            add(window, step, "host", HOST_PHASES[int(code)], None, int(a), int(b), tid, False)
-        if has_device:
-            for (code, overlapped, cause), a, b in _device_partition(lo, hi, dev, host, syncs):
-                phase = _DEVICE_LABELS[code] if code < len(_DEVICE_LABELS) else "idle"
-                add(window, step, "device", phase, cause, a, b, None, bool(overlapped and code == 0))
+    by_window: dict[int, list] = {}
+    for row in steps:
+        by_window.setdefault(row[0], []).append(row)
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in _SPAN_COLUMNS}
+    for window, rows in by_window.items():
+        tid = threads.get(window)
+        inputs = (tid, *_window_inputs(store, window, tid),
+                  *(_device_inputs(store, window) if has_device else (None, None)))
+        # Steps are independent once the window's spans are loaded: the later
+        # ones go to forked workers (both cores; one process on one core).
+        n_parts = worker_count(len(rows), _STEPS_PER_WORKER)
+        bounds = [len(rows) * i // n_parts for i in range(n_parts + 1)]
+        children = []
+        try:
+            for i in range(1, n_parts):
+                children.append(start_part(partial(_attribute_steps, rows[bounds[i]:bounds[i + 1]], inputs,
+                                                   has_device)))
+            results = [_attribute_steps(rows[:bounds[1]], inputs, has_device)]
+            results += [finish_part(child) for child in children]
+        except BaseException:
+            for child in children:
+                abandon_part(child)
+            raise
+        for result in results:
+            for key, arrays in result.items():
+                parts[key].extend(arrays)
     out = {}
-    for key, values in cols.items():
-        if key in ("view", "phase", "cause"):
-            out[key] = np.array(values, dtype=object)
-        elif key == "overlapped":
-            out[key] = np.array(values, dtype=bool)
-        else:
-            out[key] = np.array([-(2**63) if v is None else v for v in values], dtype=np.int64)
+    for key, arrays in parts.items():
+        dtype = object if key in ("view", "phase", "cause") else bool if key == "overlapped" else np.int64
+        out[key] = np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
     return out
+
+
+def _attribute_steps(steps: list[tuple], inputs: tuple, has_device: bool) -> dict[str, list[np.ndarray]]:
+    """Rows of ``phase_spans`` for some steps of one window, as per-step arrays per column."""
+    tid, spans, other, gc, dev, syncs = inputs
+    # Per step, arrays of rows (not one Python call per row: a long trace has
+    # hundreds of thousands of spans).
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in _SPAN_COLUMNS}
+
+    def add(window, step, view: str, phase: np.ndarray, cause: np.ndarray, start: np.ndarray, end: np.ndarray,
+            tid, overlapped: np.ndarray) -> None:
+        n = len(start)
+        for key, value in (("window_index", np.full(n, _MISSING if window is None else window, np.int64)),
+                           ("step", np.full(n, _MISSING if step is None else step, np.int64)),
+                           ("view", np.full(n, view, dtype=object)), ("phase", phase), ("cause", cause),
+                           ("start_ns", start), ("end_ns", end), ("dur_ns", end - start),
+                           ("tid", np.full(n, _MISSING if tid is None else tid, np.int64)),
+                           ("overlapped", overlapped)):
+            parts[key].append(value)
+
+    host_names = np.array(HOST_PHASES, dtype=object)
+    device_names = np.array(_DEVICE_LABELS + ("idle",), dtype=object)
+    for window, step, lo, hi in steps:
+        host = _host_partition(lo, hi, spans, other, gc)
+        n = len(host.start)
+        add(window, step, "host", host_names[host.label.astype(np.int64)], np.full(n, None, dtype=object),
+            host.start.astype(np.int64), host.end.astype(np.int64), tid, np.zeros(n, dtype=bool))
+        if has_device:
+            rows = _device_partition(lo, hi, dev, host, syncs)
+            codes = np.array([r[0][0] for r in rows], dtype=np.int64)
+            add(window, step, "device", device_names[codes], np.array([r[0][2] for r in rows], dtype=object),
+                np.array([r[1] for r in rows], dtype=np.int64), np.array([r[2] for r in rows], dtype=np.int64),
+                None, np.array([bool(r[0][1]) for r in rows], dtype=bool) & (codes == 0))
+    return parts
 
 
 def write_attribution(tables_dir) -> None:

@@ -81,7 +81,8 @@ class _Tables:
             # Text from mlprof's files meets pool codes from a trace: resolve the codes.
             lookup = np.array(self.pool.values() + [None], dtype=object)
             present = [a if a.dtype == object else lookup[a] for a in present]
-        return np.concatenate(present)
+        # One part (a bare trace): no copy, the decoded column is the table's.
+        return present[0] if len(present) == 1 else np.concatenate(present)
 
 
 def _strings_matching(pool: StringPool, pattern: re.Pattern) -> dict[int, re.Match]:

@@ -31,7 +31,8 @@ def _thread_codes(pids: list[np.ndarray], tids: list[np.ndarray]) -> list[np.nda
     codes = pid_code.reshape(-1).astype(np.int64) * len(tid_values) + tid_code.reshape(-1)
     out, at = [], 0
     for p in pids:
-        out.append(codes[at:at + len(p)])
+        # Copies past the first: a view would keep the whole array alive.
+        out.append(codes[at:at + len(p)] if at == 0 else codes[at:at + len(p)].copy())
         at += len(p)
     return out
 
@@ -81,11 +82,13 @@ def nest_host_events(
     threads = _thread_codes([pid[tree_idx]] + [g[0] for g in groups], [tid[tree_idx]] + [g[1] for g in groups])
     all_times = [start_ns[tree_idx]] + [g[2] for g in groups]
     present = [t for t in all_times if len(t)]
+    del all_times
     if not present:
         return Nesting(parent, depth, dur_ns.copy(), owners)
     t0 = min(int(t.min()) for t in present)
     t1 = max(int((start_ns[tree_idx] + dur_ns[tree_idx]).max()) if len(tree_idx) else t0,
              max(int(t.max()) for t in present))
+    del present
     # One sortable key per (thread, time): threads laid end to end on one axis.
     span = t1 - t0 + 1
     n_threads = max(int(t.max()) for t in threads if len(t)) + 1
@@ -95,19 +98,27 @@ def nest_host_events(
     def key(thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
         return thread * span + (ts - t0)
 
+    # Each temporary is dropped as soon as it is used: on a 4M-op trace every
+    # one of these arrays is 32 MB, and they set the parse's peak memory.
     tdur = dur_ns[tree_idx]
     kstart = key(threads[0], start_ns[tree_idx])
+    threads[0] = None
     order = np.lexsort((-tdur, kstart))
     ks = kstart[order]
-    ke = ks + tdur[order]
-    ends_sorted = np.sort(ke)
+    del kstart
+    tdur_sorted = tdur[order]
+    del tdur
+    op_of_sorted = tree_idx[order]
+    del order, tree_idx
+    ends_sorted = np.sort(ks + tdur_sorted)
     d_sorted = np.arange(len(ks)) - np.searchsorted(ends_sorted, ks, side="right")
     parent_sorted = _last_at_depth(d_sorted, d_sorted - 1, np.arange(len(ks)))
-    op_of_sorted = tree_idx[order]
     depth[op_of_sorted] = d_sorted
     has_parent = parent_sorted >= 0
     parent[op_of_sorted[has_parent]] = op_of_sorted[parent_sorted[has_parent]]
-    np.add.at(child_ns, parent[op_of_sorted[has_parent]], tdur[order][has_parent])
+    del parent_sorted
+    np.add.at(child_ns, parent[op_of_sorted[has_parent]], tdur_sorted[has_parent])
+    del tdur_sorted, has_parent
 
     def place(thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(innermost op open at ts, number of ops open) for points."""

@@ -1,14 +1,17 @@
 """Parser of Kineto / Chrome-trace JSON (plain or gzip) into table columns.
 
-This is the hot path. The file is decoded in two passes with msgspec: first
-the top level, with every event kept as ``msgspec.Raw`` (a slice of the input,
-no Python dicts), then the events in chunks into typed structs whose ``args``
-hold only the keys the tables use. Each chunk is turned straight into numpy
-column arrays, and repeated strings (op names, shapes) become integer codes in
-one :class:`StringPool`, so memory stays near the size of the file and there
-is no long-lived Python object per event. Plain files are memory-mapped and
-their pages dropped from the resident set as chunks are done; large traces are
-split between forked worker processes (:mod:`mlprof.parse.workers`).
+:func:`read_kineto` streams the file block by block
+(:mod:`mlprof.parse.kineto_stream`), so memory does not grow with the file.
+This module keeps the whole-file reader that the streaming one hands over
+to when it cannot decide a file: a layout it does not expect, and every
+malformed trace, whose error this reader names exactly (event index and
+JSON path). It decodes in two passes with msgspec: first the top level, with
+every event kept as ``msgspec.Raw`` (a slice of the input, no Python dicts),
+then the events in chunks into typed structs whose ``args`` hold only the
+keys the tables use, turned straight into numpy columns with repeated
+strings as :class:`StringPool` codes. Plain files are memory-mapped and
+their pages dropped from the resident set as chunks are done; large traces
+are split between forked worker processes (:mod:`mlprof.parse.workers`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import mmap
 import os
 import re
 import tempfile
-import zlib
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -29,7 +31,8 @@ import numpy as np
 from mlprof.errors import MlprofError, TraceFormatError
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
-    StringPool, StringTooLongError, TimeRangeError, TopLevel, first_bad_field, split_chunk)
+    StringPool, TopLevel, first_bad_field, split_chunk)
+from mlprof.parse.kineto_stream import BAD_INPUT, NotStreamable, gunzip_blocks, read_stream
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["KinetoColumns", "StringPool", "read_kineto", "MISSING", "FLOW_START", "FLOW_END"]
@@ -87,65 +90,27 @@ class _FileText:
             self._mm = None
 
 
-# Caps on what a gzip trace may expand to: a decompression bomb (a small file
-# of ever-repeating bytes) must not fill memory or disk. Real Kineto traces
-# compress about 20:1.
-MAX_EXPANDED_ENV = "MLPROF_MAX_TRACE_BYTES"
-_DEFAULT_MAX_EXPANDED = 32 * 2**30
-_MAX_RATIO = 1000
-_RATIO_FROM = 256 * 2**20
-_GZIP_PIECE = 4 * 2**20
-
-
-def _max_expanded() -> tuple[int, int]:
-    """(size cap, ratio cap); an explicit MLPROF_MAX_TRACE_BYTES replaces both."""
-    try:
-        return max(1, int(os.environ[MAX_EXPANDED_ENV])), 2**62
-    except (KeyError, ValueError):
-        return _DEFAULT_MAX_EXPANDED, _MAX_RATIO
-
-
 def _gunzip_to_map(path: Path, fh, size: int) -> mmap.mmap | None:
-    """Stream-decompress a gzip file (all members) into an unlinked temporary
-    file and map it, so memory stays that of a plain mapped trace. Refuses
-    (naming the cap) output beyond the size cap, or beyond 1000x the file from 256 MiB on."""
-    cap, ratio = _max_expanded()
+    """Stream-decompress a gzip file (all members, under the caps of
+    :func:`gunzip_blocks`) into an unlinked temporary file and map it, so
+    memory stays that of a plain mapped trace."""
     out = tempfile.TemporaryFile(prefix="mlprof_gunzip_")
     try:
         written = 0
-        inflater, fresh, data = zlib.decompressobj(wbits=31), True, b""
-        while True:
-            if not data:
-                data = fh.read(_GZIP_PIECE)
-                if not data:
-                    if not fresh:
-                        raise TraceFormatError(f"{path}: corrupt or truncated gzip data (ends inside a member)")
-                    break
-            piece = inflater.decompress(data, _GZIP_PIECE)
-            fresh = False
-            written += len(piece)
-            if written > cap or (written > _RATIO_FROM and written > ratio * max(size, 1)):
-                limit = f"{cap:,} bytes" if written > cap else f"{ratio}x its size"
-                raise TraceFormatError(f"{path}: gzip data expands beyond {limit}: a decompression bomb or "
-                                       f"not a trace; refused (set {MAX_EXPANDED_ENV} to allow more)")
+        for piece, _ in gunzip_blocks(path, fh, size, _GZIP_PIECE):
             out.write(piece)
-            if inflater.eof:  # another gzip member may follow
-                data = inflater.unused_data
-                inflater, fresh = zlib.decompressobj(wbits=31), True
-            else:
-                data = inflater.unconsumed_tail
+            written += len(piece)
         out.flush()
         if written == 0:
             return None
         return mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ)
-    except (zlib.error, EOFError) as exc:
-        raise TraceFormatError(f"{path}: corrupt or truncated gzip data ({exc})") from None
     except OSError as exc:
         raise MlprofError(f"{path}: cannot decompress to a temporary file: {exc.strerror or exc}") from None
     finally:
         out.close()  # the mapping keeps the (already unlinked) data alive
 
 
+_GZIP_PIECE = 4 * 2**20
 _LEADING_SPACE = re.compile(rb"\s*")
 _AT_INDEX = re.compile(r"\$\[(\d+)\]")
 
@@ -162,9 +127,7 @@ def _decode_error(path: Path, exc: Exception, first_index: int = 0) -> TraceForm
     return TraceFormatError(f"{path}: not a valid Kineto trace: {msg}")
 
 
-# Errors of hostile or corrupt input that msgspec and numpy raise as such.
-_BAD_INPUT = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError,
-              OverflowError, TimeRangeError, StringTooLongError)
+_BAD_INPUT = BAD_INPUT
 
 
 def _input_problem(exc: BaseException) -> str:
@@ -210,8 +173,15 @@ def read_kineto(
     path: Path,
     pool: StringPool,
     progress: Callable[[int, int], None] | None = None,
+    memory_budget_bytes: int | None = None,
 ) -> KinetoColumns:
     """Decode one Kineto trace file into :class:`KinetoColumns`.
+
+    ``progress(bytes_read, file_bytes)`` is called as the file is read (for
+    gzip, compressed bytes). The file is streamed in blocks sized from
+    ``memory_budget_bytes`` (:mod:`mlprof.parse.kineto_stream`); a file the
+    streaming reader cannot decide, malformed ones included, is read whole,
+    which names the problem.
 
     Raises :class:`TraceFormatError` naming the file and the problem for an
     empty, truncated, non-JSON or wrongly typed trace. Event kinds the tables
@@ -223,10 +193,24 @@ def read_kineto(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _read(path, pool, progress)
+        try:
+            return read_stream(path, pool, progress, memory_budget_bytes)
+        except NotStreamable:
+            return _read(path, pool, _bytes_progress(path, progress))
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _bytes_progress(path: Path, progress):
+    """The whole-file reader counts events: report them as the file's bytes, like the streaming one."""
+    if progress is None:
+        return None
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    return lambda done, total: progress(size * done // max(total, 1), size)
 
 
 def _read(path: Path, pool: StringPool, progress) -> KinetoColumns:

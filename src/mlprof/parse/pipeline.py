@@ -28,6 +28,7 @@ from mlprof.parse.scalars import read_scalar_columns
 from mlprof.parse.ascend_common import AscendInput
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
+from mlprof.parse.memory import release_freed_memory
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.tables.layout import PARSE_INFO_FILE, TABLES_DIR, WINDOW_CACHE_FILE, WINDOWS_DIR, tables_schema
 from mlprof.tables.schema import TABLES
@@ -46,19 +47,27 @@ class ParseOptions:
     # Where results go; None = beside the input (capture/mlprof_output, or
     # <trace name>_mlprof_output next to a bare trace). Only for one input.
     output_dir: Path | None = None
-    # Called as progress(label, done_events, total_events) while decoding.
+    # Called as progress(label, bytes_read, file_bytes) while a trace is read
+    # (for gzip, compressed bytes).
     progress: ProgressFn | None = None
     # Inputs parsed at once, each in its own process (several captures/traces).
     jobs: int = 1
     # With several inputs: "raise" stops at the first bad one; "continue"
     # parses the others and records the failure in that input's result.
     on_error: str = "raise"
+    # Memory the parse of one input aims to stay under (bytes; None: 1 GiB).
+    # It sizes the blocks the trace is streamed in and how many worker
+    # processes decode at once (docs/cli.md says what it does not bound yet).
+    memory_budget_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.jobs, int) or self.jobs < 1:
             raise ConfigError(f"jobs must be a whole number >= 1, not {self.jobs!r}")
         if self.on_error not in ("raise", "continue"):
             raise ConfigError(f"on_error must be 'raise' or 'continue', not {self.on_error!r}")
+        budget = self.memory_budget_bytes
+        if budget is not None and (not isinstance(budget, int) or budget < 64 * 2**20):
+            raise ConfigError(f"memory budget must be at least 64 MiB, not {budget!r}")
 
 
 @dataclass
@@ -172,12 +181,19 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
 
 
 def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: ParseResult, started: float) -> None:
-    """Write one input's tables, add the attribution, publish them with parse_info.json (every parser's last step)."""
+    """Write one input's tables, add the attribution, publish them with parse_info.json (every parser's last step).
+
+    ``columns`` is emptied once the tables are on disk: the attribution reads
+    them back from there, and memory holds one copy, not two.
+    """
     make_private_dir(out_dir)
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         write_tables(tmp, columns, strings)
+        columns.clear()
+        release_freed_memory()
         write_attribution(tmp)
+        release_freed_memory()
         _publish_tables(tmp, out_dir, result, started)
 
 
@@ -209,10 +225,11 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
     result = ParseResult(source=str(item.path), output_dir=str(out_dir), kind="trace", windows=[0])
     pool = StringPool()
-    k = read_kineto(item.path, pool, _progress_for(options, item.path.name))
+    k = read_kineto(item.path, pool, _progress_for(options, item.path.name), options.memory_budget_bytes)
     _count_events(result, k.event_count, [(ph, cat, n) for (ph, cat), n in k.unknown.items()])
     columns = build_tables([WindowData(index=0, kineto=k)], pool, {"source.path": str(item.path)})
     del k
+    release_freed_memory()
     result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
     write_parsed(out_dir, columns, pool.values(), result, started)
     return result
@@ -243,7 +260,8 @@ def _cached_window(cache: Path, stamp: dict) -> dict | None:
 def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, options: ParseOptions) -> dict:
     """Parse one window on its own into ``cache`` (its tables, ids from 0)."""
     pool = StringPool()
-    k = read_kineto(wf.kineto, pool, _progress_for(options, f"window {wf.index}")) if wf.kineto else None
+    k = (read_kineto(wf.kineto, pool, _progress_for(options, f"window {wf.index}"), options.memory_budget_bytes)
+         if wf.kineto else None)
     win = WindowData(index=wf.index, kineto=k, steps=read_steps(wf.steps),
                      markers=read_markers(wf.markers), gc=read_gc(wf.gc),
                      python_samples=read_python_samples(wf.python_samples), modules=read_modules(wf.modules),
@@ -253,6 +271,7 @@ def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, opti
     info["unknown"] = [[ph, cat, n] for (ph, cat), n in k.unknown.items()] if k else []
     columns = build_tables([win], pool, {})
     del win, k
+    release_freed_memory()
     tmp = out_dir / f".tmp_window_{wf.index}_{os.getpid()}"
     write_tables(tmp, columns, pool.values())
     atomic_write(tmp / WINDOW_CACHE_FILE, json.dumps(info))

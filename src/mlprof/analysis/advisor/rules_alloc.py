@@ -18,10 +18,28 @@ __all__ = ["fresh_tensors", "FACTORY_OP_REGEX", "UNDER_FACTORY_SQL"]
 # Ops that allocate a tensor and write every element of it.
 FACTORY_OP_REGEX = r"^aten::(zeros|ones|full|zeros_like|ones_like|full_like|new_zeros|new_ones|new_full|eye)$"
 
-# host_ops rows (alias h) inside a factory call: their time belongs to this rule.
-UNDER_FACTORY_SQL = f"""EXISTS (SELECT 1 FROM host_ops f WHERE f.window_index = h.window_index AND f.tid = h.tid
-    AND regexp_matches(f.name, '{FACTORY_OP_REGEX}') AND f.op_id <> h.op_id
-    AND f.start_ns <= h.start_ns AND f.start_ns + f.dur_ns >= h.start_ns + h.dur_ns)"""
+# host_ops rows (alias h) inside a factory call (another op on the same thread
+# whose span holds theirs): their time belongs to this rule. Computed once as
+# a set, not per row: a range test of every op against every factory op on
+# its thread took 400 s of CPU on a 4.5M-event trace. An op is inside when
+# the latest end among the factory ops that started no later than it reaches
+# its end (an ASOF join on a running maximum); a factory op itself when one
+# before it in (start, longest first) order reaches its end, or another has
+# the very same span.
+UNDER_FACTORY_SQL = f"""h.op_id IN (
+    WITH f AS (SELECT window_index AS w, tid, start_ns AS s, start_ns + dur_ns AS e, op_id FROM host_ops
+               WHERE regexp_matches(name, '{FACTORY_OP_REGEX}')),
+    g AS (SELECT w, tid, s, max(max(e)) OVER (PARTITION BY w, tid ORDER BY s ROWS UNBOUNDED PRECEDING) AS run_e
+          FROM f GROUP BY w, tid, s)
+    SELECT o.op_id FROM host_ops o ASOF JOIN g ON g.w = o.window_index AND g.tid = o.tid AND g.s <= o.start_ns
+    WHERE g.run_e >= o.start_ns + o.dur_ns AND NOT coalesce(regexp_matches(o.name, '{FACTORY_OP_REGEX}'), false)
+    UNION ALL
+    SELECT op_id FROM (SELECT op_id, e, max(e) OVER (PARTITION BY w, tid ORDER BY s, e DESC, op_id
+                                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_e
+                       FROM f) WHERE before_e >= e
+    UNION ALL
+    SELECT a.op_id FROM f a JOIN f b ON a.w = b.w AND a.tid = b.tid AND a.s = b.s AND a.e = b.e
+                                    AND a.op_id <> b.op_id)"""
 
 _FIX = ("Allocate the tensor once, outside the loop, and reuse it: write into it in place (copy_, out=, "
         "index assignment) and zero it only if it must be zero (buf.zero_() still costs a pass, not new "

@@ -1,0 +1,469 @@
+"""Streaming reader of Kineto / Chrome-trace JSON: the file in blocks, never whole.
+
+The text is read (or gunzipped) in blocks of a few MiB. Inside the
+``traceEvents`` array the text read so far is cut after its last ``}`` that
+a ``,`` follows; msgspec decoding the piece as a JSON list is the proof that
+the cut lies between two events (a cut inside a string leaves that string
+unterminated, and the decode fails). Each piece is decoded into column
+arrays and its text dropped, here or in a forked worker fed through a pipe,
+so memory holds a few blocks and the columns, whatever the file's size.
+
+The fast path never decides an error: a layout it does not expect (no
+``traceEvents`` key near the start, keys after it that hold objects) and
+every malformed event make it give up with :class:`NotStreamable`, and the
+caller reads the file whole (:mod:`mlprof.parse.kineto`), which names the
+problem exactly as it always has. Only gzip errors (a bomb, a truncated
+member) are raised here, by the block reader that both paths share.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from functools import partial
+
+import msgspec
+import numpy as np
+
+from mlprof.errors import TraceFormatError
+from mlprof.parse.memory import release_freed_memory
+from mlprof.parse.kineto_events import (
+    EVENTS_DECODER, LIST_DECODER, TOP_DECODER, Accumulator, KinetoColumns, StringPool, StringTooLongError,
+    TimeRangeError, TopLevel, split_chunk)
+from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
+
+__all__ = ["NotStreamable", "read_stream", "gunzip_blocks", "MAX_EXPANDED_ENV", "block_bytes_for",
+           "DEFAULT_MEMORY_BUDGET_BYTES", "ACCUMULATED", "CHUNK_EVENTS", "BAD_INPUT"]
+
+# Events decoded per msgspec call: small enough to stay in cache.
+CHUNK_EVENTS = 10_000
+ACCUMULATED = ("host", "runtime", "device", "collectives", "flows", "memory", "instants",
+               "device_annotations", "counters")
+# Errors of hostile or corrupt input that msgspec and numpy raise as such.
+BAD_INPUT = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError,
+             OverflowError, TimeRangeError, StringTooLongError)
+
+DEFAULT_MEMORY_BUDGET_BYTES = 2**30
+# Text held per block: a 64th of the budget (blocks, the piece being cut and
+# the workers' copies stay a small part of it), between 1 and 32 MiB.
+_BLOCK_SHARE = 64
+_MIN_BLOCK, _MAX_BLOCK = 2**20, 32 * 2**20
+# How far into the file the "traceEvents" key is looked for, and the most
+# text one event may span before streaming gives up (the whole-file reader
+# then decides).
+_HEAD_LIMIT = 64 * 2**20
+_REST_LIMIT = 256 * 2**20
+
+
+def block_bytes_for(memory_budget_bytes: int | None) -> int:
+    budget = memory_budget_bytes or DEFAULT_MEMORY_BUDGET_BYTES
+    return int(min(_MAX_BLOCK, max(_MIN_BLOCK, budget // _BLOCK_SHARE)))
+
+
+class NotStreamable(Exception):
+    """The streaming path cannot decide this file: read it whole instead."""
+
+
+# -- blocks of text --------------------------------------------------------------
+# Caps on what a gzip trace may expand to: a decompression bomb (a small file
+# of ever-repeating bytes) must not fill memory or disk. Real Kineto traces
+# compress about 20:1.
+MAX_EXPANDED_ENV = "MLPROF_MAX_TRACE_BYTES"
+_DEFAULT_MAX_EXPANDED = 32 * 2**30
+_MAX_RATIO = 1000
+_RATIO_FROM = 256 * 2**20
+
+
+def _max_expanded() -> tuple[int, int]:
+    """(size cap, ratio cap); an explicit MLPROF_MAX_TRACE_BYTES replaces both."""
+    try:
+        return max(1, int(os.environ[MAX_EXPANDED_ENV])), 2**62
+    except (KeyError, ValueError):
+        return _DEFAULT_MAX_EXPANDED, _MAX_RATIO
+
+
+def gunzip_blocks(path, fh, size: int, block: int) -> Iterator[tuple[bytes, int]]:
+    """(expanded text, compressed bytes read so far) of a gzip file, all members.
+
+    Refuses (naming the cap) output beyond the size cap, or beyond 1000x the
+    file from 256 MiB on; a member cut short is a truncated file.
+    """
+    cap, ratio = _max_expanded()
+    written = 0
+    inflater, fresh, data = zlib.decompressobj(wbits=31), True, b""
+    try:
+        while True:
+            if not data:
+                data = fh.read(block)
+                if not data:
+                    if not fresh:
+                        raise TraceFormatError(f"{path}: corrupt or truncated gzip data (ends inside a member)")
+                    return
+            piece = inflater.decompress(data, block)
+            fresh = False
+            written += len(piece)
+            if written > cap or (written > _RATIO_FROM and written > ratio * max(size, 1)):
+                limit = f"{cap:,} bytes" if written > cap else f"{ratio}x its size"
+                raise TraceFormatError(f"{path}: gzip data expands beyond {limit}: a decompression bomb or "
+                                       f"not a trace; refused (set {MAX_EXPANDED_ENV} to allow more)")
+            if inflater.eof:  # another gzip member may follow
+                data = inflater.unused_data
+                inflater, fresh = zlib.decompressobj(wbits=31), True
+            else:
+                data = inflater.unconsumed_tail
+            if piece:
+                yield piece, fh.tell() - len(data)
+    except (zlib.error, EOFError) as exc:
+        raise TraceFormatError(f"{path}: corrupt or truncated gzip data ({exc})") from None
+
+
+def _plain_blocks(fh, block: int) -> Iterator[tuple[bytes, int]]:
+    done = 0
+    while data := fh.read(block):
+        done += len(data)
+        yield data, done
+
+
+# -- cutting the events array into pieces ---------------------------------------
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_COMMA = re.compile(rb"\s*,")
+_CLOSE = re.compile(rb"\s*\]")
+_SPACE = re.compile(rb"\s*")
+
+
+_CUT = re.compile(rb"\}\s*,")
+
+
+def _last_cut(buf: bytes) -> int | None:
+    """Where the rest starts after the last ``}`` + ``,`` of buf (None: there is none)."""
+    hi = len(buf)
+    while (i := buf.rfind(b"}", 0, hi)) >= 0:
+        m = _COMMA.match(buf, i + 1)
+        if m is not None:
+            return m.end()
+        hi = i
+    return None
+
+
+def _proven_cut(buf: bytes) -> tuple[int, list] | None:
+    """(start of the rest, decoded events) of the longest provable piece of buf; None: read more.
+
+    Candidates are the ``}`` + ``,`` of buf. The last one nearly always
+    proves; when it lies inside a string (an op name holding ``}, {``) the
+    decode fails and a bisection over the candidates finds a later one that
+    proves. None of them proving means malformed text or one event longer
+    than buf.
+    """
+    last = _last_cut(buf)
+    if last is None:
+        return None
+    try:  # the common case: one decode, no scan of the whole block for candidates
+        return last, LIST_DECODER.decode(b"[" + buf[:buf.rindex(b"}", 0, last) + 1] + b"]")
+    except BAD_INPUT:
+        pass
+    ends = [m.end() for m in _CUT.finditer(buf)][:-1]
+    lo, hi, best = 0, len(ends) - 1, None
+    while lo <= hi:
+        k = (lo + hi + 1) // 2
+        at = ends[k]
+        close = buf.rindex(b"}", 0, at) + 1
+        try:
+            raws = LIST_DECODER.decode(b"[" + buf[:close] + b"]")
+        except BAD_INPUT:
+            hi = k - 1
+            continue
+        best = (at, raws)
+        lo = k + 1
+    return best
+
+
+class _Head:
+    """Where the events start, and the top-level keys before them."""
+
+    def __init__(self, top: TopLevel | None, events_at: int, bare: bool) -> None:
+        self.top, self.events_at, self.bare = top, events_at, bare
+
+
+def _find_head(buf: bytes) -> _Head | None:
+    """The head of the text read so far; None: read more. NotStreamable: give up."""
+    start = _SPACE.match(buf).end()
+    if start == len(buf):
+        return None
+    if buf[start:start + 1] == b"[":
+        return _Head(None, start + 1, True)
+    if buf[start:start + 1] != b"{":
+        raise NotStreamable
+    m = _EVENTS_KEY.search(buf)
+    if m is None:
+        return None
+    try:  # the key is at the top level (not in a string or a nested object)
+        top = TOP_DECODER.decode(buf[:m.start()] + b'"traceEvents": []}')
+    except BAD_INPUT:
+        raise NotStreamable from None
+    return _Head(top, m.end(), False)
+
+
+# -- decoding pieces -------------------------------------------------------------
+def _decode_piece(raws: list, base_ns: int, relative: bool, pool: StringPool) -> dict:
+    """One piece's events -> its columns (per accumulated kind), threads and unknown counts."""
+    cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
+    accs = {name: Accumulator() for name in ACCUMULATED}
+    for start in range(0, len(raws), CHUNK_EVENTS):
+        chunk = raws[start:start + CHUNK_EVENTS]
+        try:
+            events = EVENTS_DECODER.decode(b"[" + b",".join(chunk) + b"]")
+            split_chunk(events, chunk, base_ns, pool, cols, accs)
+        except BAD_INPUT:
+            raise NotStreamable from None  # the whole-file reader names the event
+    return {"columns": {name: acc.result() for name, acc in accs.items() if acc.parts},
+            "threads": cols.threads, "unknown": cols.unknown, "events": len(raws)}
+
+
+_HEADER = struct.Struct("<qq")  # piece index (-1: no more), text length
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    parts, left = [], n
+    while left:
+        got = os.read(fd, min(left, 2**22))
+        if not got:
+            raise EOFError
+        parts.append(got)
+        left -= len(got)
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool) -> dict:
+    """A forked worker: decode the pieces sent to it, say when it wants the next."""
+    pool = StringPool()
+    pieces = {}
+    os.write(ready_fd, bytes([me]))
+    while True:
+        index, length = _HEADER.unpack(_read_exact(text_fd, _HEADER.size))
+        if index < 0:
+            break
+        try:  # the parent proved the piece; this decode is its own copy of the events
+            raws = LIST_DECODER.decode(b"[" + _read_exact(text_fd, length) + b"]")
+            pieces[index] = _decode_piece(raws, base_ns, relative, pool)
+        except BAD_INPUT:
+            return {"failed": True}
+        except NotStreamable:
+            return {"failed": True}
+        del raws
+        os.write(ready_fd, bytes([me]))
+    return {"failed": False, "strings": pool.keys(), "pieces": pieces}
+
+
+class _Pieces:
+    """Hands pieces to idle workers, decodes the others here; results by piece index."""
+
+    def __init__(self, n_workers: int, base_ns: int, relative: bool, pool: StringPool) -> None:
+        self.base_ns, self.relative, self.pool = base_ns, relative, pool
+        self.results: dict[int, dict] = {}
+        self.remaps: dict[int, np.ndarray] = {}
+        self.count = 0
+        self.workers = []
+        self.pipes = []
+        self.ready_r = self.ready_w = None
+        if n_workers > 1:
+            self.ready_r, self.ready_w = os.pipe()
+            for me in range(n_workers - 1):
+                r, w = os.pipe()
+                self.workers.append(start_part(partial(_worker, me, r, self.ready_w, base_ns, relative)))
+                os.close(r)
+                self.pipes.append(w)
+        self.owner: dict[int, int] = {}  # piece index -> worker (absent: here)
+
+    def _idle_worker(self) -> int | None:
+        if self.ready_r is None or not select.select([self.ready_r], [], [], 0)[0]:
+            return None
+        return os.read(self.ready_r, 1)[0]
+
+    def add(self, text: bytes, raws: list) -> None:
+        """One piece: its text and its events (decoded as msgspec.Raw)."""
+        index = self.count
+        self.count += 1
+        worker = self._idle_worker()
+        if worker is not None:
+            try:
+                _write_all(self.pipes[worker], _HEADER.pack(index, len(text)))
+                _write_all(self.pipes[worker], text)
+                self.owner[index] = worker
+                return
+            except OSError:  # the worker died: its error surfaces in finish()
+                raise NotStreamable from None
+        self.results[index] = _decode_piece(raws, self.base_ns, self.relative, self.pool)
+
+    def finish(self) -> list[dict]:
+        """Every piece's result in file order, string codes in ``pool``'s numbering."""
+        for fd in self.pipes:
+            try:
+                _write_all(fd, _HEADER.pack(-1, 0))
+            except OSError:
+                pass
+        for k, part in enumerate(self.workers):
+            got = finish_part(part)
+            self.workers[k] = None
+            if got["failed"]:
+                raise NotStreamable
+            remap = np.array([self.pool.code(v) for v in got["strings"]] + [-1], dtype=np.int32)
+            for index, result in got["pieces"].items():
+                self.results[index] = result
+                self.remaps[index] = remap
+        self.close()
+        return [self.results[i] for i in range(self.count)]
+
+    def close(self) -> None:
+        for part in self.workers:
+            if part is not None:
+                abandon_part(part)
+        self.workers = []
+        for fd in self.pipes + [self.ready_r, self.ready_w]:
+            if fd is not None:
+                os.close(fd)
+        self.pipes, self.ready_r, self.ready_w = [], None, None
+
+
+def _merge(pieces: list[dict], remaps: dict[int, np.ndarray], cols: KinetoColumns, base_add: int) -> None:
+    """Concatenate the pieces' columns in file order into ``cols``."""
+    parts: dict[str, dict[str, list[np.ndarray]]] = {name: {} for name in ACCUMULATED}
+    device_rows = 0
+    for index, piece in enumerate(pieces):
+        remap = remaps.get(index)
+        columns = piece["columns"]
+        for name, table in columns.items():
+            for key, arr in table.items():
+                if remap is not None and arr.dtype == np.int32:  # string codes of a worker's pool
+                    arr = remap[arr]
+                if name == "collectives" and key == "device_row":
+                    arr = arr + device_rows
+                if base_add and key in ("start_ns", "ts_ns"):
+                    arr = arr + base_add
+                parts[name].setdefault(key, []).append(arr)
+        device_rows += len(columns.get("device", {}).get("name", ()))
+        cols.threads.extend(piece["threads"])
+        cols.unknown.update(piece["unknown"])
+        piece["columns"] = None  # let each piece go as soon as it is copied
+    # Column by column, each piece's arrays freed once copied: memory holds
+    # the pieces plus one column, not the pieces twice.
+    for name in ACCUMULATED:
+        table = parts.pop(name)
+        setattr(cols, name, {key: np.concatenate(table.pop(key)) for key in list(table)})
+    release_freed_memory()
+
+
+def read_stream(path, pool: StringPool, progress: Callable[[int, int], None] | None = None,
+                memory_budget_bytes: int | None = None) -> KinetoColumns:
+    """Decode one Kineto trace file block by block (see the module's docstring)."""
+    block = block_bytes_for(memory_budget_bytes)
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        gz = fh.read(2) == b"\x1f\x8b"
+        fh.seek(0)
+        blocks = gunzip_blocks(path, fh, size, block) if gz else _plain_blocks(fh, block)
+        # Workers: Kineto text is about 400 bytes an event, compressed about 20:1.
+        events_guess = size * (20 if gz else 1) // 400
+        return _read_blocks(blocks, size, events_guess, pool, progress)
+
+
+def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progress) -> KinetoColumns:
+    buf, head, done = b"", None, 0
+    for data, done in blocks:
+        buf = buf + data if buf else data
+        head = _find_head(buf)
+        if head is not None:
+            break
+        if len(buf) > _HEAD_LIMIT:
+            raise NotStreamable
+    if head is None:
+        raise NotStreamable  # empty, or no traceEvents: the whole-file reader says which
+    top = head.top
+    base_ns = (top.baseTimeNanoseconds if top is not None else None) or 0
+    relative = bool(base_ns)
+    if not 0 <= base_ns < 2**62:
+        raise NotStreamable
+    pieces = _Pieces(worker_count(events_guess), base_ns, relative, pool)
+    try:
+        buf = buf[head.events_at:]
+        cut_any = False
+        for data, at in _chain_first(blocks):
+            done = at or done
+            if data:
+                buf = buf + data if buf else data
+            cut = _proven_cut(buf)
+            if cut is None:
+                if len(buf) > _REST_LIMIT:
+                    raise NotStreamable
+                continue
+            rest_at, raws = cut
+            cut_any = True
+            pieces.add(buf[:rest_at - 1], raws)
+            del raws
+            buf = buf[rest_at:]
+            if progress is not None:
+                progress(done, size)
+        tail, last = _decode_tail(buf, head.bare, cut_any)
+        if last:
+            pieces.add(b",".join(last), last)
+        results = pieces.finish()
+    finally:
+        pieces.close()
+    cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
+    _set_metadata(cols, top, tail)
+    tail_base = tail.baseTimeNanoseconds if tail is not None else None
+    if tail_base and not base_ns:
+        if not 0 <= tail_base < 2**62:
+            raise NotStreamable
+        # Kineto writes baseTimeNanoseconds after the events: times were read
+        # relative to 0, the base is added to every time column now.
+        cols.base_time_ns, cols.relative_times = tail_base, True
+    _merge(results, pieces.remaps, cols, cols.base_time_ns - base_ns)
+    cols.event_count = sum(r["events"] for r in results)
+    if progress is not None:
+        progress(size, size)
+    return cols
+
+
+def _chain_first(blocks) -> Iterator[tuple[bytes, int]]:
+    """The blocks left, after one empty one (the text already read is cut first)."""
+    yield b"", 0
+    yield from blocks
+
+
+def _decode_tail(buf: bytes, bare: bool, cut_any: bool) -> tuple[TopLevel | None, list]:
+    """The last events and the top-level keys after the array, from the text left at the end."""
+    if cut_any and _CLOSE.match(buf):
+        raise NotStreamable  # a comma before "]": not JSON; the whole-file reader says so
+    try:
+        if bare:
+            return None, LIST_DECODER.decode(b"[" + buf)
+        tail = TOP_DECODER.decode(b'{"traceEvents": [' + buf)
+    except BAD_INPUT:
+        raise NotStreamable from None
+    return tail, tail.traceEvents or []
+
+
+def _set_metadata(cols: KinetoColumns, head: TopLevel | None, tail: TopLevel | None) -> None:
+    for key in TopLevel.__struct_fields__[2:]:
+        for top in (head, tail):
+            raw = getattr(top, key) if top is not None else None
+            if raw:
+                cols.metadata[key] = bytes(raw)
+    base = next((t.baseTimeNanoseconds for t in (head, tail) if t is not None and t.baseTimeNanoseconds is not None),
+                None)
+    if base is not None:
+        cols.metadata["baseTimeNanoseconds"] = str(base).encode()

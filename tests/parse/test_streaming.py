@@ -1,0 +1,141 @@
+"""The streaming Kineto reader: a trace read in small blocks gives exactly the
+columns of the whole-file reader, holds one block's events at a time, and
+leaves every error to the whole-file reader's exact message."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from mlprof.errors import TraceFormatError
+from mlprof.parse import kineto_stream
+from mlprof.parse.kineto import StringPool, _read, read_kineto
+
+_BLOCK = 4096
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Blocks of 4 KiB, so a trace of a few hundred events spans many of them."""
+    monkeypatch.setattr(kineto_stream, "_MIN_BLOCK", _BLOCK)
+    monkeypatch.setattr(kineto_stream, "_MAX_BLOCK", _BLOCK)
+
+
+def _events(n: int) -> list[dict]:
+    out = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "main"}}]
+    for i in range(n):
+        step = i // 50
+        if i % 50 == 0:
+            out.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 7,
+                        "ts": step * 1000.0, "dur": 999.0})
+        # Names holding "}, {" and "}," test cuts that fall inside a string.
+        name = "aten::add" if i % 7 else 'weird"}, {"name": "x'
+        out.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 7, "ts": step * 1000.0 + i % 50 * 10 + 1,
+                    "dur": 5.5, "args": {"External id": i, "Input Dims": [[i % 3, 4]], "Input type": ["float"]}})
+        if i % 25 == 0:
+            out.append({"ph": "s", "id": i, "cat": "fwdbwd", "name": "fwdbwd", "pid": 1, "tid": 7,
+                        "ts": step * 1000.0 + 2})
+            out.append({"ph": "f", "id": i, "bp": "e", "cat": "fwdbwd", "name": "fwdbwd", "pid": 1, "tid": 7,
+                        "ts": step * 1000.0 + 3})
+    out.append({"ph": "C", "name": "mem", "pid": 1, "ts": 5.0, "args": {"bytes": 10, "other": 2.5}})
+    return out
+
+
+def _write(path, events, base_first=True, indent=None):
+    body = json.dumps(events, indent=indent)
+    head = '{"schemaVersion": 1, ' + ('"baseTimeNanoseconds": 1700000000000000000, ' if base_first else "")
+    tail = "" if base_first else ', "traceName": "t", "baseTimeNanoseconds": 1700000000000000000'
+    text = (head + '"traceEvents": ' + body + tail + "}").encode()
+    path.write_bytes(gzip.compress(text) if path.name.endswith(".gz") else text)
+    return path
+
+
+def _same(a, b, pool_a, pool_b) -> None:
+    va = np.array(pool_a.values() + [None], dtype=object)
+    vb = np.array(pool_b.values() + [None], dtype=object)
+    assert (a.event_count, a.base_time_ns, a.metadata, a.threads, dict(a.unknown)) == \
+           (b.event_count, b.base_time_ns, b.metadata, b.threads, dict(b.unknown))
+    for kind in kineto_stream.ACCUMULATED:
+        x, y = getattr(a, kind), getattr(b, kind)
+        assert set(x) == set(y), kind
+        for key in x:
+            xs, ys = x[key], y[key]
+            if xs.dtype == np.int32:  # pool codes: compare the strings
+                xs, ys = va[xs], vb[ys]
+            assert xs.tolist() == ys.tolist() or np.array_equal(xs, ys, equal_nan=True), (kind, key)
+
+
+@pytest.mark.parametrize("name, base_first, indent, workers", [
+    ("t.json", True, None, "1"),
+    ("t.json", False, 2, "1"),  # Kineto's layout: baseTimeNanoseconds after the events
+    ("t.json.gz", False, None, "1"),
+    ("t.json", True, 2, "2"),  # pieces handed to a forked worker
+])
+def test_trace_read_in_small_blocks_gives_the_whole_file_readers_columns(
+        tmp_path, small_blocks, monkeypatch, name, base_first, indent, workers):
+    monkeypatch.setenv("MLPROF_PARSE_WORKERS", workers)
+    path = _write(tmp_path / name, _events(600), base_first, indent)
+    text = gzip.decompress(path.read_bytes()) if name.endswith(".gz") else path.read_bytes()
+    assert len(text) > 20 * _BLOCK
+    seen = []
+    real = kineto_stream._decode_piece
+
+    def spy(raws, *args):
+        seen.append(len(raws))
+        return real(raws, *args)
+
+    monkeypatch.setattr(kineto_stream, "_decode_piece", spy)
+    pool_s, pool_w = StringPool(), StringPool()
+    streamed = kineto_stream.read_stream(path, pool_s, None, None)
+    whole = _read(path, pool_w, None)
+    _same(streamed, whole, pool_s, pool_w)
+    # Bounded: no piece holds more events than one block (plus the events
+    # cut from the block before) can hold; the events are ~150 bytes each.
+    if workers == "1":
+        assert len(seen) > 10 and max(seen) <= 2 * _BLOCK // 100
+
+
+def test_progress_reports_bytes_read_of_the_file_size(tmp_path, small_blocks):
+    path = _write(tmp_path / "t.json", _events(300))
+    calls = []
+    read_kineto(path, StringPool(), lambda done, total: calls.append((done, total)))
+    size = path.stat().st_size
+    assert calls[-1] == (size, size) and len(calls) > 5
+    assert all(t == size for _, t in calls) and [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_bad_event_deep_in_a_streamed_trace_is_named_as_by_the_whole_file_reader(tmp_path, small_blocks):
+    events = _events(400)
+    events[300]["dur"] = "soon"
+    path = _write(tmp_path / "t.json", events)
+    with pytest.raises(TraceFormatError, match=r"\$\.traceEvents\[300\]"):
+        read_kineto(path, StringPool())
+
+
+@pytest.mark.parametrize("cut", [-3, -40, 5000])
+def test_truncated_streamed_trace_is_refused_as_truncated(tmp_path, small_blocks, cut):
+    path = _write(tmp_path / "t.json", _events(400))
+    data = path.read_bytes()
+    path.write_bytes(data[:cut])
+    with pytest.raises(TraceFormatError, match="truncated|malformed"):
+        read_kineto(path, StringPool())
+
+
+def test_trailing_comma_in_the_event_array_is_refused(tmp_path, small_blocks):
+    path = tmp_path / "t.json"
+    text = json.dumps({"traceEvents": _events(200)})
+    path.write_text(text[:-2] + ",]}")
+    with pytest.raises(TraceFormatError):
+        read_kineto(path, StringPool())
+
+
+def test_a_cut_inside_a_string_is_never_taken():
+    # The last "}," lies inside the name string: decoding up to it fails, and
+    # the cut falls back to the one after the first event.
+    buf = b'{"ph": "X"}, {"ph": "X", "name": "a}, {\\"b}, c'
+    rest_at, raws = kineto_stream._proven_cut(buf)
+    assert [bytes(r) for r in raws] == [b'{"ph": "X"}'] and buf[rest_at:].startswith(b' {"ph"')
+    assert kineto_stream._proven_cut(b'{"ph": "X", "name": "a}, b') is None
