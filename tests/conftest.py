@@ -32,6 +32,17 @@ def ascend_data() -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _environment_restored():
+    """A test that leaves os.environ changed (a Dask LocalCluster sets OMP_NUM_THREADS=1 for good) would
+    change every later test of its worker process: the real runs it starts, the thread facts they record."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def _no_profiler_left_attached():
     yield
     from mlprof.collect import recorder

@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mlprof.capture.layout import DIR_MODE, FILE_MODE
-from mlprof.capture.records import encode
 from mlprof.errors import MlprofError
 
 __all__ = ["DIR_MODE", "FILE_MODE", "make_private_dir", "atomic_write", "write_json_atomic", "output_lock",
@@ -52,6 +51,8 @@ def atomic_write(path: Path, data: bytes | str) -> Path:
 def write_json_atomic(path: Path, data: object) -> Path:
     """``data`` (a record of mlprof.capture.records, or plain JSON values) as compact JSON, through a
     temporary name."""
+    from mlprof.capture.records import encode  # here: `import mlprof` stays free of msgspec
+
     return atomic_write(path, encode(data))
 
 

@@ -17,9 +17,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from ..capture.records import GcRecord, MarkersFile, ModulesFile, PythonSamplesFile, StepRecord
 
 __all__ = ["HostRecorder", "active_recorder", "range_record"]
 
@@ -121,6 +118,11 @@ class HostRecorder:
 
     def files(self) -> dict[str, Any]:
         """The window's files by kind (layout.WINDOW_JSON_FILES keys), as typed records."""
+        # Imported here, at window end: `import mlprof` (mstx imports this module) stays free of msgspec.
+        import msgspec
+
+        from ..capture.records import GcRecord, MarkersFile, ModulesFile, PythonSamplesFile, StepRecord
+
         if self._device is not None:
             self._device.resolve(self.ranges)
         files: dict[str, Any] = {

@@ -116,10 +116,10 @@ def synchronization(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
 
 def _blocked_during_communication(ctx: AdvisorContext, from_api: bool) -> int:
     """ns of host sync time (runtime sync calls, else sync ops) during which the device runs collectives."""
-    sync = (f"SELECT start_ns, start_ns + dur_ns AS end_ns FROM runtime_calls "
+    sync = ("SELECT start_ns, start_ns + dur_ns AS end_ns FROM runtime_calls "
             f"WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_API)})" if from_api else
-            f"SELECT start_ns, start_ns + dur_ns AS end_ns FROM host_ops WHERE step IS NOT NULL "
-            f"AND name IN ('aten::_local_scalar_dense', 'aten::nonzero') AND NOT coalesce(folded, false)")
+            "SELECT start_ns, start_ns + dur_ns AS end_ns FROM host_ops WHERE step IS NOT NULL "
+            "AND name IN ('aten::_local_scalar_dense', 'aten::nonzero') AND NOT coalesce(folded, false)")
     a = ctx.store.sql(sync).fetchnumpy()
     b = ctx.store.sql("""SELECT start_ns, start_ns + dur_ns AS end_ns FROM device_ops
                          WHERE is_communication AND step IS NOT NULL""").fetchnumpy()
