@@ -12,13 +12,21 @@ T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
 
 
-def _capture(tmp_path, job_percent, system_percent, runnable, threads=2, job_processes=None, pid=None):
+def _capture(tmp_path, job_percent, system_percent, runnable, threads=2, job_processes=None, pid=None,
+             collective_ms_per_step=0):
     root = tmp_path / "cap"
     window = root / "raw" / "window_0000"
     window.mkdir(parents=True)
     steps = [{"step": i, "start_ns": T0 + i * 50 * MS, "end_ns": T0 + (i + 1) * 50 * MS} for i in range(4)]
     (window / "steps.json").write_text(json.dumps(steps))
-    (window / "window.json").write_text(json.dumps({"index": 0, "status": "complete", "files": {"steps": "steps.json"}}))
+    files = {"steps": "steps.json"}
+    if collective_ms_per_step:  # the step's thread waits in a gloo all-reduce at the end of each step
+        events = [{"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "pid": 1, "tid": 1,
+                   "ts": (T0 + (i + 1) * 50 * MS - collective_ms_per_step * MS) / 1000,
+                   "dur": collective_ms_per_step * 1000} for i in range(4)]
+        (window / "kineto.pt.trace.json").write_text(json.dumps({"traceEvents": events}))
+        files["kineto"] = "kineto.pt.trace.json"
+    (window / "window.json").write_text(json.dumps({"index": 0, "status": "complete", "files": files}))
     (root / "profiler_info.json").write_text(json.dumps({
         "schema_version": 1, "kind": "mlprof.capture", "status": "finished", "rank": 0, "world_size": 1,
         **({"pid": pid} if pid else {}),
@@ -67,3 +75,13 @@ def test_helpers_the_job_started_that_starve_its_training_process_are_named(tmp_
     quiet = advise(_capture(tmp_path / "b", job_percent=190.0, system_percent=100.0, runnable=5,
                             job_processes=busy, pid=4242))
     assert not [f for f in quiet.findings if f.id == "cpu_contention"]
+
+
+def test_a_rank_waiting_in_collectives_for_a_slower_rank_is_not_starved(tmp_path):
+    # 60% of a core of the 100% its one thread could use, while it waits 30 of every 50 ms in an all-reduce
+    # for the other rank (which takes the other core): it had all the CPU it could use.
+    waiting = advise(_capture(tmp_path, job_percent=60.0, system_percent=100.0, runnable=5, threads=1,
+                              collective_ms_per_step=30))
+    assert not [f for f in waiting.findings if f.id == "cpu_contention"]
+    computing = advise(_capture(tmp_path / "b", job_percent=60.0, system_percent=100.0, runnable=5, threads=1))
+    assert [f for f in computing.findings if f.id == "cpu_contention"]

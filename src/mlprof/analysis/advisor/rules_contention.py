@@ -12,7 +12,8 @@ steps:
   with it just the same;
 * threads queued for a core (runnable threads above the core count);
 * the training process got clearly less CPU than its threads could use:
-  under 80% of min(torch threads, cores), less the time it waits for data,
+  under 80% of min(torch threads, cores), less the time it waits for data
+  or in collectives for other ranks,
   since a busy machine whose scheduler still gives the job its share is not
   slowing it.
 
@@ -70,9 +71,10 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     helper_cores = max(job - train, 0.0) / 100.0 if mine else 0.0
     competing_cores = other_cores + helper_cores
     queueing = runnable is None or runnable > cores
-    # What the training process could use while it computes: not while it waits for the next batch.
-    loading = ctx.share(sum(s.data_loading_ns for s in ctx.steps))
-    demand = (cpu_demand_percent(ctx.store, load) or 0.0) * (1.0 - loading)
+    # What the training process could use while it computes: not while it waits for the next batch, nor
+    # while it waits in a collective for the other ranks (a fast rank waiting for a slow one is not starved).
+    waiting = ctx.share(sum(s.data_loading_ns + (s.host_communication_ns or 0) for s in ctx.steps))
+    demand = (cpu_demand_percent(ctx.store, load) or 0.0) * max(1.0 - waiting, 0.0)
     starved = is_starved(train, demand)
     if not queueing or not starved or competing_cores / cores < th.cpu_contention_other_share:
         return []
