@@ -28,7 +28,7 @@ from mlprof.analysis.devices import RunDevice, run_device
 from mlprof.analysis.ops import DEVICE_NS_PER_OP, HOST_OP_FILTER
 from mlprof.analysis.run_facts import fact_warnings, run_facts
 from mlprof.analysis.compare_load import load_aware_verdict, run_load
-from mlprof.analysis.stats import MIN_CHANGE, Distribution, Shift, Verdict, describe, relative_verdict, shift
+from mlprof.analysis.stats import CPU_MIN_CHANGE, MIN_CHANGE, Distribution, Shift, Verdict, describe, relative_verdict, shift
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
 from mlprof.analysis.training import RateChange, throughput_changes
 from mlprof.errors import MlprofError
@@ -239,10 +239,12 @@ def _with_stats(d: Delta, base: list, new: list, log: bool = False) -> Delta:
 
 
 def compare(base: TableStore, new: TableStore, top: int | None = None,
-            min_change: float = MIN_CHANGE) -> Comparison:
+            min_change: float | None = None) -> Comparison:
     """Compare ``new`` against ``base``; each section keeps its ``top`` items by impact (None: all).
 
-    ``Comparison.more`` counts, per section, the rows ``top`` left out.
+    ``Comparison.more`` counts, per section, the rows ``top`` left out. ``min_change`` is the smallest
+    step-time change called faster/slower; None: ``MIN_CHANGE``, or ``CPU_MIN_CHANGE`` when both runs
+    computed on the CPU.
     """
     base_steps, new_steps = step_breakdown(base), step_breakdown(new)
     if not base_steps or not new_steps:
@@ -256,6 +258,10 @@ def compare(base: TableStore, new: TableStore, top: int | None = None,
     step_delta = mean_n - mean_b
     step_time = _with_stats(_delta("step time", mean_b, mean_n, step_delta),
                             [s.dur_ns for s in base_steps], [s.dur_ns for s in new_steps], log=True)
+    devices = run_device(base), run_device(new)
+    cross = devices[0].kind != devices[1].kind
+    if min_change is None:
+        min_change = CPU_MIN_CHANGE if devices[0].kind == devices[1].kind == "cpu" else MIN_CHANGE
     verdict = relative_verdict([s.dur_ns for s in base_steps], [s.dur_ns for s in new_steps],
                                min_change=min_change)
     breakdown = []
@@ -272,8 +278,6 @@ def compare(base: TableStore, new: TableStore, top: int | None = None,
                                      [getattr(s, f) or 0 for s in new_steps]))
     _mark_steps(base, b_steps)
     _mark_steps(new, n_steps)
-    devices = run_device(base), run_device(new)
-    cross = devices[0].kind != devices[1].kind
     device_view = any(s.computing_ns is not None for s in b_steps + n_steps)
 
     def cost(row: dict | None) -> float:

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mlprof.analysis.compare import Comparison, Delta, compare
-from mlprof.analysis.stats import MIN_CHANGE
+from mlprof.analysis.stats import CPU_MIN_CHANGE, MIN_CHANGE
 from mlprof.cli.common import add_common, finite_float, parsed_outputs, print_json, progress_for
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
@@ -37,9 +37,10 @@ def register(sub) -> None:
                    help=f"exit with status {EXIT_SLOWER} when NEW's step time is more than PCT%% slower than "
                         "BASE's even at the lower end of the 95%% confidence interval (beyond noise); "
                         f"status {EXIT_INCONCLUSIVE} when too few steps to tell")
-    p.add_argument("--min-change", type=finite_float, default=MIN_CHANGE * 100, metavar="PCT",
-                   help="smallest step-time change called faster/slower (default %(default)g%%): two runs of "
-                        "the same code differ by a few percent as a whole, whatever the number of steps")
+    p.add_argument("--min-change", type=finite_float, default=None, metavar="PCT",
+                   help=f"smallest step-time change called faster/slower (default {MIN_CHANGE * 100:g}%%, "
+                        f"{CPU_MIN_CHANGE * 100:g}%% when both runs computed on the CPU): two runs of the same "
+                        "code differ as a whole, whatever the number of steps")
     add_common(p)
     p.set_defaults(run=run)
 
@@ -158,9 +159,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--top: expected a count >= 0, got {args.top}")
     with TableStore(base_out / TABLES_DIR) as b, TableStore(new_out / TABLES_DIR) as n:
         # The terminal cuts at print time (and counts the rest); JSON keeps all unless --top says otherwise.
-        if args.min_change < 0:
+        if args.min_change is not None and args.min_change < 0:
             raise ConfigError(f"--min-change {args.min_change:g}: must be >= 0")
-        result = compare(b, n, top=args.top if args.json else None, min_change=args.min_change / 100)
+        result = compare(b, n, top=args.top if args.json else None,
+                         min_change=None if args.min_change is None else args.min_change / 100)
     gate = result.gate(args.fail_if_slower) if args.fail_if_slower is not None else None
     if args.json:
         print_json({"base": base_src, "new": new_src, **result.to_dict(), "top": args.top,
