@@ -145,6 +145,18 @@ _NEEDS = {"HTA TraceAnalysis load": "hta", "TensorBoard plugin loader": "torch_t
           "orjson.loads": "orjson"}
 
 
+
+def _installed(peer: str) -> bool:
+    """Whether the module a peer needs (``_NEEDS``) imports here; peers without one always are."""
+    module = _NEEDS.get(peer)
+    if module is None:
+        return True
+    try:
+        __import__(module)
+    except Exception:  # noqa: BLE001 - a broken install is as good as none for a benchmark
+        return False
+    return True
+
 def measure(argv: list[str], timeout_s: float) -> tuple[float, int, int, float]:
     """(wall seconds, peak RSS bytes, exit status, CPU seconds) of one child process (and its children)."""
     start = time.perf_counter()
@@ -203,13 +215,9 @@ def sweep(args) -> int:
         for name in _SWEEP_PEERS:
             if any(s.lower() in name.lower() for s in args.skip):
                 continue
-            module = _NEEDS.get(name)
-            if module is not None:
-                try:
-                    __import__(module)
-                except Exception:
-                    print(f"{n_events:>11,} {size / 2**20:>6.0f}  {name:<28} (not installed: pip install -e .[bench])")
-                    continue
+            if not _installed(name):
+                print(f"{n_events:>11,} {size / 2**20:>6.0f}  {name:<28} (not installed: pip install -e .[bench])")
+                continue
             out = workdir / "out"
             shutil.rmtree(out, ignore_errors=True)
             wall, rss, rc, cpu = measure([p.format(trace=trace, out=out) for p in _PEERS[name]], args.timeout)
@@ -266,13 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, template in _PEERS.items():
         if any(s.lower() in name.lower() for s in args.skip):
             continue
-        module = _NEEDS.get(name)
-        if module is not None:
-            try:
-                __import__(module)
-            except Exception:
-                print(f"{name:<28} skipped ({module} not installed: pip install -e .[bench])")
-                continue
+        if not _installed(name):
+            print(f"{name:<28} skipped ({_NEEDS[name]} not installed: pip install -e .[bench])")
+            continue
         cmd = [part.format(trace=trace, out=out) for part in template]
         runs = [measure(cmd, args.timeout) for _ in range(max(1, args.repeat))]
         # The median run (a shared 2-core machine is noisy); peak RSS of all runs.

@@ -31,22 +31,29 @@ _FIX = ("Vectorise the loop: one tensor op over the whole batch instead of one p
 # the per-tensor ops they record are not issued one by one from Python.
 _MULTI_TENSOR_SQL = "name LIKE 'aten::\\_foreach\\_%' ESCAPE '\\' OR name LIKE 'aten::\\_fused\\_%' ESCAPE '\\'"
 
-_STEP_OPS_SQL = f"""
-        SELECT h.* FROM host_ops h
+def _find_storm(ctx: AdvisorContext, th: Thresholds) -> None:
+    """Temp tables read by the rest of the rule, computed once: ``_storm_names`` (op names called
+    ``op_storm_calls_per_step``+ times a step at under ``tiny_op_ns``) and ``_storm_ops`` (their
+    outermost calls). Ops inside a multi-tensor kernel count for neither."""
+    ctx.store.con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _step_ops AS
+        SELECT h.op_id, h.parent_op_id, h.name, h.window_index, h.step, h.tid, h.start_ns, h.dur_ns FROM host_ops h
         WHERE h.step IS NOT NULL AND h.category = 'cpu_op' AND NOT EXISTS (
             SELECT 1 FROM host_ops m
             WHERE m.window_index = h.window_index AND m.tid = h.tid AND m.category = 'cpu_op'
-              AND ({_MULTI_TENSOR_SQL}) AND h.start_ns >= m.start_ns AND h.start_ns < m.start_ns + m.dur_ns)"""
-
-
-def _storm_ops_sql(th: Thresholds) -> str:
-    """Repeated tiny ops (name-level) over ``step_ops`` (the CTE of _STEP_OPS_SQL), as a CTE body."""
-    return f"""
+              AND ({_MULTI_TENSOR_SQL}) AND h.start_ns >= m.start_ns AND h.start_ns < m.start_ns + m.dur_ns)""")
+    ctx.store.con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _storm_names AS
         SELECT name, count(*) AS calls, count(DISTINCT (window_index, step)) AS steps, avg(dur_ns) AS avg_ns
-        FROM step_ops
-        GROUP BY name
+        FROM _step_ops GROUP BY name
         HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step))
-           AND avg(dur_ns) < {int(th.tiny_op_ns)}"""
+           AND avg(dur_ns) < {int(th.tiny_op_ns)}""")
+    ctx.store.con.execute("""
+        CREATE OR REPLACE TEMP TABLE _storm_ops AS
+        SELECT h.window_index, h.step, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns
+        FROM _step_ops h JOIN _storm_names s ON s.name = h.name
+        LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
+        WHERE p.name IS NULL OR p.name NOT IN (SELECT name FROM _storm_names)""")
 
 
 _OPTIMIZER_FIX = ("The optimizer updates its parameters one tensor at a time, several small ops each. Use its "
@@ -55,16 +62,10 @@ _OPTIMIZER_FIX = ("The optimizer updates its parameters one tensor at a time, se
                   "parameter tensors help too. Mixed precision will not help: the time goes to issuing ops.")
 
 
-def _storm_phases(ctx: AdvisorContext, th: Thresholds) -> dict[str, int]:
+def _storm_phases(ctx: AdvisorContext) -> dict[str, int]:
     """Storm-op time (outermost storm ops) per host phase, largest first."""
-    rows = ctx.store.rows(f"""
-        WITH step_ops AS ({_STEP_OPS_SQL}), storm AS ({_storm_ops_sql(th)}),
-        ops AS (
-            SELECT h.window_index, h.step, h.start_ns, h.dur_ns
-            FROM step_ops h JOIN storm s ON s.name = h.name
-            LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
-            WHERE p.name IS NULL OR p.name NOT IN (SELECT name FROM storm))
-        SELECT ps.phase, sum(o.dur_ns) FROM ops o
+    rows = ctx.store.rows("""
+        SELECT ps.phase, sum(o.end_ns - o.start_ns) FROM _storm_ops o
         JOIN phase_spans ps ON ps.window_index = o.window_index AND ps.view = 'host'
          AND o.start_ns >= ps.start_ns AND o.start_ns < ps.end_ns
         GROUP BY ps.phase ORDER BY 2 DESC""")
@@ -79,12 +80,7 @@ def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
     model's work, not the loop's: only the part no top-level op covers counts.
     """
     rows = ctx.store.dicts(f"""
-        WITH step_ops AS ({_STEP_OPS_SQL}), storm AS ({_storm_ops_sql(th)}),
-        ops AS (
-            SELECT h.window_index, h.step, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns
-            FROM step_ops h JOIN storm s ON s.name = h.name
-            LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
-            WHERE p.name IS NULL OR p.name NOT IN (SELECT name FROM storm)),
+        WITH ops AS (SELECT * FROM _storm_ops),
         gaps AS (
             SELECT window_index, step, tid,
                    lag(end_ns) OVER (PARTITION BY window_index, step, tid ORDER BY start_ns) AS gap_start_ns,
@@ -164,6 +160,7 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Many tiny ops per step from a Python loop (see the module doc)."""
     if not ctx.steps:
         return []
+    _find_storm(ctx, th)
     cost_ns, envelopes = _storm_cost(ctx, th)
     share = ctx.share(cost_ns)
     severity = severity_for(share, th.op_storm_warn_share, th)
@@ -176,10 +173,9 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if severity is None or share < th.info_share:
         return []
     steps_n = max(len(ctx.steps), 1)
-    repeated = ctx.store.dicts(f"""
-        WITH step_ops AS ({_STEP_OPS_SQL}), storm AS ({_storm_ops_sql(th)})
+    repeated = ctx.store.dicts("""
         SELECT name, calls, round(calls / steps, 1) AS calls_per_step, CAST(avg_ns AS BIGINT) AS avg_ns
-        FROM storm ORDER BY calls DESC, name LIMIT 8""")
+        FROM _storm_names ORDER BY calls DESC, name LIMIT 8""")
     modules = ctx.store.dicts(f"""
         SELECT module_path, any_value(module_type) AS module_type, count(*) AS calls,
                round(count(*) / count(DISTINCT (window_index, step)), 1) AS calls_per_step
@@ -191,10 +187,8 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     what = (f"{modules[0]['module_path']} ({modules[0]['module_type']}) is called {modules[0]['calls_per_step']:g} "
             f"times per step" if modules else
             f"{repeated[0]['name']} runs {repeated[0]['calls_per_step']:g} times per step" if repeated else "")
-    phases = _storm_phases(ctx, th)
-    phase_total = sum(phases.values()) or 1
-    main_phase = next(iter(phases), None)
-    in_optimizer = main_phase == "optimizer" and phases["optimizer"] / phase_total >= 0.5
+    phases = _storm_phases(ctx)
+    in_optimizer = phases.get("optimizer", 0) >= 0.5 * sum(phases.values()) > 0
     where = (" in the optimizer step" if in_optimizer else f" from {short_site(site['call_site'])}" if site else "")
     return [Finding(
         id="op_storm", severity=severity, share=round(share, 4), impact_ns=int(cost_ns),
