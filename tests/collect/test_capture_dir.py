@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import stat
+import sys
 import time
 
 import pytest
@@ -78,6 +79,10 @@ def test_markers_steps_and_gc_pauses_are_recorded_on_the_kineto_clock(tmp_path, 
     (window,) = windows_of(prof.capture_dir)
     steps = load_json(window / "steps.json")
     assert [s["step"] for s in steps] == [2, 3]
+    # The process's CPU time in each step, and (Linux) the stepping thread's wait for a core.
+    assert all(0 < s["cpu_ns"] for s in steps)
+    if sys.platform.startswith("linux"):
+        assert all(0 <= s["cpu_wait_ns"] <= s["end_ns"] - s["start_ns"] for s in steps)
     markers = load_json(window / "markers.json")
     assert [m["name"] for m in markers["marks"]] == ["step 2 begins", "step 3 begins"]
     assert [r["name"] for r in markers["ranges"]] == ["forward+backward"] * 2

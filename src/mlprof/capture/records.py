@@ -113,6 +113,10 @@ class StepRecord(_Record, kw_only=True):
     step: Int
     start_ns: Int
     end_ns: Int
+    # CPU time of the whole process during the step, and the stepping thread's wait for a core
+    # (run-queue delay, Linux); null where not measured (older captures, other platforms).
+    cpu_ns: Union[Int, None] = None
+    cpu_wait_ns: Union[Int, None] = None
 
 
 class MarkRecord(_Record, kw_only=True):

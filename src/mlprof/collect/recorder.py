@@ -12,6 +12,7 @@ at window end, and the writer encodes those.
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -47,18 +48,23 @@ class HostRecorder:
     # Window files recorded beside this recorder (python_samples, modules), by files() key:
     # their dicts (StackSampler/ModuleRecorder.to_json()) or records.
     attribution: dict[str, Any] = field(default_factory=dict)
-    _current_step: tuple[int, int] | None = None
+    _current_step: tuple[int, int, int, int | None] | None = None  # step, start_ns, cpu_ns, wait_ns at start
+    _cpu_clock: "StepCpuClock | None" = None
     _gc_start_ns: int = 0
     _device: Any = None  # mlprof.collect.device_markers.DeviceRangeTimer, lazily
 
     # -- steps ---------------------------------------------------------------
     def begin_step(self, step: int, ts_ns: int) -> None:
-        self._current_step = (step, ts_ns)
+        if self._cpu_clock is None:
+            self._cpu_clock = StepCpuClock()
+        self._current_step = (step, ts_ns, *self._cpu_clock.read())
 
     def end_step(self, ts_ns: int) -> None:
         if self._current_step is not None:
-            step, start_ns = self._current_step
-            self.steps.append({"step": step, "start_ns": start_ns, "end_ns": ts_ns})
+            step, start_ns, cpu0, wait0 = self._current_step
+            cpu1, wait1 = self._cpu_clock.read() if self._cpu_clock is not None else (cpu0, None)
+            self.steps.append({"step": step, "start_ns": start_ns, "end_ns": ts_ns, "cpu_ns": cpu1 - cpu0,
+                               "cpu_wait_ns": None if wait0 is None or wait1 is None else wait1 - wait0})
             self._current_step = None
 
     def step_range(self) -> tuple[int | None, int | None]:
@@ -102,6 +108,8 @@ class HostRecorder:
             gc.callbacks.remove(self._on_gc)
         self.end_step(time.time_ns())
         self.flush_open_ranges()
+        if self._cpu_clock is not None:
+            self._cpu_clock.close()
 
     def flush_open_ranges(self) -> None:
         """Write ranges still open at window end, with an unknown end."""
@@ -138,6 +146,39 @@ class HostRecorder:
             if value is not None:
                 files[key] = value
         return files
+
+
+class StepCpuClock:
+    """The process's CPU time and the stepping thread's wait for a CPU core, read at step boundaries.
+
+    The wait is the kernel's run-queue delay of the thread that opened the clock
+    (``/proc/thread-self/schedstat``, Linux): time it was ready to run while other
+    processes held the cores. ``compare`` subtracts it from step time on CPU-only
+    runs, which makes runs on a busy machine comparable with runs on a quiet one.
+    Elsewhere, or read from another thread, the wait is None. About 2 us a read.
+    """
+
+    def __init__(self) -> None:
+        self._tid = threading.get_ident()
+        self._fd: int | None = None
+        try:
+            self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            pass
+
+    def read(self) -> tuple[int, int | None]:
+        cpu_ns = time.process_time_ns()
+        if self._fd is None or threading.get_ident() != self._tid:
+            return cpu_ns, None
+        try:
+            return cpu_ns, int(os.pread(self._fd, 128, 0).split()[1])
+        except (OSError, ValueError, IndexError):
+            return cpu_ns, None
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 def range_record(rng: OpenRange, end_ns: int | None, end_tid: int | None) -> dict[str, Any]:

@@ -110,6 +110,28 @@ def _step_table(win: WindowData, pool: StringPool, host: dict) -> tuple[np.ndarr
     return empty, empty, empty, "none"
 
 
+def _step_cpu(win: WindowData, number: np.ndarray, start: np.ndarray,
+              end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, mlprof's CPU and core-wait measures (steps.json), MISSING where it has none.
+
+    Kineto's ProfilerStep spans and mlprof's steps are cut by the same ``step()``
+    call; a record is taken for a step of the same number only when it starts
+    within a tenth of the step (or 1 ms) of the span, so a renumbered trace never
+    borrows another step's figures.
+    """
+    cpu, wait = _full(len(number), MISSING), _full(len(number), MISSING)
+    records = {r.step: r for r in win.steps}
+    for i, (n, s, e) in enumerate(zip(number.tolist(), start.tolist(), end.tolist())):
+        r = records.get(n)
+        if r is None or abs(r.start_ns - s) > max((e - s) // 10, 1_000_000):
+            continue
+        if r.cpu_ns is not None:
+            cpu[i] = r.cpu_ns
+        if r.cpu_wait_ns is not None:
+            wait[i] = r.cpu_wait_ns
+    return cpu, wait
+
+
 def _lookup(keys_sorted: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
     """values[i] where keys_sorted[i] == query, else MISSING."""
     if len(keys_sorted) == 0:
@@ -137,9 +159,11 @@ def _build_window(win: WindowData, pool: StringPool, tables: _Tables, offsets: d
     w = win.index
     host = k.host if k else {}
     steps_n, steps_s, steps_e, source = _step_table(win, pool, host)
+    cpu_ns, cpu_wait_ns = _step_cpu(win, steps_n, steps_s, steps_e)
     tables.add("steps", w, {"step": steps_n, "start_ns": steps_s, "end_ns": steps_e,
                             "dur_ns": steps_e - steps_s,
-                            "source": np.array([source] * len(steps_n), dtype=object)})
+                            "source": np.array([source] * len(steps_n), dtype=object),
+                            "cpu_ns": cpu_ns, "cpu_wait_ns": cpu_wait_ns})
 
     def step_of(ts: np.ndarray) -> np.ndarray:
         return assign_steps(ts, steps_s, steps_e, steps_n, MISSING)

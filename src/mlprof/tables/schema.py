@@ -161,6 +161,9 @@ TABLES: dict[str, TableSchema] = {
             ("end_ns", "BIGINT", "end, wall clock ns"),
             ("dur_ns", "BIGINT", "end_ns - start_ns"),
             ("source", "VARCHAR", "kineto (ProfilerStep events) or mlprof (steps.json)"),
+            ("cpu_ns", "BIGINT", "CPU time of the whole process during the step, ns (NULL: not measured)"),
+            ("cpu_wait_ns", "BIGINT",
+             "time the stepping thread waited for a CPU core (run-queue delay), ns (NULL: not measured)"),
         ),
         _t(
             "markers",
