@@ -29,10 +29,10 @@ def private_locks(tmp_path, monkeypatch):
     monkeypatch.setenv("MLPROF_LOCK_DIR", str(tmp_path / "locks"))
 
 
-def run_scenario(tmp_path: Path, scenario: str, steps: int = 8) -> TableStore:
+def run_scenario(tmp_path: Path, scenario: str, steps: int = 8, active: int = 3) -> TableStore:
     out = tmp_path / "result"
     done = subprocess.run(
-        [sys.executable, "-m", "mlprof", "run", "--output", str(out), "--skip-first", "2", "--active", "3", "--",
+        [sys.executable, "-m", "mlprof", "run", "--output", str(out), "--skip-first", "2", "--active", str(active), "--",
          sys.executable, str(JOBS), scenario, str(steps), str(tmp_path / "job_out")],
         capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -53,7 +53,8 @@ def cost_site(scenario: str) -> str:
 
 
 def test_row_by_row_dropout_is_named_by_module_and_line(tmp_path):
-    store = run_scenario(tmp_path, "row_dropout")
+    # Call sites come from Python stack samples: 3 steps of 4 ms held one or two of them.
+    store = run_scenario(tmp_path, "row_dropout", steps=30, active=25)
     assert largest(host_phases(store)) == "forward"
     tree = module_tree(store)
     assert max(tree, key=lambda m: m.self_ns).path == "Net.drop"

@@ -84,6 +84,10 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if severity is None:
         return []
     dur_of = {(st.window, st.step): st.dur_ns for st in ctx.steps}
+    # Measured where `mlprof run` recorded it: the stepping thread's wait for a core, of step time.
+    waits = ctx.store.rows("SELECT sum(cpu_wait_ns), sum(dur_ns), count(cpu_wait_ns), count(*) FROM steps")
+    wait_share = (round(waits[0][0] / waits[0][1], 4)
+                  if waits and waits[0][3] and waits[0][2] == waits[0][3] and waits[0][1] else None)
     outside = _named(_process_mean(load, "top_processes"), 5)
     inside = _named(helpers)
     who_out = ", ".join(f"{p['name']} (pid {p['pid']}, {p['cpu_percent']:.0f}% of a core)" for p in outside[:3])
@@ -110,6 +114,7 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                      "training_process_cpu_percent": round(train, 1), "job_cpu_demand_percent": round(demand, 1),
                      "other_cores": round(other_cores, 2), "job_helper_cores": round(helper_cores, 2),
                      "runnable_threads": None if runnable is None else round(runnable, 1),
+                     "training_thread_wait_share": wait_share,
                      "estimate": "CPU the training process missed, of what its threads could use"},
             ops=outside + [{**p, "in_job": True} for p in inside],
             steps=[{"step": r["step"], "window": r["window"], "dur_ns": dur_of.get((r["window"], r["step"])),
