@@ -24,7 +24,7 @@ from mlprof.errors import CaptureError
 
 __all__ = ["Int", "Clock", "Versions", "WindowEntry", "CaptureInfo", "CaptureMetadata", "WindowInfo",
            "StepRecord", "MarkRecord", "RangeRecord", "MarkersFile", "GcRecord", "PythonSamplesFile",
-           "ModulesFile", "ScalarsSegment", "encode", "decode_file", "convert", "read_manifest"]
+           "ModulesFile", "ScalarsSegment", "HostProcess", "GpuSample", "HostSample", "encode", "decode_file", "convert", "read_manifest"]
 
 # Every integer must fit the tables' int64 columns (hostile or corrupt files).
 Int = Annotated[int, msgspec.Meta(ge=-(2**62), le=2**62)]
@@ -174,6 +174,49 @@ class ScalarsSegment(_Record, kw_only=True):
     # [name, step or null, ts_ns, value or null, source]
     rows: list[tuple[str, Union[Int, None], Int, Union[float, None], str]] = []
     dropped: Int = 0
+
+
+# -- host_samples.json (and the sampler's host_samples.jsonl, one sample a line) ---------------------
+# Only the groups the sampler was asked for (host_sys) are written: absent keys stay absent on disk.
+class HostProcess(_Record, kw_only=True, omit_defaults=True):
+    """A process of ``job_processes`` or ``top_processes``: its CPU use since the previous scan."""
+
+    pid: Int
+    name: Union[str, None] = None
+    cpu_percent: Union[float, None] = None  # 100 = one core fully busy
+
+
+class GpuSample(_Record, kw_only=True, omit_defaults=True):
+    index: Int
+    util_percent: Union[Int, None] = None
+    mem_util_percent: Union[Int, None] = None
+    mem_used_bytes: Union[Int, None] = None
+    power_w: Union[float, None] = None
+    sm_clock_mhz: Union[Int, None] = None
+
+
+class HostSample(_Record, kw_only=True, omit_defaults=True):
+    ts_ns: Int  # wall clock
+    # "cpu": system and per core (100 = all cores busy), the job's process tree (100 = one core busy).
+    cpu_percent: Union[float, None] = None
+    cpu_percent_per_core: Union[list[float], None] = None
+    job_cpu_percent: Union[float, None] = None
+    # "cpu" too: who else wants the cores (runnable_threads: procs_running of /proc/stat, Linux only).
+    cpu_count: Union[Int, None] = None
+    runnable_threads: Union[Int, None] = None
+    job_threads: Union[Int, None] = None
+    job_processes: Union[list[HostProcess], None] = None
+    top_processes: Union[list[HostProcess], None] = None
+    # "mem"
+    mem_used_bytes: Union[Int, None] = None
+    mem_available_bytes: Union[Int, None] = None
+    job_rss_bytes: Union[Int, None] = None
+    # "disk", "network": rates since the previous sample
+    disk_read_bytes_per_s: Union[float, None] = None
+    disk_write_bytes_per_s: Union[float, None] = None
+    net_recv_bytes_per_s: Union[float, None] = None
+    net_sent_bytes_per_s: Union[float, None] = None
+    gpus: Union[list[GpuSample], None] = None  # NVML, when a driver is present
 
 
 # -- encoding and decoding ------------------------------------------------------------------------

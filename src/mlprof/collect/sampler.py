@@ -2,7 +2,8 @@
 
     python -m mlprof.collect.sampler OUT.jsonl --pid PID [--freq-hz 10] [--host-sys cpu,mem,disk,network]
 
-Every 1/freq s it appends one JSON line: host CPU (system, per core, and the
+Every 1/freq s it appends one JSON line, a ``HostSample`` of
+:mod:`mlprof.capture.records` (docs/capture_format.md): host CPU (system, per core, and the
 job's process tree, children included), CPU contention (core count, runnable
 threads, the tree's threads, the busiest other processes), memory (system
 and the tree's RSS), disk and network I/O rates, and per-GPU utilisation,
@@ -14,16 +15,20 @@ torch, and it never prints a traceback into the job's output.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
+
+# The records (msgspec) are imported where a sample is built, not here: the profiler imports this
+# module, and `import mlprof` stays free of msgspec.
+if TYPE_CHECKING:
+    from ..capture.records import GpuSample, HostProcess, HostSample
 
 __all__ = ["HostSampler", "main", "spawn_sampler", "samples_between"]
 
@@ -42,21 +47,23 @@ class _Nvml:
         except Exception:  # noqa: BLE001 - no NVML library or no driver: no GPU samples
             self.handles = []
 
-    def sample(self) -> list[dict[str, Any]]:
+    def sample(self) -> list[GpuSample]:
+        from ..capture.records import GpuSample
+
         out = []
         for index, handle in enumerate(self.handles):
             n = self.nvml
             try:
                 util = n.nvmlDeviceGetUtilizationRates(handle)
                 mem = n.nvmlDeviceGetMemoryInfo(handle)
-                out.append({
-                    "index": index,
-                    "util_percent": util.gpu,
-                    "mem_util_percent": util.memory,
-                    "mem_used_bytes": mem.used,
-                    "power_w": n.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-                    "sm_clock_mhz": n.nvmlDeviceGetClockInfo(handle, n.NVML_CLOCK_SM),
-                })
+                out.append(GpuSample(
+                    index=index,
+                    util_percent=util.gpu,
+                    mem_util_percent=util.memory,
+                    mem_used_bytes=mem.used,
+                    power_w=n.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+                    sm_clock_mhz=n.nvmlDeviceGetClockInfo(handle, n.NVML_CLOCK_SM),
+                ))
             except Exception:  # noqa: BLE001 - one unreadable counter must not end sampling
                 continue
         return out
@@ -66,6 +73,18 @@ class _Nvml:
 # scan reads /proc/PID/stat of every process on the host.
 TOP_PROCESSES_PERIOD_S = 1.0
 TOP_PROCESSES_COUNT = 5
+
+
+def _process(proc: psutil.Process, cpu_percent: float) -> HostProcess:
+    """``proc`` as a record (psutil.Error when it is gone)."""
+    from ..capture.records import HostProcess
+
+    name = proc.name()
+    if not name.isascii():
+        # Any process may call itself anything: bytes that are not UTF-8 (lone surrogates from psutil)
+        # become "?", so that every line stays valid UTF-8 JSON.
+        name = name.encode("utf-8", "replace").decode("utf-8")
+    return HostProcess(pid=proc.pid, name=name, cpu_percent=round(cpu_percent, 1))
 
 
 def runnable_threads() -> int | None:
@@ -86,12 +105,12 @@ class _OtherProcesses:
     def __init__(self) -> None:
         self._procs: dict[int, psutil.Process] = {}  # kept so cpu_percent(None) measures since the last scan
         self._last_scan = float("-inf")
-        self._top: list[dict[str, Any]] = []
+        self._top: list[HostProcess] = []
 
-    def top(self, exclude: set[int]) -> list[dict[str, Any]]:
+    def top(self, exclude: set[int]) -> list[HostProcess]:
         now = time.monotonic()
         if now - self._last_scan < TOP_PROCESSES_PERIOD_S:
-            return [dict(p) for p in self._top]
+            return list(self._top)
         self._last_scan = now
         usage = []
         live: dict[int, psutil.Process] = {}
@@ -114,11 +133,11 @@ class _OtherProcesses:
         top = []
         for percent, proc in [u for u in usage if u[0] > 0][:TOP_PROCESSES_COUNT]:
             try:
-                top.append({"pid": proc.pid, "name": proc.name(), "cpu_percent": round(percent, 1)})
+                top.append(_process(proc, percent))
             except psutil.Error:
                 continue
         self._top = top
-        return [dict(p) for p in top]
+        return list(top)
 
 
 class HostSampler:
@@ -157,12 +176,10 @@ class HostSampler:
                 continue
         return total
 
-    def _contention(self, tree: list[psutil.Process]) -> dict[str, Any]:
+    def _contention(self, tree: list[psutil.Process], record: HostSample) -> None:
         """Who else wants the CPU: to tell a slow job from a starved one."""
-        out: dict[str, Any] = {"cpu_count": self._cpu_count}
-        runnable = runnable_threads()
-        if runnable is not None:
-            out["runnable_threads"] = runnable
+        record.cpu_count = self._cpu_count
+        record.runnable_threads = runnable_threads()
         threads = 0
         for proc in tree:
             try:
@@ -172,29 +189,31 @@ class HostSampler:
         if threads == 0:
             # Every process of the job is gone (or a zombie): a sample now would show a job using nothing.
             raise psutil.NoSuchProcess(self.root.pid)
-        out["job_threads"] = threads
-        out["job_processes"] = self._job_processes(tree)
+        record.job_threads = threads
+        record.job_processes = self._job_processes(tree)
         # The sampler itself is left out too: under `mlprof run` it is not in the job's tree.
-        out["top_processes"] = self._others.top(set(self._procs) | {os.getpid()})
-        return out
+        record.top_processes = self._others.top(set(self._procs) | {os.getpid()})
 
-    def _job_processes(self, tree: list[psutil.Process]) -> list[dict[str, Any]]:
+    def _job_processes(self, tree: list[psutil.Process]) -> list[HostProcess]:
         """The job's busiest processes (the training process, DataLoader workers, helpers it started),
         so a training process starved by its own helpers is told apart from one starved by others."""
         usage = []
         for proc in tree:
             try:
-                usage.append({"pid": proc.pid, "name": proc.name(), "cpu_percent": round(proc.cpu_percent(None), 1)})
+                usage.append(_process(proc, proc.cpu_percent(None)))
             except psutil.Error:
                 continue
-        usage.sort(key=lambda p: -p["cpu_percent"])
+        usage.sort(key=lambda p: -(p.cpu_percent or 0.0))
         return usage[:TOP_PROCESSES_COUNT]
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self) -> HostSample:
+        """One sample; psutil.Error when the job is gone. Groups not asked for stay None (absent on disk)."""
+        from ..capture.records import HostSample
+
         now = time.monotonic()
         elapsed_s = max(now - self._last_t, 1e-6)
         self._last_t = now
-        record: dict[str, Any] = {"ts_ns": time.time_ns()}
+        record = HostSample(ts_ns=time.time_ns())
         # One walk of the process table per sample (children() scans every process).
         tree = self._tree() if self.host_sys & {"cpu", "mem"} else []
         if self.host_sys & {"cpu", "mem"} and not tree:
@@ -202,37 +221,35 @@ class HostSampler:
         if "cpu" in self.host_sys:
             per_core = psutil.cpu_percent(interval=None, percpu=True)
             tree_cpu_s = self._tree_cpu_seconds(tree)
-            record["cpu_percent"] = sum(per_core) / max(len(per_core), 1)
-            record["cpu_percent_per_core"] = per_core
+            record.cpu_percent = sum(per_core) / max(len(per_core), 1)
+            record.cpu_percent_per_core = per_core
             # 100% = one core fully busy, as top shows it.
-            record["job_cpu_percent"] = max(0.0, (tree_cpu_s - self._last_tree_cpu_s) / elapsed_s * 100)
+            record.job_cpu_percent = max(0.0, (tree_cpu_s - self._last_tree_cpu_s) / elapsed_s * 100)
             self._last_tree_cpu_s = tree_cpu_s
-            record.update(self._contention(tree))
+            self._contention(tree, record)
         if "mem" in self.host_sys:
             vm = psutil.virtual_memory()
-            record["mem_used_bytes"] = vm.total - vm.available
-            record["mem_available_bytes"] = vm.available
+            record.mem_used_bytes = vm.total - vm.available
+            record.mem_available_bytes = vm.available
             rss = 0
             for proc in tree:
                 try:
                     rss += proc.memory_info().rss
                 except psutil.Error:
                     continue
-            record["job_rss_bytes"] = rss
+            record.job_rss_bytes = rss
         if self._last_disk is not None:
             disk = psutil.disk_io_counters()
             if disk is not None:
-                record["disk_read_bytes_per_s"] = (disk.read_bytes - self._last_disk.read_bytes) / elapsed_s
-                record["disk_write_bytes_per_s"] = (disk.write_bytes - self._last_disk.write_bytes) / elapsed_s
+                record.disk_read_bytes_per_s = (disk.read_bytes - self._last_disk.read_bytes) / elapsed_s
+                record.disk_write_bytes_per_s = (disk.write_bytes - self._last_disk.write_bytes) / elapsed_s
                 self._last_disk = disk
         if self._last_net is not None:
             net = psutil.net_io_counters()
-            record["net_recv_bytes_per_s"] = (net.bytes_recv - self._last_net.bytes_recv) / elapsed_s
-            record["net_sent_bytes_per_s"] = (net.bytes_sent - self._last_net.bytes_sent) / elapsed_s
+            record.net_recv_bytes_per_s = (net.bytes_recv - self._last_net.bytes_recv) / elapsed_s
+            record.net_sent_bytes_per_s = (net.bytes_sent - self._last_net.bytes_sent) / elapsed_s
             self._last_net = net
-        gpus = self.gpu.sample()
-        if gpus:
-            record["gpus"] = gpus
+        record.gpus = self.gpu.sample() or None
         return record
 
     def alive(self) -> bool:
@@ -251,16 +268,24 @@ def spawn_sampler(out: Path, pid: int, host_sys: tuple[str, ...], freq_hz: int) 
     )
 
 
-def samples_between(samples_file: Path, first_ns: int, last_ns: int) -> list[dict[str, Any]]:
-    """The samples of a JSON-lines file taken in [first_ns, last_ns]; a torn last line is skipped."""
+def samples_between(samples_file: Path, first_ns: int, last_ns: int) -> list[HostSample]:
+    """The samples of a JSON-lines file taken in [first_ns, last_ns], for ``host_samples.json``.
+
+    A line that is not a sample (the torn last line of a killed sampler) is skipped.
+    """
+    import msgspec
+
+    from ..capture.records import HostSample
+
+    decoder = msgspec.json.Decoder(HostSample)
     samples = []
-    with open(samples_file, encoding="utf-8") as f:
+    with open(samples_file, "rb") as f:
         for line in f:
             try:
-                sample = json.loads(line)
-            except ValueError:
+                sample = decoder.decode(line)
+            except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
                 continue
-            if first_ns <= sample.get("ts_ns", 0) <= last_ns:
+            if first_ns <= sample.ts_ns <= last_ns:
                 samples.append(sample)
     return samples
 
@@ -289,8 +314,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _sample_until_stopped(sampler: HostSampler, out_path: str, period_s: float, stop: list[bool]) -> None:
+    from ..capture.records import encode
+
     next_t = time.monotonic() + period_s
-    with open(out_path, "a", encoding="utf-8") as out:
+    with open(out_path, "ab") as out:
         while not stop and sampler.alive():
             time.sleep(max(0.0, next_t - time.monotonic()))
             next_t += period_s
@@ -298,7 +325,7 @@ def _sample_until_stopped(sampler: HostSampler, out_path: str, period_s: float, 
                 record = sampler.sample()
             except psutil.Error:
                 continue  # a process vanished mid-read: skip this sample, not the rest
-            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+            out.write(encode(record) + b"\n")
             out.flush()
 
 

@@ -45,7 +45,8 @@ class ScalarLog:
     def __init__(self, capture_dir: Path, current_step: Callable[[], int | None]) -> None:
         self.dir = capture_dir / layout.SCALARS_DIR
         self._current_step = current_step
-        self._rows: list[list[Any]] = []
+        # The rows of the next ScalarsSegment (capture.records), built at flush: here only a tuple per value.
+        self._rows: list[tuple[str, int | None, int, float | None, str]] = []
         self._kept = 0
         self._dropped = 0
         self._segments = 0
@@ -80,7 +81,7 @@ class ScalarLog:
             self._dropped += 1
             return
         self._kept += 1
-        self._rows.append([name, step, time.time_ns(), number, source])
+        self._rows.append((name, step, time.time_ns(), number, source))
         if len(self._rows) >= FLUSH_ROWS:
             try:
                 self.flush()
@@ -99,11 +100,14 @@ class ScalarLog:
         """Write the waiting rows as the next segment (nothing when none wait)."""
         if not self._rows and not self._dropped:
             return None
+        # Here, not at the top: `import mlprof` (log_scalar) stays free of msgspec.
+        from ..capture.records import ScalarsSegment
+
         rows, self._rows = self._rows, []
         dropped, self._dropped = self._dropped, 0
         make_private_dir(self.dir)
         path = self.dir / layout.scalars_segment_name(self._segments)
-        write_json_atomic(path, {"rows": rows, "dropped": dropped})
+        write_json_atomic(path, ScalarsSegment(rows=rows, dropped=dropped))
         self._segments += 1
         return path
 
