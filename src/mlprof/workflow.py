@@ -4,7 +4,9 @@ Each takes what a user has at hand (a capture directory, a directory of
 captures, a trace file or a parsed output directory), gets its parsed
 outputs from :mod:`mlprof.outputs` (parsing inputs that have none yet or
 stale ones: the only writing done here), then calls the analyses, which
-take a :class:`~mlprof.tables.store.TableStore` and only read.
+take a :class:`~mlprof.tables.store.TableStore` and only read. The cluster's
+per-rank parsing and extraction, run in worker processes, is in
+:mod:`mlprof.cluster_workflow`.
 
     import mlprof
     mlprof.op_analyse("result/host_..._mlprof", ["aten::conv2d"])
@@ -18,10 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlprof.analysis.advisor import AdvisorReport, Finding, Thresholds, advise_outputs
-from mlprof.analysis.cluster import ClusterReport, combine, extract_ranks
+from mlprof.analysis.cluster import ClusterReport, combine
 from mlprof.analysis.compare import Comparison
 from mlprof.analysis.compare import compare as compare_stores
 from mlprof.analysis.op_analyse import op_analysis
+from mlprof.cluster_workflow import extract_ranks
 from mlprof.errors import ConfigError
 from mlprof.outputs import parsed_outputs, single_output
 

@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from mlprof.analysis.cluster import cluster, combine, extract_ranks
+from mlprof.analysis.cluster import combine
+from mlprof.cluster_workflow import extract_ranks
+from mlprof.workflow import cluster
 from mlprof.errors import MlprofError
 
 pytestmark = pytest.mark.torch

@@ -7,9 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from mlprof.workflow import advise as advise_path
-from mlprof.analysis.cluster import cluster
+from mlprof.analysis.cluster import combine
+from mlprof.analysis.cluster_data import extract_rank
+from mlprof.analysis.op_analyse import op_analysis
 from mlprof.cli.main import main
+from mlprof.outputs import parsed_outputs
+from mlprof.workflow import advise as advise_path
+from mlprof.workflow import cluster, op_analyse
 
 BASE_NS = 1_700_000_000_000_000_000
 
@@ -54,6 +58,20 @@ def test_wait_transit_and_slow_rank_are_exact(two_ranks):
     c0 = {c.rank: c for c in report.collectives}
     assert c0[0].size_bytes == c0[1].size_bytes == 4_000  # 1000 floats
     assert c0[1].bandwidth_gb_per_s == pytest.approx(4_000 / 1_000_000)
+
+
+def test_the_analyses_take_tables_and_the_workflow_takes_paths(two_ranks):
+    """Parsed once, the ranks' tables alone give the report that mlprof.cluster(path) gives."""
+    ranks = []
+    for out in parsed_outputs(two_ranks):
+        with out.open() as store:
+            ranks.append(extract_rank(store, out.source, out.output_dir))
+            if out.source.endswith("rank1.pt.trace.json"):
+                groups = op_analysis(store, ["addmm"])["addmm"]
+                assert op_analyse(out.source, ["addmm"]) == {"addmm": [g.to_dict() for g in groups]}
+    by_tables = combine(ranks)
+    assert by_tables == cluster(two_ranks, workers=1)
+    assert [r.rank for r in by_tables.ranks] == [0, 1] and by_tables.slow_ranks[0].rank == 1
 
 
 def test_cli_in_process(two_ranks, capsys):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from mlprof.analysis.advisor import advise
-from mlprof.analysis.cluster import cluster
 from mlprof.analysis.compare import compare
 from mlprof.analysis.op_analyse import op_analysis
 from mlprof.analysis.steps import step_breakdown
 from mlprof.tables.store import TableStore
+from mlprof.workflow import cluster
 
 
 def _open(path):

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from mlprof.outputs import single_output
-from mlprof.analysis.op_analyse import op_analyse
+from mlprof.workflow import op_analyse
 from mlprof.analysis.ops import op_statistic
 from mlprof.tables.store import TableStore
 

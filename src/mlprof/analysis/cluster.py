@@ -1,8 +1,9 @@
-"""Cluster analysis: every rank under a directory at once.
+"""Cluster analysis: every rank of a job at once.
 
-Each rank is parsed and reduced to small data in its own process
-(:mod:`concurrent.futures`), or on a Dask cluster when a scheduler address is
-given; :func:`combine` then builds, from that data only:
+Each rank is reduced to small data (:func:`mlprof.analysis.cluster_data.extract_rank`
+over its tables; ``mlprof.cluster(path)`` in :mod:`mlprof.workflow` parses the
+ranks and extracts that data in worker processes or on a Dask cluster);
+:func:`combine` then builds, from that data only:
 
 * a per-rank table of mean step time split into compute, communication
   (wait and transit) and free (device idle) time, and per-rank per-step rows;
@@ -26,14 +27,10 @@ from pathlib import Path
 
 from mlprof.analysis.jobs import RunIdentity, group_jobs
 from mlprof.analysis.advisor.model import Thresholds
-from mlprof.analysis.cluster_data import group_key, parse_and_extract
-from mlprof.batch import run_batch
-from mlprof.errors import ConfigError, MlprofError
-from mlprof.outputs import input_sources
+from mlprof.analysis.cluster_data import group_key
+from mlprof.errors import MlprofError
 
-
-__all__ = ["RankSummary", "SlowRank", "CollectiveStat", "ClusterReport", "cluster", "combine",
-           "extract_ranks"]
+__all__ = ["RankSummary", "SlowRank", "CollectiveStat", "ClusterReport", "combine"]
 
 
 @dataclass(frozen=True)
@@ -93,16 +90,6 @@ class ClusterReport:
         return asdict(self)
 
 
-def extract_ranks(path: str | Path, workers: int | None = None, scheduler: str | None = None) -> list[dict]:
-    """Per-rank data of every capture/trace under ``path`` (parsing those not parsed yet), in parallel.
-
-    The batch runner's failure policy: a rank that fails is ``{"source", "error"}``, the others still read.
-    """
-    sources = [source for source, _ in input_sources(Path(path))]
-    outcomes = run_batch(parse_and_extract, sources, workers=workers, scheduler=scheduler)
-    return [o.value if o.error is None else {"source": o.item, "error": str(o.error)} for o in outcomes]
-
-
 def _mean(values: list) -> float:
     vals = [v for v in values if v is not None]
     return sum(vals) / len(vals) if vals else 0.0
@@ -129,7 +116,8 @@ def _waits(ranks: list[dict]) -> dict[tuple[int, int], int]:
 
 
 def combine(ranks: list[dict], thresholds: Thresholds | None = None) -> ClusterReport:
-    """Build the cluster report from :func:`extract_ranks` data (errors become ``failed``)."""
+    """Build the cluster report from per-rank data (:func:`~mlprof.analysis.cluster_data.extract_rank`;
+    ``{"source", "error"}`` entries, ranks that could not be read, become ``failed``)."""
     th = thresholds or Thresholds()
     failed = [r for r in ranks if "error" in r]
     good = sorted((r for r in ranks if "error" not in r),
@@ -259,10 +247,3 @@ def _slow_ranks(ranks: list[RankSummary], th: Thresholds,
                                       share_of_step=round(share, 4), severity=severity))
     return sorted(found, key=lambda s: -s.excess_ns)
 
-
-def cluster(path: str | Path, workers: int | None = None, scheduler: str | None = None,
-            thresholds: Thresholds | None = None) -> ClusterReport:
-    """Analyse every rank under ``path``: parse in parallel (processes, or Dask at ``scheduler``), combine."""
-    if workers is not None and workers < 1:
-        raise ConfigError(f"cluster: workers must be >= 1, got {workers}")
-    return combine(extract_ranks(path, workers, scheduler), thresholds)

@@ -1,8 +1,10 @@
 """One rank's share of a cluster analysis, extracted where the rank is parsed.
 
-``rank_data(output_dir)`` runs in a worker process (or on a Dask worker): it
-reads one rank's tables and returns small plain data (per-step breakdown,
-communication ops, traffic per group), so only that travels back.
+``extract_rank(store, source)`` reads one rank's tables and returns small
+plain data (per-step breakdown, communication ops, traffic per group), so only
+that travels back from the worker process (or Dask worker) that parsed the
+rank (:func:`mlprof.cluster_workflow.parse_and_extract`). ``rank_data`` does
+the same for an output directory that is already parsed; nothing here parses.
 """
 
 from __future__ import annotations
@@ -16,11 +18,10 @@ from mlprof.analysis.communication import communication_matrix, rank_of
 from mlprof.analysis.intervals import union_length
 from mlprof.analysis.jobs import HOST_COLLECTIVE_PATTERN, run_identity
 from mlprof.analysis.steps import step_breakdown
-from mlprof.outputs import parsed_outputs
 from mlprof.tables.layout import TABLES_DIR
 from mlprof.tables.store import TableStore
 
-__all__ = ["rank_data", "parse_and_extract", "HOST_COMM_PATTERN"]
+__all__ = ["extract_rank", "rank_data", "HOST_COMM_PATTERN"]
 
 # Host-side communication annotations (CPU backends have no device kernels).
 HOST_COMM_PATTERN = HOST_COLLECTIVE_PATTERN
@@ -61,15 +62,17 @@ def _comm_ops(store: TableStore) -> tuple[str, list[dict]]:
     return "host", rows
 
 
-def rank_data(output_dir: str | Path, source: str | None = None) -> dict:
-    """Plain data of one rank for :func:`mlprof.analysis.cluster.combine`."""
-    out = Path(output_dir)
-    with TableStore(out / TABLES_DIR) as store:
-        rank = rank_of(store)
-        identity = run_identity(store, source or str(out)).to_dict()
-        steps = step_breakdown(store)
-        kind, comm = _comm_ops(store)
-        matrix = communication_matrix(store)
+def extract_rank(store: TableStore, source: str, output_dir: str | Path | None = None) -> dict:
+    """Plain data of one rank (its tables in ``store``) for :func:`mlprof.analysis.cluster.combine`.
+
+    ``source`` names the rank (its capture or trace) in the report; ``output_dir``, where its tables are, is
+    only recorded.
+    """
+    rank = rank_of(store)
+    identity = run_identity(store, source).to_dict()
+    steps = step_breakdown(store)
+    kind, comm = _comm_ops(store)
+    matrix = communication_matrix(store)
     by_step: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for op in comm:
         by_step.setdefault(op["step"], []).append((op["start_ns"], op["start_ns"] + op["dur_ns"]))
@@ -93,14 +96,15 @@ def rank_data(output_dir: str | Path, source: str | None = None) -> dict:
         step_rows.append({"window": s.window, "step": s.step, "dur_ns": s.dur_ns, "compute_ns": compute,
                           "communication_ns": comm_ns, "communication_not_overlapped_ns": exposed,
                           "free_ns": free, "data_loading_ns": s.data_loading_ns})
-    return {"rank": rank, "source": source or str(out), "output_dir": str(out), "comm_kind": kind, "identity": identity,
-            "steps": step_rows, "comm_ops": comm, "matrix": matrix}
+    return {"rank": rank, "source": source, "output_dir": None if output_dir is None else str(output_dir),
+            "comm_kind": kind, "identity": identity, "steps": step_rows, "comm_ops": comm, "matrix": matrix}
 
 
-def parse_and_extract(source: str) -> dict:
-    """Worker entry point: :func:`rank_data` of ``source``'s parsed output (parsed first when it has none)."""
-    (out,) = parsed_outputs(Path(source))
-    return rank_data(out.output_dir, source)
+def rank_data(output_dir: str | Path, source: str | None = None) -> dict:
+    """:func:`extract_rank` of an already parsed output directory (``source`` defaults to the directory)."""
+    out = Path(output_dir)
+    with TableStore(out / TABLES_DIR) as store:
+        return extract_rank(store, source or str(out), out)
 
 
 def group_key(op: dict) -> tuple:

@@ -5,20 +5,20 @@ how often it ran and its time on the host (total, with children, and self)
 and on the device (the kernels its runtime calls launched, its own and those of
 ops nested in it). Shapes need ``record_shapes=True`` (Level1 and up);
 without them every call falls in one group with ``input_shape`` None.
+
+The path form, ``mlprof.op_analyse(path, names)``, is in :mod:`mlprof.workflow`.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from mlprof.outputs import single_output
 from mlprof.analysis.ops import operator_details
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 
-__all__ = ["OpShapeGroup", "op_analysis", "op_analyse", "match_op_names"]
+__all__ = ["OpShapeGroup", "op_analysis", "match_op_names"]
 
 
 @dataclass(frozen=True)
@@ -86,14 +86,3 @@ def op_analysis(store: TableStore, names: list[str] | str) -> dict[str, list[OpS
         out[wanted] = sorted(groups, key=lambda g: (-g.host_total_ns, g.name))
     return out
 
-
-def op_analyse(path: str | Path, names: list[str] | str) -> dict[str, list[dict]]:
-    """``mlprof.op_analyse``: JSON-ready groups by input shape for each op in ``names``.
-
-    ``path`` is a capture, a trace file or a parsed output directory (parsed
-    first when needed). Returns ``{name: [group, ...]}`` with the fields of
-    :class:`OpShapeGroup`; times in ns.
-    """
-    out = single_output(Path(path))
-    with TableStore(out.tables_dir) as store:
-        return {name: [g.to_dict() for g in groups] for name, groups in op_analysis(store, names).items()}

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from mlprof.analysis.advisor import Thresholds
-from mlprof.analysis.cluster import ClusterReport, cluster
+from mlprof.analysis.cluster import ClusterReport
 from mlprof.cli.common import add_common, print_json
 from mlprof.cli.exit_codes import EXIT_PARTIAL
+from mlprof.workflow import cluster
 
 __all__ = ["register", "run"]
 

@@ -1,0 +1,38 @@
+"""The path side of the cluster analysis: find every rank under a directory, parse it and extract its data.
+
+:func:`extract_ranks` runs :func:`parse_and_extract` once per rank through the
+batch runner (:func:`mlprof.batch.run_batch`: worker processes, or Dask
+workers at a scheduler address). That worker function is module-level, so it
+pickles, and this module imports little, so a spawned worker starts fast; only
+the small per-rank data travels back. :func:`mlprof.workflow.cluster` then
+combines it with :func:`mlprof.analysis.cluster.combine`, which only reads
+that data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlprof.analysis.cluster_data import extract_rank
+from mlprof.batch import run_batch
+from mlprof.outputs import input_sources, single_output
+
+__all__ = ["extract_ranks", "parse_and_extract"]
+
+
+def parse_and_extract(source: str) -> dict:
+    """Worker entry point: the data of one rank (``source``, a capture or trace), parsed first when it has no
+    tables yet or stale ones."""
+    out = single_output(Path(source))
+    with out.open() as store:
+        return extract_rank(store, source, out.output_dir)
+
+
+def extract_ranks(path: str | Path, workers: int | None = None, scheduler: str | None = None) -> list[dict]:
+    """Per-rank data of every capture/trace under ``path`` (parsing those not parsed yet), in parallel.
+
+    The batch runner's failure policy: a rank that fails is ``{"source", "error"}``, the others still read.
+    """
+    sources = [source for source, _ in input_sources(Path(path))]
+    outcomes = run_batch(parse_and_extract, sources, workers=workers, scheduler=scheduler)
+    return [o.value if o.error is None else {"source": o.item, "error": str(o.error)} for o in outcomes]
