@@ -78,6 +78,8 @@ CASES: tuple[Case, ...] = (
     Case("optimizer_loop", ("op_storm",), "Adam's per-parameter Python loop over 164 small tensors (foreach off, MLP)"),
     Case("hf_dynamic_seq", ("dynamic_shapes",),
          "Hugging Face GPT-2 called with input_ids=, batches padded to their own length (transformer)"),
+    Case("compile_recompiles", ("recompilation",),
+         "torch.compile'd loss reads a Python number that changes every step: a recompile per step (MLP)"),
     Case("eval_every_3", ("step_outliers",), "validation pass inside every 3rd step (CNN)"),
     Case("linalg_forward", ("dominant_op",), "torch.linalg.eigh recomputed in every forward (MLP)"),
     Case("sort_forward", ("dominant_op",), "full sort of the embeddings in every forward (embedding model)"),

@@ -392,6 +392,32 @@ def hf_dynamic_seq(fixed: bool, steps: int, out: Path) -> None:
         opt.step()
 
 
+_STEP = {"n": 0}  # the loop's step counter, read by the compiled loss below
+
+
+def compile_recompiles(fixed: bool, steps: int, out: Path) -> None:
+    """A torch.compile'd loss reads a Python number that changes every step (a warm-up factor from the
+    global step): dynamo guards on its value and recompiles every step, up to its cache limit (fixed: the
+    factor is passed as a tensor, one graph). ``backend="eager"``: the recompiles are dynamo's, the same
+    with inductor, without waiting for C++ compiles."""
+    model = mlp()
+
+    @torch.compile(backend="eager")
+    def loss_of(x, y, factor=None):
+        scale = factor if factor is not None else min(1.0, (_STEP["n"] + 1) / 100)
+        return F.cross_entropy(model(x), y) * scale
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    it = vectors()
+    for step in range(steps):
+        _STEP["n"] = step
+        x, y = next(it)
+        loss = loss_of(x, y, torch.tensor(min(1.0, (step + 1) / 100))) if fixed else loss_of(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
 def eval_every_3(fixed: bool, steps: int, out: Path) -> None:
     model = SmallCNN(8)
     val = [next(images(64, 32)) for _ in range(6)]
@@ -439,7 +465,7 @@ def slow_rank(fixed: bool, steps: int, out: Path) -> None:
 SCENARIOS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f in (
     clean_mlp, clean_cnn, loader_getitem, per_sample, row_dropout, rnn_cell_loop, checkpoint_every_step,
     gc_storm, float64_model, sleep_in_loop, log_io, item_loop, memory_churn, cpu_contention, oversubscription,
-    dynamic_shapes, hf_dynamic_seq, optimizer_loop, eval_every_3, linalg_forward, sort_forward, slow_rank)}
+    dynamic_shapes, hf_dynamic_seq, optimizer_loop, compile_recompiles, eval_every_3, linalg_forward, sort_forward, slow_rank)}
 
 
 def main() -> None:
