@@ -3,16 +3,20 @@
     python scripts/advisor_examples.py DIAG_DIR [--shared ../shared/data] [--out docs/advisor_examples.md]
 
 DIAG_DIR holds the runs `benchmarks/diagnosis.py --keep DIAG_DIR` left; rules
-the CPU scenarios cannot show (GPU and NPU ones) come from the real traces in
-the shared data folder (copied to a temporary folder first: parsing writes
-beside its input). Each example is the finding as `mlprof advise` prints it.
+that need another recording option get a run of their own here (a diagnosis
+scenario under `mlprof run` with that option); rules the CPU scenarios cannot
+show (GPU and NPU ones) come from the real traces in the shared data folder
+(copied to a temporary folder first: parsing writes beside its input). Each
+example is the finding as `mlprof advise` prints it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,13 +39,30 @@ FROM_DIAGNOSIS = {
     "cpu_oversubscription": ("oversubscription", "torch.set_num_threads(8 x cores)"),
     "slow_rank": ("slow_rank", "two gloo ranks under torchrun; rank 1 does extra work"),
     "communication_overlap": ("slow_rank", "the waiting rank of the same job"),
+    "recompilation": ("compile_recompiles", "a torch.compile'd loss that reads a Python number changing every step"),
 }
+# rule id -> (diagnosis scenario, extra `mlprof run` options, what the run is): run here.
+FROM_RUN = {
+    "dominant_module": ("row_dropout", ["--with-stack"],
+                        "a hand-written dropout, one tiny op per row, recorded with --with-stack"),
+}
+JOBS = Path(__file__).resolve().parents[1] / "tests" / "scenarios" / "diagnosis_jobs.py"
 FROM_SHARED = {
     "device_idle": ("traces/amd_trace", "a ROCm toy model on an MI250"),
     "ai_cpu_ops": ("ascend/alexnet_ddp_910b/text/level1", "AlexNet DDP on Ascend 910B"),
     "npu_op_compile": ("ascend/alexnet_ddp_910b/text/level1", "AlexNet DDP on Ascend 910B"),
     "synchronization": ("ascend/alexnet_ddp_910b/text/level1", "AlexNet DDP on Ascend 910B"),
 }
+
+
+def _record(scenario: str, options: list[str], out: Path) -> Path:
+    """The scenario profiled under `mlprof run` with ``options``; its capture's folder."""
+    cmd = [sys.executable, "-m", "mlprof", "run", "--output", str(out), "--skip-first", "2", "--active", "5",
+           *options, "--", sys.executable, str(JOBS), scenario, "--out", str(out / "job")]
+    env = {**os.environ, "MLPROF_LOCK_DIR": str(out / "locks")}
+    subprocess.run(cmd, check=True, capture_output=True, timeout=600, env=env)
+    (capture,) = out.glob("*_mlprof")
+    return capture
 
 
 def _example(path: Path, rule: str) -> list[str] | None:
@@ -72,9 +93,14 @@ def main(argv: list[str] | None = None) -> int:
            "see the end.", ""]
     missing = []
     with tempfile.TemporaryDirectory(prefix="mlprof-examples-") as tmp:
-        for rule, (where, what) in {**FROM_DIAGNOSIS, **FROM_SHARED}.items():
+        runs = {rule: (scenario, what) for rule, (scenario, _, what) in FROM_RUN.items()}
+        for rule, (where, what) in {**FROM_DIAGNOSIS, **runs, **FROM_SHARED}.items():
             if rule in FROM_DIAGNOSIS:
                 path, origin = args.diag_dir / where / "result", f"diagnosis scenario `{where}`"
+            elif rule in FROM_RUN:
+                options = FROM_RUN[rule][1]
+                path = _record(where, options, Path(tmp) / rule)
+                origin = f"diagnosis scenario `{where}`, `mlprof run {' '.join(options)}`"
             else:
                 path = Path(tmp) / where.replace("/", "_")
                 if not path.exists():
@@ -86,10 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             out += [f"## `{rule}`", "", f"{what[0].upper()}{what[1:]} ({origin}).", "", "```", *lines, "```", ""]
     out += ["## Not shown", "",
-            "* `dominant_module` needs Kineto's Python frames (`with_stack=True`); "
-            "`tests/analysis/test_advisor_cpu_runs.py` checks it on a hand-written dropout.",
-            "* `recompilation` and the device `memory_churn` (cudaMalloc/empty_cache) need a CUDA run; their golden "
-            "tests are in `tests/analysis/test_rules_golden.py`.",
+            "* The device side of `memory_churn` (cudaMalloc/cudaFree and empty_cache inside steps) needs a CUDA "
+            "run, and no trace in the shared data allocates inside its steps; its golden test is in "
+            "`tests/analysis/test_rules_golden.py`.",
             *[f"* {m}" for m in missing], ""]
     args.out.write_text("\n".join(out))
     print(f"wrote {args.out} ({len(out)} lines)", file=sys.stderr)
