@@ -181,3 +181,34 @@ def test_a_trace_without_steps_is_judged_as_one_step(tmp_path):
     assert report.total_step_ns == (3 * STEP_US + 5_000 + 500 - 100) * 1000
     by_id = {f.id: f for f in report.findings}
     assert by_id["synchronization"].impact_ns == 4 * 2_930_000
+
+
+def _steps_led_by(op_name, n_steps=4, step_us=1_000, op_us=400):
+    """Steps of 1 ms: a matmul, then ``op_name`` for 40% of the step, called from the user's model."""
+    events, t = [], 0
+    for i in range(n_steps):
+        events.append(X(f"ProfilerStep#{i + 1}", t, step_us, cat="user_annotation"))
+        events.append(X("aten::addmm", t + 10, 300))
+        events.append(X(op_name, t + 400, op_us, **{"Input Dims": [[32, 16, 32, 32]], "Input type": ["float"]}))
+        t += step_us
+    return events
+
+
+@pytest.mark.parametrize("op_name, layer", [("aten::max_pool2d_with_indices", "pooling"),
+                                            ("aten::native_batch_norm", "normalisation"),
+                                            ("aten::gelu", "activation")])
+def test_a_standard_layer_called_functionally_is_not_a_culprit(tmp_path, op_name, layer):
+    # F.max_pool2d leading a healthy CNN's host time: the architecture, with no built-in to switch to.
+    with _store(tmp_path, _steps_led_by(op_name)) as store:
+        (f,) = [f for f in advise(store).findings if f.id == "dominant_op" and f.evidence.metrics["op"] == op_name]
+    assert f.severity == "info" and f.share == pytest.approx(0.4)
+    assert f.evidence.metrics["standard_layer"] == layer and "no faster built-in" in f.fix
+    assert "hand-written" not in f.fix
+
+
+@pytest.mark.parametrize("op_name", ["aten::sort", "aten::linalg_eigh", "aten::cumsum"])
+def test_an_unusual_op_leading_the_step_is_still_a_warning(tmp_path, op_name):
+    with _store(tmp_path, _steps_led_by(op_name)) as store:
+        (f,) = [f for f in advise(store).findings if f.id == "dominant_op" and f.evidence.metrics["op"] == op_name]
+    assert f.severity in ("warning", "critical") and f.evidence.metrics["standard_layer"] is None
+    assert "hand-written" in f.fix

@@ -65,7 +65,7 @@ CASES: tuple[Case, ...] = (
     Case("row_dropout", ("dominant_module", "op_storm"), "hand-written dropout, one tiny op per row (MLP)"),
     Case("rnn_cell_loop", ("op_storm", "dominant_module"), "LSTMCell unrolled in Python vs fused nn.LSTM (RNN)"),
     Case("checkpoint_every_step", ("host_outside_ops",), "torch.save of the model every step (MLP)"),
-    Case("gc_storm", ("gc_pauses",), "gc.collect() every step with a growing heap (MLP)"),
+    Case("gc_storm", ("gc_pauses",), "gc.collect() every step with a large live heap of Python objects (MLP)"),
     Case("float64_model", ("slow_dtype",), "model and data in float64 (CNN)"),
     Case("sleep_in_loop", ("host_outside_ops",), "time.sleep left in the loop (MLP)"),
     Case("log_io", ("host_outside_ops",), "per-parameter JSON log written and fsynced every step (CNN)"),

@@ -257,19 +257,19 @@ def checkpoint_every_step(fixed: bool, steps: int, out: Path) -> None:
 
 
 def gc_storm(fixed: bool, steps: int, out: Path) -> None:
-    keep: list = []
+    """gc.collect() after every step (to "free memory") while a large live heap of Python objects (a
+    dataset's index, built once) makes every full collection walk it (fixed: no collect in the loop, and
+    the index frozen out of the collector's way)."""
+    index = [{"id": i, "path": f"img_{i:07d}.jpg", "label": i % 10} for i in range(600_000)]
 
-    def churn(step: int) -> None:
-        for _ in range(10_000):
-            a: list = []
-            a.append(a)
-            keep.append({"i": len(keep)})
+    def collect(step: int) -> None:
         if not fixed:
             gc.collect()
 
     if fixed:
-        gc.freeze()  # long-lived objects out of the collector's way
-    train(mlp(), vectors(), steps, after_step=churn)
+        gc.freeze()
+    train(mlp(), vectors(), steps, after_step=collect)
+    del index
 
 
 def float64_model(fixed: bool, steps: int, out: Path) -> None:

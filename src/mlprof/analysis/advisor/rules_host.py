@@ -23,6 +23,30 @@ EXPECTED_COMPUTE = re.compile(
     # Recurrent layers: their fused kernels are matrix products over time steps.
     r"_?lstm\w*|_?gru\w*|rnn_tanh\w*|rnn_relu\w*|mkldnn_rnn\w*|_cudnn_rnn\w*|miopen_rnn\w*|_thnn_fused_\w*)$")
 
+# The ops of torch's standard layers, however they are called (nn.MaxPool2d or F.max_pool2d): the
+# model's architecture, not a slow path, and there is no faster built-in to switch to. A healthy CNN on
+# a CPU with fast matrix kernels spends a quarter of its step in pooling alone.
+STANDARD_LAYER_OPS: tuple[tuple[str, re.Pattern], ...] = tuple((kind, re.compile(rf"^aten::({ops})$")) for kind, ops in (
+    ("pooling", r"(max|avg|adaptive_max|adaptive_avg|fractional_max|lp)_pool\w*|max_unpool\w*"),
+    ("normalisation", r"_?native_batch_norm\w*|_?batch_norm\w*|cudnn_batch_norm\w*|miopen_batch_norm\w*|"
+                      r"native_layer_norm\w*|layer_norm|native_group_norm\w*|group_norm|instance_norm|"
+                      r"_?fused_rms_norm\w*|rms_norm"),
+    ("activation", r"relu\w*|threshold\w*|gelu\w*|silu\w*|sigmoid\w*|tanh\w*|hardswish\w*|hardtanh\w*|"
+                   r"leaky_relu\w*|elu\w*|mish\w*|softplus\w*|glu\w*"),
+    ("softmax", r"_?softmax\w*|_?log_softmax\w*"),
+    ("embedding", r"embedding\w*"),
+    ("dropout", r"dropout|native_dropout\w*|feature_dropout"),
+    ("loss", r"nll_loss\w*|cross_entropy_loss|mse_loss\w*|binary_cross_entropy\w*|smooth_l1_loss\w*|"
+             r"l1_loss\w*|kl_div\w*"),
+    ("upsampling", r"_?upsample\w*"),
+))
+
+
+def standard_layer(op_name: str) -> str | None:
+    """The kind of standard layer whose op ``op_name`` is (pooling, normalisation, ...), else None."""
+    return next((kind for kind, pattern in STANDARD_LAYER_OPS if pattern.match(op_name)), None)
+
+
 # Host-side names of collectives (c10d, gloo/nccl/hccl annotations, torch_npu's Hccl* ops).
 _COLLECTIVE_NAME = re.compile(r"^(c10d::|(gloo|nccl|mpi|ucc|xccl|hccl):|Hccl|record_param_comms$)", re.IGNORECASE)
 
@@ -73,9 +97,11 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         if judged < th.dominant_op_warn_share:
             continue
         builtin = None if expected else _builtin_module(ctx, top["name"])
+        layer = None if expected or builtin else standard_layer(top["name"])
         # Dense math leading the step is what a healthy, compute-bound run looks like; an op inside
-        # torch's own nn layer (nn.Dropout's mask, nn.LayerNorm) has no built-in to switch to.
-        severity = "info" if expected or builtin else severity_for(judged, th.dominant_op_warn_share, th)
+        # torch's own nn layer (nn.Dropout's mask, nn.LayerNorm), or a standard layer called in its
+        # functional form (F.max_pool2d), has no built-in to switch to.
+        severity = "info" if expected or builtin or layer else severity_for(judged, th.dominant_op_warn_share, th)
         sites = (ctx.call_sites(f"name = ? AND {_OP_FILTER}", [top["name"]])
                  or ctx.sampled_call_sites(f"name = ? AND {_OP_FILTER}", [top["name"]]))
         shapes = ctx.store.dicts(f"""
@@ -93,6 +119,11 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                "Its cost follows the tensors it touches (e.g. activation size for dropout and normalisation); "
                "reduce those, or fuse the layer with its neighbours (torch.compile)."
                if builtin else
+               f"{top['name']} is a standard {layer} layer's op (called here in its functional form, "
+               f"from {site or 'the model'}): there is no faster built-in to switch to. Its cost follows the "
+               "tensors it touches; reduce those (smaller activations, channels_last for conv nets), or fuse "
+               "the layer with its neighbours (torch.compile)."
+               if layer else
                f"Look at why {top['name']}{where} is so expensive: a hand-written or unoptimised op "
                "(a hand-written dropout, say) usually has a built-in or fused equivalent (torch.nn.functional.*), "
                "a cheaper algorithm, or runs on a slow path (float64, CPU fallback, Python loop). Check it "
@@ -105,6 +136,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                 metrics={"op": top["name"], "count": top["count"], "host_self_ns": top["host_self_ns"],
                          "device_ns": top["device_ns"], "total_step_ns": ctx.total_step_ns,
                          "expected_compute": expected, "slow_dtype": slow_dtype, "builtin_module": builtin,
+                         "standard_layer": layer,
                          "input_shapes": [{"input_dims": r["input_dims"], "input_types": r["input_types"],
                                            "count": r["count"], "self_ns": r["self_ns"]} for r in shapes]},
                 steps=per_step[:5], ops=[{k: r[k] for k in ("name", "count", "host_self_ns", "device_ns", "cost_ns")}
