@@ -99,8 +99,6 @@ def test_collect_never_imports_the_package_root():
 # Imports of mlprof.parse by analyses that predate the rule below, each to be moved out (not new ones):
 # the phase definitions belong beside the table schemas, window_extents is a query over tables.
 KNOWN_PARSE_IMPORTS = {
-    "mlprof.analysis.steps -> mlprof.parse.phase_rules",
-    "mlprof.analysis.advisor.rules_device -> mlprof.parse.phase_rules",
     "mlprof.analysis.advisor.whole_trace -> mlprof.parse.attribution",
 }
 

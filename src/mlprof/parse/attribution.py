@@ -1,7 +1,8 @@
 """Attribution: every nanosecond of every step gets one phase, decided once.
 
 Run when tables are built; writes the ``phase_spans`` table, which every
-analysis, export and page reads (the rules are in :mod:`mlprof.parse.phase_rules`).
+analysis, export and page reads (the rules are in :mod:`mlprof.parse.phase_rules`,
+the vocabulary they apply in :mod:`mlprof.tables.phases`).
 
 Host view, on the step's thread (the thread of ``ProfilerStep#N``, else the
 one mlprof sampled, else the one with the most op time):
@@ -35,8 +36,9 @@ from functools import partial
 
 import numpy as np
 
-from mlprof.parse.phase_rules import HOST_PHASES, idle_cause, is_sync_call, span_phase
+from mlprof.parse.phase_rules import idle_cause, is_sync_call, span_phase
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
+from mlprof.tables.phases import HOST_PHASES
 from mlprof.tables.store import TableStore, replace_table
 
 __all__ = ["attribute_phases", "window_extents", "write_attribution"]
