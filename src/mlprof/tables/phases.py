@@ -1,7 +1,8 @@
 """The phase vocabulary of the ``phase_spans`` table: the one definition.
 
-Which phases a step is split into, why the device idled, their labels, and
-which names count as communication, synchronization or a phase's annotation.
+Which phases a step is split into, why the device idled, their labels,
+which names count as communication, synchronization or a phase's annotation,
+and what a window without steps counts as one step (:func:`window_extents`).
 The parser reads these to write ``phase_spans`` (the rules applying them are
 in :mod:`mlprof.parse.phase_rules` and :mod:`mlprof.parse.attribution`); the
 analyses, exports and pages read them to name and sum its rows. Nothing else
@@ -10,9 +11,11 @@ defines them.
 
 from __future__ import annotations
 
+from mlprof.tables.store import TableStore
+
 __all__ = [
     "HOST_PHASES", "DEVICE_PHASES", "IDLE_CAUSES", "PHASE_LABELS", "CAUSE_LABELS",
-    "COMMUNICATION_PREFIXES", "ANNOTATION_WORDS", "SYNC_CALLS",
+    "COMMUNICATION_PREFIXES", "ANNOTATION_WORDS", "SYNC_CALLS", "window_extents",
 ]
 
 # Host view: every nanosecond of a step is exactly one of these.
@@ -53,3 +56,17 @@ SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchr
               # Ascend NPU (CANN runtime calls of a torch_npu import, docs/ascend.md)
               "AscendCL@aclrtSynchronizeDevice", "AscendCL@aclrtSynchronizeStream",
               "AscendCL@aclrtSynchronizeStreamWithTimeout", "AscendCL@aclrtSynchronizeEvent")
+
+
+def window_extents(store: TableStore) -> list[tuple[int, int, int]]:
+    """(window, first start, last end) of all host and device events of each window with any.
+
+    A window without steps (benchmarks, inference traces) is attributed, and
+    advised, as one step spanning this extent.
+    """
+    return store.rows("""
+        SELECT window_index, min(s), max(e) FROM (
+            SELECT window_index, start_ns AS s, start_ns + dur_ns AS e FROM host_ops
+            UNION ALL SELECT window_index, start_ns, start_ns + dur_ns FROM runtime_calls
+            UNION ALL SELECT window_index, start_ns, start_ns + dur_ns FROM device_ops)
+        GROUP BY window_index HAVING max(e) > min(s) ORDER BY window_index""")
