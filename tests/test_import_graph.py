@@ -96,15 +96,6 @@ def test_collect_never_imports_the_package_root():
     assert offenders == []
 
 
-# Imports of mlprof.parse by analyses that predate the rule below, each to be moved out (not new ones):
-# the phase definitions belong beside the table schemas, window_extents is a query over tables.
-KNOWN_PARSE_IMPORTS = {
-    "mlprof.analysis.steps -> mlprof.parse.phase_rules",
-    "mlprof.analysis.advisor.rules_device -> mlprof.parse.phase_rules",
-    "mlprof.analysis.advisor.whole_trace -> mlprof.parse.attribution",
-}
-
-
 def _within(module: str, packages: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
 
@@ -116,5 +107,4 @@ def test_analyses_only_read_tables():
     graph = _graph()
     offenders = sorted(f"{m} -> {d}" for m, deps in graph.items() if _within(m, ("mlprof.analysis",))
                        for d in deps if _within(d, above))
-    assert [o for o in offenders if o not in KNOWN_PARSE_IMPORTS] == []
-    assert set(offenders) == KNOWN_PARSE_IMPORTS, "a known import is gone: take it off KNOWN_PARSE_IMPORTS"
+    assert offenders == []

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from mlprof.parse.phase_rules import HOST_PHASES, IDLE_CAUSES
+from mlprof.tables.phases import HOST_PHASES, IDLE_CAUSES
 from mlprof.tables.store import TableStore
 
 __all__ = ["StepBreakdown", "step_breakdown", "data_loading_spans", "HOST_FIELDS", "IDLE_FIELDS"]

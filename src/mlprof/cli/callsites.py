@@ -6,7 +6,7 @@ import argparse
 
 from mlprof.analysis.call_sites import call_sites
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
-from mlprof.parse.phase_rules import HOST_PHASES
+from mlprof.tables.phases import HOST_PHASES
 from mlprof.tables.store import TableStore
 from mlprof.tables.layout import TABLES_DIR
 

@@ -1,7 +1,8 @@
 """Attribution: every nanosecond of every step gets one phase, decided once.
 
 Run when tables are built; writes the ``phase_spans`` table, which every
-analysis, export and page reads (the rules are in :mod:`mlprof.parse.phase_rules`).
+analysis, export and page reads (the rules are in :mod:`mlprof.parse.phase_rules`,
+the vocabulary they apply in :mod:`mlprof.tables.phases`).
 
 Host view, on the step's thread (the thread of ``ProfilerStep#N``, else the
 one mlprof sampled, else the one with the most op time):
@@ -35,11 +36,12 @@ from functools import partial
 
 import numpy as np
 
-from mlprof.parse.phase_rules import HOST_PHASES, idle_cause, is_sync_call, span_phase
+from mlprof.parse.phase_rules import idle_cause, is_sync_call, span_phase
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
+from mlprof.tables.phases import HOST_PHASES, window_extents
 from mlprof.tables.store import TableStore, replace_table
 
-__all__ = ["attribute_phases", "window_extents", "write_attribution"]
+__all__ = ["attribute_phases", "write_attribution"]
 
 _NONE = -1  # no op covers the moment
 _NEUTRAL = -2  # ops cover it, none defines a phase
@@ -376,16 +378,6 @@ def _device_inputs(store: TableStore, window: int) -> tuple[dict, tuple]:
     sync = np.array([is_sync_call(str(n)) for n in calls["name"]], dtype=bool)
     return (_Spans({k: v.astype(np.int64) for k, v in dev.items()}),
             (calls["start_ns"][sync].astype(np.int64), calls["end_ns"][sync].astype(np.int64)))
-
-
-def window_extents(store: TableStore) -> list[tuple[int, int, int]]:
-    """(window, first start, last end) of all host and device events of each window with any."""
-    return store.rows("""
-        SELECT window_index, min(s), max(e) FROM (
-            SELECT window_index, start_ns AS s, start_ns + dur_ns AS e FROM host_ops
-            UNION ALL SELECT window_index, start_ns, start_ns + dur_ns FROM runtime_calls
-            UNION ALL SELECT window_index, start_ns, start_ns + dur_ns FROM device_ops)
-        GROUP BY window_index HAVING max(e) > min(s) ORDER BY window_index""")
 
 
 # Steps per forked worker below which attribution stays in one process.

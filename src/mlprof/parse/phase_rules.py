@@ -1,9 +1,10 @@
-"""The phases of a training step, and which spans define them: the one definition.
+"""Which spans define the phases of a training step: the rules applying the vocabulary.
 
-Every analysis, export and page reads phases from the ``phase_spans`` table
-that :mod:`mlprof.parse.attribution` writes with these rules; nothing else
-decides what counts as data loading, forward, backward, optimizer or
-communication.
+The phases, idle causes and the names that define them are declared once in
+:mod:`mlprof.tables.phases`; these rules apply them to span names, and
+:mod:`mlprof.parse.attribution` writes the resulting ``phase_spans`` table,
+which every analysis, export and page reads. Nothing else decides what counts
+as data loading, forward, backward, optimizer or communication.
 
 A span *defines* a phase when its name says so (``enumerate(DataLoader)#...``,
 ``Optimizer.step#...``, ``autograd::engine::evaluate_function: ...``,
@@ -18,56 +19,18 @@ from __future__ import annotations
 
 import re
 
-__all__ = [
-    "HOST_PHASES", "DEVICE_PHASES", "IDLE_CAUSES", "PHASE_LABELS", "CAUSE_LABELS",
-    "span_phase", "idle_cause", "is_sync_call", "COMMUNICATION_PREFIXES", "SYNC_CALLS",
-]
+from mlprof.tables.phases import ANNOTATION_WORDS, COMMUNICATION_PREFIXES, SYNC_CALLS
 
-# Host view: every nanosecond of a step is exactly one of these.
-HOST_PHASES = ("data_loading", "forward", "backward", "optimizer", "communication", "gc", "python", "other")
-# Device view: busy by kind (compute wins over communication, then copies), else idle.
-DEVICE_PHASES = ("compute", "communication", "memcpy", "memset", "idle")
-# Why the device idled: what the step's host thread was doing meanwhile.
-IDLE_CAUSES = ("data_loading", "synchronization", "python", "gc", "launch", "communication")
-
-PHASE_LABELS = {
-    "data_loading": "data loading", "forward": "forward", "backward": "backward", "optimizer": "optimizer",
-    "communication": "communication", "gc": "garbage collection", "python": "Python outside ops",
-    "other": "other ops", "compute": "compute", "memcpy": "memcpy", "memset": "memset", "idle": "idle",
-}
-CAUSE_LABELS = {
-    "data_loading": "host loading data", "synchronization": "host synchronizing with the device",
-    "python": "host in Python outside ops", "gc": "host in garbage collection",
-    "launch": "host busy issuing work (launch-bound)", "communication": "host in communication",
-}
-
-COMMUNICATION_PREFIXES = ("gloo:", "nccl:", "c10d::", "c10d:", "record_param_comms", "mpi:", "ucc:")
+__all__ = ["span_phase", "idle_cause", "is_sync_call"]
 
 _WORD = re.compile(r"[a-z0-9]+")
-# Words of a user annotation or mstx range that name a phase (`## forward ##`,
-# `load_batch`, `optimizer step`, `all_reduce grads`).
-_ANNOTATION_WORDS = (
-    ("data_loading", {"dataloader", "dataloading", "loadbatch", "loaddata", "getbatch", "nextbatch", "fetchbatch",
-                      "dataload", "prefetch", "inputpipeline"}),
-    ("optimizer", {"optimizer", "optim", "optimizerstep", "optstep", "zerograd"}),
-    ("backward", {"backward", "bwd", "backprop"}),
-    ("forward", {"forward", "fwd"}),
-    ("communication", {"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "barrier", "comm",
-                       "communication"}),
-)
-# Runtime calls that block the host until the device has drained (or an event fired).
-SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-              "cudaMemcpy", "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
-              # Ascend NPU (CANN runtime calls of a torch_npu import, docs/ascend.md)
-              "AscendCL@aclrtSynchronizeDevice", "AscendCL@aclrtSynchronizeStream",
-              "AscendCL@aclrtSynchronizeStreamWithTimeout", "AscendCL@aclrtSynchronizeEvent")
 
 
 def _annotation_phase(name: str) -> str | None:
     words = _WORD.findall(name.lower())
     # Also join neighbours so "load batch", "load_batch" and "loadBatch" all read "loadbatch".
     keys = set(words) | {a + b for a, b in zip(words, words[1:])}
-    named = [phase for phase, vocabulary in _ANNOTATION_WORDS if keys & vocabulary]
+    named = [phase for phase, vocabulary in ANNOTATION_WORDS if keys & vocabulary]
     # "fwd_bwd" or "forward and backward" spans several phases: it defines none.
     return named[0] if len(named) == 1 else None
 

@@ -17,7 +17,7 @@ from mlprof.analysis.job import job_info
 from mlprof.analysis.step_categories import CATEGORIES, CATEGORY_LABELS
 from mlprof.analysis.steps import HOST_FIELDS, IDLE_FIELDS
 from mlprof.errors import ConfigError
-from mlprof.parse.phase_rules import CAUSE_LABELS, HOST_PHASES, IDLE_CAUSES, PHASE_LABELS
+from mlprof.tables.phases import CAUSE_LABELS, HOST_PHASES, IDLE_CAUSES, PHASE_LABELS
 from mlprof.ui import events, timeline
 from mlprof.ui.cluster_view import folder_of
 from mlprof.ui.datasets import Params, get_dataset
@@ -75,7 +75,7 @@ def features_answer(logdir: Path, run_id: str, summaries: SummaryCache) -> dict:
             "datasets": {name: d.title for name, d in DATASETS.items()}}
 
 
-# The step columns the pages draw, named once from the attribution's own labels (mlprof.parse.phase_rules):
+# The step columns the pages draw, named once from the attribution's own labels (mlprof.tables.phases):
 # [steps dataset field, label, colour key]. The device view is step_breakdown's (computing holds copies too).
 PHASES = {
     "host": [[HOST_FIELDS[p], PHASE_LABELS[p], p] for p in HOST_PHASES],

@@ -13,7 +13,7 @@ from __future__ import annotations
 from mlprof.analysis.compare import compare
 from mlprof.analysis.modules import module_tree
 from mlprof.errors import ConfigError
-from mlprof.parse.phase_rules import PHASE_LABELS
+from mlprof.tables.phases import PHASE_LABELS
 from mlprof.ui.stores import OpenRun
 
 __all__ = ["compare_answer", "compare_rows", "COMPARE_SECTIONS", "TOP", "WATERFALL_BARS"]

@@ -115,26 +115,28 @@ def advise_outputs(outputs: Sequence[tuple[str, Path]], thresholds: Thresholds |
     (:mod:`mlprof.analysis.jobs`), adds the slow-rank finding to the slow rank's report."""
     from mlprof.analysis.advisor.rules_cluster import slow_rank_findings
     from mlprof.analysis.cluster import combine
-    from mlprof.analysis.cluster_data import rank_data
+    from mlprof.analysis.cluster_data import extract_rank
     from mlprof.analysis.jobs import group_jobs, run_identity
 
     th = thresholds or Thresholds()
-    reports, identities, exposed = [], [], {}
+    reports, identities, exposed, extracted = [], [], {}, {}
     for source, out in outputs:
         with TableStore(Path(out) / "tables") as store:
             report = advise(store, th)
             identities.append(run_identity(store, str(source)))
             if any(f.id == "communication_overlap" for f in report.findings):
                 exposed[str(source)] = exposed_by_step(AdvisorContext(store))
+            # A job has two ranks or more: a lone output is never part of one.
+            if len(outputs) > 1:
+                extracted[str(source)] = extract_rank(store, str(source), out)
         report.source = str(source)
         reports.append(report)
     grouping = group_jobs(identities)
-    out_of = {str(source): out for source, out in outputs}
     by_source = {r.source: r for r in reports}
     for job in grouping.jobs:
         if len(job) < 2:
             continue
-        cluster = combine([rank_data(out_of[m.source], m.source) for m in job], th)
+        cluster = combine([extracted[m.source] for m in job], th)
         slow = slow_rank_findings(cluster)
         for finding in slow:
             # Matched by source: ranks of bare traces may all be None.

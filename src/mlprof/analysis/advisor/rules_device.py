@@ -8,11 +8,11 @@ from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.intervals import union_length
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.steps import IDLE_FIELDS
-from mlprof.parse.phase_rules import SYNC_CALLS
+from mlprof.tables.phases import SYNC_CALLS
 
 __all__ = ["device_idle", "synchronization", "memory_churn"]
 
-_SYNC_API = SYNC_CALLS  # one definition: mlprof.parse.phase_rules
+_SYNC_API = SYNC_CALLS  # one definition: mlprof.tables.phases
 _SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero",
              "aten::equal", "aten::masked_select", "aten::unique", "aten::_unique2", "aten::repeat_interleave")
 _ALLOC_API = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "cudaHostAlloc", "cudaMallocAsync",

@@ -9,7 +9,7 @@ The caller's store is left untouched.
 
 from __future__ import annotations
 
-from mlprof.parse.attribution import window_extents
+from mlprof.tables.phases import window_extents
 from mlprof.tables.schema import TABLES
 from mlprof.tables.store import TableStore
 
