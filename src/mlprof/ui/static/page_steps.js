@@ -1,6 +1,6 @@
 "use strict";
 // Step trace (per-step device and host views; a bar opens that step on the timeline, a row picks the step
-// for every page) and data loading. Phase names and labels come from the API (mlprof.parse.phase_rules).
+// for every page) and data loading. Phase names and labels come from the API (mlprof.tables.phases).
 (() => {
   const { h, getRows, dataUrl, card, fmtNs, fmtShare } = U;
   const load = (name, run, extra) => getRows(dataUrl(name, { run, ...extra })).then(x => x.rows);
