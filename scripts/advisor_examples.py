@@ -13,7 +13,9 @@ example is the finding as `mlprof advise` prints it.
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -47,9 +49,59 @@ FROM_RUN = {
                         "a hand-written dropout, one tiny op per row, recorded with --with-stack"),
 }
 JOBS = Path(__file__).resolve().parents[1] / "tests" / "scenarios" / "diagnosis_jobs.py"
+ASCEND_RANK0 = "ascend/alexnet_ddp_910b/text/level1/rank0_ascend_pt"
+
+
+def _ai_cpu_capture(shared: Path, tmp: Path) -> tuple[Path, str]:
+    """The real AlexNet rank-0 output with its largest compute op type moved to the AI CPU (none of the
+    real run's ops ran there): what a job whose op lacks an AI Core kernel for its dtype records."""
+    root = tmp / "ai_cpu" / "rank0_ascend_pt"
+    shutil.copytree(shared / ASCEND_RANK0, root, ignore=shutil.ignore_patterns("mlprof_output"))
+    path = root / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    head = rows[0]
+    kind, core, dur = head.index("Type"), head.index("Accelerator Core"), head.index("Duration(us)")
+    totals: dict[str, float] = {}
+    for row in rows[1:]:
+        if row[core].startswith("AI_"):  # AI_CORE / AI_VECTOR_CORE: compute, not communication
+            totals[row[kind]] = totals.get(row[kind], 0.0) + float(row[dur] or 0)
+    moved = max(totals, key=totals.get)
+    for row in rows[1:]:
+        if row[kind] == moved:
+            row[core] = "AI_CPU"
+    with open(path, "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    return root, moved
+
+
+def _allocating_trace(tmp: Path) -> Path:
+    """A hand-built Kineto trace of 4 CUDA steps of 10 ms, each calling cudaMalloc for 800 us and
+    torch.cuda.empty_cache once: the shape of the golden test, as no shared GPU trace allocates in its steps."""
+    events = []
+    for i in range(4):
+        t0 = i * 10_000
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i + 1}", "pid": 10, "tid": 11, "ts": t0,
+             "dur": 10_000},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": t0 + 100, "dur": 300,
+             "args": {"External id": 100 + i}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11, "ts": t0 + 150,
+             "dur": 50, "args": {"correlation": 100 + i, "External id": 100 + i}},
+            {"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": t0 + 500, "dur": 8_000,
+             "args": {"correlation": 100 + i, "device": 0, "stream": 7}},
+            {"ph": "X", "cat": "python_function", "name": "torch/cuda/memory.py(192): empty_cache", "pid": 10,
+             "tid": 11, "ts": t0 + 1_000, "dur": 100},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 10, "tid": 11, "ts": t0 + 5_000,
+             "dur": 800, "args": {"correlation": 200 + i}},
+        ]
+    path = tmp / "allocating" / "allocating.pt.trace.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": 1_700_000_000_000_000_000,
+                                "traceEvents": events}))
+    return path
 FROM_SHARED = {
     "device_idle": ("traces/amd_trace", "a ROCm toy model on an MI250"),
-    "ai_cpu_ops": ("ascend/alexnet_ddp_910b/text/level1", "AlexNet DDP on Ascend 910B"),
     "npu_op_compile": ("ascend/alexnet_ddp_910b/text/level1", "AlexNet DDP on Ascend 910B"),
     "synchronization": ("ascend/alexnet_ddp_910b/text/level1", "AlexNet DDP on Ascend 910B"),
 }
@@ -111,11 +163,20 @@ def main(argv: list[str] | None = None) -> int:
                 missing.append(f"`{rule}` ({origin}: no such finding in this run)")
                 continue
             out += [f"## `{rule}`", "", f"{what[0].upper()}{what[1:]} ({origin}).", "", "```", *lines, "```", ""]
-    out += ["## Not shown", "",
-            "* The device side of `memory_churn` (cudaMalloc/cudaFree and empty_cache inside steps) needs a CUDA "
-            "run, and no trace in the shared data allocates inside its steps; its golden test is in "
-            "`tests/analysis/test_rules_golden.py`.",
-            *[f"* {m}" for m in missing], ""]
+        if (args.shared / ASCEND_RANK0).is_dir():
+            path, moved = _ai_cpu_capture(args.shared, Path(tmp))
+            lines = _example(path, "ai_cpu_ops")
+            what = (f"AlexNet DDP on Ascend 910B, rank 0 (shared data `{ASCEND_RANK0}`), with its largest compute op "
+                    f"type, {moved}, moved to the AI CPU in kernel_details.csv: the real run has no AI CPU op")
+            out += ["## `ai_cpu_ops`", "", f"{what}.", "", "```", *(lines or ["(no finding)"]), "```", ""]
+        lines = _example(_allocating_trace(Path(tmp)), "memory_churn")
+        out += ["## `memory_churn` (device allocator)", "",
+                "A hand-built Kineto trace of four 10 ms CUDA steps, each calling `cudaMalloc` for 0.8 ms and "
+                "`torch.cuda.empty_cache()` once (`scripts/advisor_examples.py`): no GPU was lent to this "
+                "project's docs and no shared GPU trace allocates inside its steps.", "",
+                "```", *(lines or ["(no finding)"]), "```", ""]
+    if missing:
+        out += ["## Not shown", "", *[f"* {m}" for m in missing], ""]
     args.out.write_text("\n".join(out))
     print(f"wrote {args.out} ({len(out)} lines)", file=sys.stderr)
     return 0

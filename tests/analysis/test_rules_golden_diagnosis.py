@@ -61,6 +61,21 @@ def test_fresh_tensors_own_their_fill_and_dominant_op_does_not_repeat_it(tmp_pat
         assert "memory_churn" not in _ids(store)
 
 
+def test_a_buffer_torch_allocates_inside_its_own_op_is_not_the_jobs_churn(tmp_path):
+    # embedding_dense_backward zeroes a fresh gradient of the whole table each step: torch's, not hoistable.
+    def body(t0):
+        return [X("aten::embedding_dense_backward", t0 + 10, 700), X("aten::zeros", t0 + 20, 500),
+                X("aten::fill_", t0 + 25, 480), X("aten::mm", t0 + 750, 200)]
+
+    with _store(tmp_path, _steps(body), "inner") as store:
+        assert "memory_churn" not in _ids(store)
+    # The same zeros called by the job's own code, between ops, is.
+    top = lambda t0: [X("aten::zeros", t0 + 10, 500), X("aten::fill_", t0 + 15, 480),
+                      X("aten::embedding_dense_backward", t0 + 600, 200), X("aten::mm", t0 + 850, 100)]
+    with _store(tmp_path, _steps(top), "top") as store:
+        assert _ids(store)["memory_churn"].share == pytest.approx(0.5)
+
+
 def test_fill_outside_a_factory_op_is_still_a_dominant_op(tmp_path):
     body = lambda t0: [X("aten::fill_", t0 + 10, 700), X("aten::mm", t0 + 800, 100)]
     with _store(tmp_path, _steps(body), "fill") as store:

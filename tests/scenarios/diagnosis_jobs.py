@@ -458,6 +458,9 @@ def slow_rank(fixed: bool, steps: int, out: Path) -> None:
             return model(x)
 
         train(model, vectors(2048), steps, forward=forward)  # compute well above the gradient all-reduce
+        # Both ranks done before the group goes: without it, gloo's teardown aborted one rank in about one
+        # run in four on this host ("terminate called without an active exception"), mlprof or not.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 

@@ -49,9 +49,13 @@ _FIX = ("Allocate the tensor once, outside the loop, and reuse it: write into it
 def fresh_tensors(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if not ctx.total_step_ns or ctx.has_device:
         return []  # on a GPU run, device allocations are memory_churn's, from the allocator events
+    # Only factory calls the job's own code makes: one inside another op (embedding_dense_backward's zeroed
+    # gradient, a loss's new_zeros) is torch's, and there is no buffer the user could hoist out of the loop.
     rows = ctx.store.dicts(f"""
         SELECT h.window_index AS window, h.step, h.name, h.dur_ns, h.input_dims FROM host_ops h
+        LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
         WHERE h.step IS NOT NULL AND h.category = 'cpu_op' AND regexp_matches(h.name, '{FACTORY_OP_REGEX}')
+          AND (p.op_id IS NULL OR p.category <> 'cpu_op' OR regexp_matches(p.name, '{FACTORY_OP_REGEX}'))
           AND NOT {UNDER_FACTORY_SQL}""")
     if not rows:
         return []
