@@ -457,7 +457,7 @@ def slow_rank(fixed: bool, steps: int, out: Path) -> None:
                         x = torch.tanh(extra(x)) + x
             return model(x)
 
-        train(model, vectors(2048), steps, forward=forward)  # compute well above the gradient all-reduce
+        train(model, vectors(8192), steps, forward=forward)  # compute well above the gradient all-reduce
         # Both ranks done before the group goes: without it, gloo's teardown aborted one rank in about one
         # run in four on this host ("terminate called without an active exception"), mlprof or not.
         dist.barrier()
