@@ -130,11 +130,17 @@ class TrainerSession:
         """A capture with no window holds no profile (``mlprof parse`` would refuse it): say why, remove it."""
         if capture is None or not capture.is_dir():
             return
-        try:
-            info = json.loads((capture / layout.INFO_FILE).read_text())
-        except (OSError, ValueError):
+        # Imported here: `import mlprof` stays free of msgspec (the capture records need it).
+        from ..capture.records import read_manifest
+        from ..errors import CaptureError
+
+        if not (capture / layout.INFO_FILE).is_file():
             return
-        if info.get("windows") or any((capture / layout.RAW_DIR).glob(f"{layout.WINDOW_PREFIX}*")):
+        try:
+            info, _ = read_manifest(capture)
+        except (OSError, CaptureError):
+            return
+        if info.windows or any((capture / layout.RAW_DIR).glob(f"{layout.WINDOW_PREFIX}*")):
             return
         first = first_recorded_step(self.options)
         logger.warning("mlprof: nothing was captured: %s ended after step %s, and the first window records steps "
