@@ -18,6 +18,7 @@ from mlprof.export.chrome_trace import ChromeTraceProblem, validate_chrome_trace
 from mlprof.export.summaries import SUMMARIES
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.schema import TABLES
+from mlprof.tables.store import TableStore
 
 from shared_data import GPU_TRACES, REPO_ROOT
 
@@ -53,9 +54,10 @@ def test_trace_view_is_a_valid_chrome_trace_with_flows_and_steps(shared_traces, 
     assert len(kernels) == sum(1 for e in src["traceEvents"] if e.get("cat") == "kernel")
     flows = [e for e in events if e["ph"] in ("s", "f") and e.get("cat") == "ac2g"]
     assert flows and max(e["id"] for e in flows) < 2**53
-    steps_in_source = sum(1 for e in src["traceEvents"]
-                          if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
-    assert sum(1 for e in events if e.get("cat") == "step") == steps_in_source
+    steps_in_source = sum(1 for e in src["traceEvents"]  # host spans, and their device-side annotations
+                          if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    # Each step once, under torch's name: the trace's own ProfilerStep#N, no second span on mlprof's track.
+    assert sum(1 for e in events if e["ph"] == "X" and e["name"].startswith("ProfilerStep#")) == steps_in_source
 
 
 def test_validator_rejects_what_viewers_misread(tmp_path):
@@ -177,7 +179,10 @@ def test_capture_markers_gc_and_steps_reach_the_timeline(tmp_path):
     assert by_name["epoch start"]["ph"] == "i"
     assert by_name["dataloader"]["ph"] == "X" and by_name["dataloader"]["dur"] == 7.0
     assert by_name["GC gen 2"]["dur"] == 5.0 and by_name["GC gen 2"]["args"]["collected"] == 7
-    assert by_name["Step 1"]["dur"] == 100.0
+    # The step keeps torch's name and appears once: re-parsing the file finds one step, not two.
+    assert [e["dur"] for e in events if e["name"] == "ProfilerStep#1"] == [100.0]
+    with TableStore(parse_path(trace, ParseOptions(output_dir=tmp_path / "again"))[0].tables_dir) as again:
+        assert again.rows("SELECT step, dur_ns FROM steps") == [(1, 100_000)]
     # Absolute time survives: base + ts(µs) * 1000 is the wall clock of the op.
     assert doc["baseTimeNanoseconds"] + round(by_name["aten::mm"]["ts"] * 1000) == base + 10_000
     assert [r["Step"] for r in _csv(Path(result.output_dir) / "step_trace_time.csv")] == ["1"]
@@ -202,3 +207,24 @@ def test_parse_cli_says_where_a_deferred_trace_view_comes_from(shared_traces, tm
     assert not (out / "trace_view.json").exists()
     assert main(["parse", str(shared_traces / NCCL), "--output", str(out), "--no-progress", "--trace-view"]) == 0
     assert (out / "trace_view.json").is_file()
+
+
+def test_steps_only_mlprof_measured_get_a_span_named_as_torch_names_steps(tmp_path):
+    # A Level_none capture: no Kineto trace, steps from steps.json only.
+    base = 1_700_000_000_000_000_000
+    window = tmp_path / "c_mlprof" / "raw" / "window_0000"
+    window.mkdir(parents=True)
+    (tmp_path / "c_mlprof" / "profiler_info.json").write_text(json.dumps({
+        "schema_version": 1, "kind": "mlprof.capture", "status": "finished",
+        "windows": [{"index": 0, "dir": "raw/window_0000", "status": "complete"}]}))
+    (window / "window.json").write_text(json.dumps({"index": 0, "status": "complete", "files": {"steps": "steps.json"}}))
+    (window / "steps.json").write_text(json.dumps([{"step": 4, "start_ns": base, "end_ns": base + 50_000},
+                                                   {"step": 5, "start_ns": base + 50_000, "end_ns": base + 80_000}]))
+    result = parse_path(tmp_path / "c_mlprof")[0]
+    run_exports(Path(result.output_dir), ExportOptions(trace_view_max_events=None))
+    trace = Path(result.output_dir) / "trace_view.json"
+    validate_chrome_trace(trace)
+    steps = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+    assert [(e["name"], e["dur"]) for e in steps] == [("ProfilerStep#4", 50.0), ("ProfilerStep#5", 30.0)]
+    with TableStore(parse_path(trace, ParseOptions(output_dir=tmp_path / "again"))[0].tables_dir) as again:
+        assert again.rows("SELECT step, dur_ns FROM steps ORDER BY step") == [(4, 50_000), (5, 30_000)]

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from mlprof.capture.files import publish_file
+from mlprof.capture.trace_names import GC_NAME_SQL, STEP_NAME_SQL
 from mlprof.tables.store import TableStore
 
 __all__ = ["write_trace_view", "MLPROF_PID"]
@@ -78,9 +79,13 @@ def _queries(base: int, step: int | None) -> list[tuple[str, list]]:
             UNION ALL
             SELECT to_json({{ph: 'f', id: fid, bp: 'e', cat: category, name: category, pid: end_pid,
                              tid: end_tid, ts: {ts % 'end_ns'}}}) FROM pairs""", []),
-        (f"""SELECT to_json({{ph: 'X', cat: 'step', name: 'Step ' || step, pid: {MLPROF_PID}, tid: 1,
+        # Steps from the trace's own ProfilerStep#N events are already on its host track; a second
+        # span of the same name would make the file parse to two steps each. Steps only mlprof
+        # measured (a capture without Kineto events) get the same name and category on mlprof's track,
+        # so the file parses back to the same steps.
+        (f"""SELECT to_json({{ph: 'X', cat: 'user_annotation', name: {STEP_NAME_SQL}, pid: {MLPROF_PID}, tid: 1,
                ts: {ts % 'start_ns'}, dur: dur_ns / 1000.0, args: {{step: step, source: source}}}})
-            FROM steps WHERE true{st}""", p),
+            FROM steps WHERE source <> 'kineto'{st}""", p),
         # Instants carry no dur at all (not "dur": null); ranges are complete events.
         (f"""SELECT to_json({{ph: 'i', s: 't', cat: kind, name: name, pid: {MLPROF_PID}, tid: 2,
                              ts: {ts % 'start_ns'}}})
@@ -91,7 +96,7 @@ def _queries(base: int, step: int | None) -> list[tuple[str, list]]:
         (f"""SELECT to_json({{ph: 'X', cat: 'gpu_user_annotation', name: name, pid: pid, tid: tid,
                ts: {ts % 'start_ns'}, dur: (end_ns - start_ns) / 1000.0}})
             FROM markers WHERE kind = 'device_annotation' AND pid IS NOT NULL""", []),
-        (f"""SELECT to_json({{ph: 'X', cat: 'gc', name: 'GC gen ' || coalesce(generation, -1), pid: {MLPROF_PID},
+        (f"""SELECT to_json({{ph: 'X', cat: 'gc', name: {GC_NAME_SQL}, pid: {MLPROF_PID},
                tid: 3, ts: {ts % 'start_ns'}, dur: dur_ns / 1000.0,
                args: {{collected: collected, uncollectable: uncollectable, thread: tid}}}})
             FROM gc_pauses WHERE true{st}""", p),
