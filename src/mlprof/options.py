@@ -203,7 +203,9 @@ def check_activities(activities: Any, name: str = "activities") -> tuple[Profile
 
 
 def _check_activity_names(value: Any, name: str) -> tuple[str, ...]:
-    """The config file's spelling of activities: a list of names, kept as names."""
+    """The config file's spelling of activities: a list of names, kept as names (None: what the machine has)."""
+    if value is None:
+        return None
     if not isinstance(value, (list, tuple)) or not all(isinstance(a, str) for a in value):
         raise ConfigError(f"{name}: expected a list like [\"CPU\", \"CUDA\"], got {value!r}")
     check_activities(value, name)
@@ -301,8 +303,8 @@ _EXP_RUN = (EXPERIMENTAL, RUN)
 OPTIONS: tuple[Option, ...] = (
     # What to record (mlprof.profile's own keywords).
     Option("activities", "list", None, "sides to record: CPU, CUDA (NPU needs torch_npu); "
-           "default: what this machine has", _check_activity_names, (PROFILE, DYNAMIC),
-           defaults={DYNAMIC: ("CPU",)}),
+           "default: what this machine has", _check_activity_names, (PROFILE, RUN, DYNAMIC),
+           defaults={DYNAMIC: ("CPU",)}, choices=("CPU", "CUDA", "NPU")),
     Option("record_shapes", "bool", False, "record op input shapes", check_bool, _COLLECT),
     Option("profile_memory", "bool", False, "record memory allocations", check_bool, _COLLECT),
     Option("with_stack", "bool", False, "record Python call stacks of ops", check_bool, _COLLECT),
@@ -314,7 +316,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("export_type", "list", (ExportType.Text,), "result formats after parsing: text, db",
            check_export_type, _EXP_RUN, choices=tuple(e.value for e in ExportType)),
     Option("mstx", "bool", True, "record mlprof.mstx marks and ranges (torch_npu's msprof_tx)", check_bool,
-           (EXPERIMENTAL,)),
+           _EXP_RUN),
     Option("gc_detect_threshold", "float_or_none", None,
            "record Python GC pauses of at least this many ms ('none': off; 0: every pause)",
            check_gc_threshold, _EXP_RUN, defaults={RUN: 1.0, DYNAMIC: 1.0}),

@@ -103,6 +103,15 @@ def test_run_flags_turn_attribution_and_gc_off(tmp_path):
     assert not (window / "python_samples.json").exists() and not (window / "modules.json").exists()
 
 
+def test_run_chooses_activities_and_turns_mstx_off(tmp_path):
+    result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "10",
+                        options=["--no-parse", "--activities", "CPU", "--no-mstx"])
+    assert result.returncode == 0, result.stderr
+    (capture,) = captures(tmp_path / "out")
+    config = json.loads((capture / "profiler_info.json").read_text())["config"]
+    assert config["activities"] == ["CPU"] and config["experimental_config"]["mstx"] is False
+
+
 def test_inference_loop_without_optimizer_uses_dataloader_batches(tmp_path):
     result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "12", "--no-optimizer",
                         options=["--active", "2"])
@@ -180,7 +189,8 @@ def test_environment_option_reaches_the_command(tmp_path):
 
 
 @pytest.mark.parametrize("bad", [["--storage-limit", "100MB"], ["--level", "Level7"], ["--environment", "NOEQUALS"],
-                                 ["--python-sampling-interval-ms", "0"], ["--gc-detect-threshold", "-1"]])
+                                 ["--python-sampling-interval-ms", "0"], ["--gc-detect-threshold", "-1"],
+                                 ["--activities", "NPU"]])
 def test_bad_options_give_one_line_errors(tmp_path, bad):
     result = mlprof_run(tmp_path / "out", sys.executable, "-c", "pass", options=bad)
     assert result.returncode != 0

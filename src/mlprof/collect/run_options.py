@@ -33,6 +33,7 @@ def _field(key: str) -> Any:
 class RunOptions:
     """``mlprof run``'s options; every field's default, help and check come from mlprof.options."""
 
+    activities: tuple[str, ...] | None = _field("activities")
     record_shapes: bool = _field("record_shapes")
     profile_memory: bool = _field("profile_memory")
     with_stack: bool = _field("with_stack")
@@ -40,6 +41,7 @@ class RunOptions:
     with_flops: bool = _field("with_flops")
     level: str = _field("level")
     export_type: tuple[str, ...] = _field("export_type")
+    mstx: bool = _field("mstx")
     gc_detect_threshold: float | None = _field("gc_detect_threshold")
     host_sys: tuple[str, ...] = _field("host_sys")
     host_sys_freq: int = _field("host_sys_freq")
@@ -68,8 +70,8 @@ class RunOptions:
         return ExperimentalConfig(**{**shared, "host_sys": host_sys})
 
     def collect_options(self, host_sys: tuple[str, ...] = ()) -> CollectOptions:
-        """What ``mlprof.profile`` is given in each profiled process (activities: what the machine has)."""
-        return CollectOptions(activities=None, experimental_config=self.experimental_config(host_sys),
+        """What ``mlprof.profile`` is given in each profiled process (activities None: what the machine has)."""
+        return CollectOptions(experimental_config=self.experimental_config(host_sys),
                               **{o.name: getattr(self, o.name) for o in options_for(RUN) if PROFILE in o.surfaces})
 
     @property
