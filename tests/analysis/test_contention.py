@@ -13,11 +13,12 @@ MS = 1_000_000
 
 
 def _capture(tmp_path, job_percent, system_percent, runnable, threads=2, job_processes=None, pid=None,
-             collective_ms_per_step=0):
+             collective_ms_per_step=0, wait_ms_per_step=None):
     root = tmp_path / "cap"
     window = root / "raw" / "window_0000"
     window.mkdir(parents=True)
-    steps = [{"step": i, "start_ns": T0 + i * 50 * MS, "end_ns": T0 + (i + 1) * 50 * MS} for i in range(4)]
+    steps = [{"step": i, "start_ns": T0 + i * 50 * MS, "end_ns": T0 + (i + 1) * 50 * MS,
+              **({"cpu_wait_ns": wait_ms_per_step * MS} if wait_ms_per_step is not None else {})} for i in range(4)]
     (window / "steps.json").write_text(json.dumps(steps))
     files = {"steps": "steps.json"}
     if collective_ms_per_step:  # the step's thread waits in a gloo all-reduce at the end of each step
@@ -85,3 +86,21 @@ def test_a_rank_waiting_in_collectives_for_a_slower_rank_is_not_starved(tmp_path
     assert not [f for f in waiting.findings if f.id == "cpu_contention"]
     computing = advise(_capture(tmp_path / "b", job_percent=60.0, system_percent=100.0, runnable=5, threads=1))
     assert [f for f in computing.findings if f.id == "cpu_contention"]
+
+
+def test_the_measured_wait_for_a_core_is_the_share_where_it_was_recorded(tmp_path):
+    # mlprof run measured the stepping thread's run-queue wait: 20 of every 50 ms.
+    report = advise(_capture(tmp_path, job_percent=60.0, system_percent=100.0, runnable=5, wait_ms_per_step=20))
+    (finding,) = [f for f in report.findings if f.id == "cpu_contention"]
+    assert finding.share == 0.4 and finding.evidence.metrics["training_thread_wait_share"] == 0.4
+    assert finding.evidence.metrics["share_is"].startswith("measured")
+
+
+def test_oversubscribed_threads_cost_what_the_stepping_thread_waited(tmp_path):
+    # 16 torch threads on 2 cores, no other process busy: the thread waits 15 of every 50 ms for its own threads.
+    store = _capture(tmp_path, job_percent=200.0, system_percent=100.0, runnable=17, threads=16,
+                     job_processes=[], wait_ms_per_step=15)
+    report = advise(store)
+    (finding,) = [f for f in report.findings if f.id == "cpu_oversubscription"]
+    assert finding.share == 0.3 and finding.severity == "critical" and finding.impact_ns == 4 * 15 * MS
+    assert not [f for f in report.findings if f.id == "cpu_contention"]

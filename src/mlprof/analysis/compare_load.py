@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from mlprof.analysis.host import (STARVED_SHARE, cpu_demand_percent, is_starved, step_host_load, training_cpu_percent,
-                                  training_pid)
+from mlprof.analysis.host import (STARVED_SHARE, cpu_demand_percent, is_starved, measured_wait_share, step_cpu_waits,
+                                  step_host_load, training_cpu_percent, training_pid)
 from mlprof.analysis.stats import MIN_CHANGE, Verdict, relative_verdict
 from mlprof.tables.store import TableStore
 
@@ -83,12 +83,10 @@ class RunLoad:
 
 def run_load(store: TableStore) -> RunLoad | None:
     """The training process's CPU during the steps (None with neither host samples nor per-step waits)."""
-    rows = store.rows("SELECT step, window_index, dur_ns, cpu_wait_ns FROM steps ORDER BY window_index, step")
-    durations = {(s, w): d for s, w, d, _ in rows}
-    ready = ([d - min(max(wait, 0), d) for _, _, d, wait in rows if d]
-             if rows and all(wait is not None for *_, wait in rows) else None)
-    total = sum(d for _, _, d, _ in rows if d)
-    wait_share = (total - sum(ready)) / total if ready is not None and total else None
+    durations = {(s, w): d for s, w, d in store.rows("SELECT step, window_index, dur_ns FROM steps")}
+    waits = step_cpu_waits(store)
+    ready = [dur - wait for dur, wait in waits] if waits else None
+    wait_share = measured_wait_share(store)
     load = step_host_load(store)
     pid = training_pid(store)
     cpu, cpu_ns, others = [], [], []

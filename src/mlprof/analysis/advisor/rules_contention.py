@@ -17,15 +17,17 @@ steps:
   since a busy machine whose scheduler still gives the job its share is not
   slowing it.
 
-It names the processes responsible. Its share is the CPU the job missed,
-as a fraction of what it could use.
+It names the processes responsible. Its share is measured where `mlprof run`
+recorded it: the share of step time the thread that steps was ready to run with
+no core free (``steps.cpu_wait_ns``). Elsewhere it is an estimate: the CPU the
+job missed, as a fraction of what it could use.
 """
 
 from __future__ import annotations
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
-from mlprof.analysis.host import cpu_demand_percent, is_starved, step_host_load, training_pid
+from mlprof.analysis.host import cpu_demand_percent, is_starved, measured_wait_share, step_host_load, training_pid
 
 __all__ = ["cpu_contention"]
 
@@ -78,16 +80,14 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     starved = is_starved(train, demand)
     if not queueing or not starved or competing_cores / cores < th.cpu_contention_other_share:
         return []
-    # The CPU the training process missed, of what its threads could use: an estimate, not a measurement.
-    share = min(1.0 - train / demand, 1.0)
+    # Measured where `mlprof run` recorded it: the share of step time the stepping thread waited for a core.
+    # Else the CPU the training process missed, of what its threads could use: an estimate.
+    wait_share = measured_wait_share(ctx.store)
+    share = wait_share if wait_share is not None else min(1.0 - train / demand, 1.0)
     severity = severity_for(share, th.cpu_contention_other_share, th)
     if severity is None:
         return []
     dur_of = {(st.window, st.step): st.dur_ns for st in ctx.steps}
-    # Measured where `mlprof run` recorded it: the stepping thread's wait for a core, of step time.
-    waits = ctx.store.rows("SELECT sum(cpu_wait_ns), sum(dur_ns), count(cpu_wait_ns), count(*) FROM steps")
-    wait_share = (round(waits[0][0] / waits[0][1], 4)
-                  if waits and waits[0][3] and waits[0][2] == waits[0][3] and waits[0][1] else None)
     outside = _named(_process_mean(load, "top_processes"), 5)
     inside = _named(helpers)
     who_out = ", ".join(f"{p['name']} (pid {p['pid']}, {p['cpu_percent']:.0f}% of a core)" for p in outside[:3])
@@ -114,8 +114,9 @@ def cpu_contention(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                      "training_process_cpu_percent": round(train, 1), "job_cpu_demand_percent": round(demand, 1),
                      "other_cores": round(other_cores, 2), "job_helper_cores": round(helper_cores, 2),
                      "runnable_threads": None if runnable is None else round(runnable, 1),
-                     "training_thread_wait_share": wait_share,
-                     "estimate": "CPU the training process missed, of what its threads could use"},
+                     "training_thread_wait_share": None if wait_share is None else round(wait_share, 4),
+                     "share_is": ("measured: the stepping thread's wait for a core, of step time" if wait_share is not None
+                                  else "an estimate: CPU the training process missed, of what its threads could use")},
             ops=outside + [{**p, "in_job": True} for p in inside],
             steps=[{"step": r["step"], "window": r["window"], "dur_ns": dur_of.get((r["window"], r["step"])),
                     "job_cpu_percent": r["job_cpu_percent"],

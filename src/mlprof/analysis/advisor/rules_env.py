@@ -6,6 +6,7 @@ import re
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.analysis.host import measured_wait_share
 
 __all__ = ["cpu_oversubscription", "recompilation"]
 
@@ -35,12 +36,18 @@ def cpu_oversubscription(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     wanted = threads * local_ranks
     if wanted <= th.threads_per_core * cores:
         return []
-    # The time lost is not measurable from one rank's trace; host-side time is
-    # what oversubscription inflates, so the host share of the step says how much it matters.
+    # Measured where `mlprof run` recorded it: the share of step time the stepping thread waited for a
+    # core (here held by the job's own threads, or cpu_contention's other processes: the explained
+    # account counts these cross-cutting findings once). Elsewhere the time lost is not measurable.
+    wait_share = measured_wait_share(ctx.store)
+    share = wait_share or 0.0
+    severity = severity_for(share, th.cpu_contention_other_share, th) if wait_share else None
     return [Finding(
-        id="cpu_oversubscription", severity="warning", share=0.0, impact_ns=0,
+        id="cpu_oversubscription", severity=severity if severity in ("warning", "critical") else "warning",
+        share=round(share, 4), impact_ns=int(share * ctx.total_step_ns),
         title=f"{wanted} compute threads ({threads} per process x {local_ranks} local ranks) on {cores} cores",
         evidence=Evidence(metrics={"threads_per_process": threads, "local_ranks": local_ranks, "cores": cores,
+                                   "training_thread_wait_share": None if wait_share is None else round(wait_share, 4),
                                    "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS"),
                                    "cpu_count": system.get("cpu_count")}),
         fix=(f"Set OMP_NUM_THREADS (or torch.set_num_threads) to cores / local ranks = "
