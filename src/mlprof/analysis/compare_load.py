@@ -42,9 +42,9 @@ BUSY_OTHERS_PERCENT = 50.0
 # The stepping thread waiting for a core this share of its step time or more: the load shows in step time.
 WAIT_MATERIAL = 0.02
 # On a busy host, changes under this fraction are not called. Measured on a 2-vCPU VM with two shell
-# loops per core in another session (benchmarks/compare_verdicts.py, 9 busy runs of each pair, with
-# the waits taken out): the same code came out -12%..+26% apart (its core's other hyperthread and the
-# caches were shared, so the same instructions ran slower), twice the work +87%..+125%.
+# loops per core in another session (benchmarks/compare_verdicts.py, 12 busy runs of each pair, with
+# the waits taken out): the same code came out -13%..+26% apart (its core's other hyperthread and the
+# caches were shared, so the same instructions ran slower), twice the work +65%..+125%.
 BUSY_MIN_CHANGE = 0.40
 
 
