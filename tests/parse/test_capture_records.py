@@ -73,9 +73,16 @@ def test_a_bad_manifest_is_one_line_naming_the_file_and_field(tmp_path, manifest
 
 
 def test_a_frame_file_name_that_is_not_utf8_is_still_written(tmp_path):
-    from mlprof.capture.records import PythonSamplesFile
+    from mlprof.capture.records import PythonSamplesFile, decode_file
 
     samples = PythonSamplesFile(interval_ns=1, tid=1, frames=[("/x/\udcff.py", 1, "f")], stacks=[[0]],
                                 samples=[(5, 0)])
     write_json_atomic(tmp_path / "p.json", samples)
-    assert json.loads((tmp_path / "p.json").read_text())["frames"] == [["/x/\udcff.py", 1, "f"]]
+    # Valid UTF-8, the undecodable byte as U+FFFD: mlprof's own reader takes it back (an escaped lone
+    # surrogate, as json.dumps writes it, made the whole window unreadable).
+    assert json.loads((tmp_path / "p.json").read_text())["frames"] == [["/x/\ufffd.py", 1, "f"]]
+    assert decode_file(tmp_path / "p.json", PythonSamplesFile).frames == [("/x/\ufffd.py", 1, "f")]
+    # A file an older mlprof wrote that way still reads.
+    (tmp_path / "old.json").write_text(json.dumps({"interval_ns": 1, "frames": [["/x/\udcff.py", 1, "f"]],
+                                                   "stacks": [[0]], "samples": [[5, 0]]}))
+    assert decode_file(tmp_path / "old.json", PythonSamplesFile).frames == [("/x/\ufffd.py", 1, "f")]

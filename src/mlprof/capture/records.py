@@ -236,8 +236,28 @@ def encode(record: Any) -> bytes:
     try:
         return _encoder.encode(record)
     except UnicodeEncodeError:
-        # A lone surrogate (an undecodable file name in a frame): escaped, as json.dumps does.
-        return json.dumps(msgspec.to_builtins(record, enc_hook=_enc_hook), separators=(",", ":")).encode("ascii")
+        # A lone surrogate (a file name with undecodable bytes, in a frame or a process name): written as
+        # U+FFFD. An escaped surrogate ("\udce9", as json.dumps writes it) is JSON no strict reader takes
+        # back, and would make the whole file unreadable.
+        return _encoder.encode(_replace_surrogates(msgspec.to_builtins(record, enc_hook=_enc_hook)))
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value) if _has_surrogate(value) else value
+    if isinstance(value, (list, tuple)):
+        return [_replace_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 _JSON_TYPES = {"array": "list", "object": "dict"}
@@ -291,10 +311,23 @@ def decode_file(path: Path | None, kind: Any, default: Any = None) -> Any:
     except msgspec.ValidationError as exc:
         raise CaptureError(f"{path}: invalid capture file: {_explain(exc)}") from None
     except msgspec.DecodeError as exc:
+        if "surrogate" in str(exc):
+            # Written by an older mlprof: an undecodable file name escaped as a lone surrogate ("\udce9").
+            return _decode_with_surrogates(path, data, kind)
         raise CaptureError(f"{path}: invalid capture file: {exc}") from None
     except (RecursionError, UnicodeDecodeError) as exc:
         why = "JSON nested too deep" if isinstance(exc, RecursionError) else "invalid UTF-8 text"
         raise CaptureError(f"{path}: invalid capture file: {why}") from None
+
+
+def _decode_with_surrogates(path: Path, data: bytes, kind: Any) -> Any:
+    try:
+        value = _replace_surrogates(json.loads(data))
+        return msgspec.convert(value, type=kind)
+    except msgspec.ValidationError as exc:
+        raise CaptureError(f"{path}: invalid capture file: {_explain(exc)}") from None
+    except (ValueError, RecursionError) as exc:
+        raise CaptureError(f"{path}: invalid capture file: {exc}") from None
 
 
 def read_manifest(root: Path) -> tuple[CaptureInfo, dict[str, Any]]:
