@@ -83,9 +83,10 @@ def test_trace_read_in_small_blocks_gives_the_whole_file_readers_columns(
     seen = []
     real = kineto_stream._decode_piece
 
-    def spy(raws, *args):
-        seen.append(len(raws))
-        return real(raws, *args)
+    def spy(*args, **kwargs):
+        got = real(*args, **kwargs)
+        seen.append(got["events"])
+        return got
 
     monkeypatch.setattr(kineto_stream, "_decode_piece", spy)
     pool_s, pool_w = StringPool(), StringPool()
