@@ -181,6 +181,23 @@ def _proven_cut(buf: bytes) -> tuple[int, list] | None:
     return best
 
 
+def _decoded_cut(buf: bytes) -> tuple[int, list] | None:
+    """(start of the rest, decoded events) when the events up to buf's last cut decode; None: they do not.
+
+    For a piece decoded in this process: decoding its events proves the cut
+    as the decode of their raw text would (the same text, the same JSON), so
+    that text is not decoded twice. None sends the caller to
+    :func:`_proven_cut`, which finds the cut (or the bad event) as always.
+    """
+    last = _last_cut(buf)
+    if last is None:
+        return None
+    try:
+        return last, EVENTS_DECODER.decode(b"[" + buf[:buf.rindex(b"}", 0, last) + 1] + b"]")
+    except BAD_INPUT:
+        return None
+
+
 class _Head:
     """Where the events start, and the top-level keys before them."""
 
@@ -208,7 +225,8 @@ def _find_head(buf: bytes) -> _Head | None:
 
 
 # -- decoding pieces -------------------------------------------------------------
-def _decode_piece(text: bytes, base_ns: int, relative: bool, pool: StringPool, raws: list | None = None) -> dict:
+def _decode_piece(text: bytes, base_ns: int, relative: bool, pool: StringPool, raws: list | None = None,
+                  events: list | None = None) -> dict:
     """One piece's events -> its columns (per accumulated kind), threads and unknown counts.
 
     ``text`` is the piece's events, comma-separated; they are decoded straight
@@ -219,10 +237,11 @@ def _decode_piece(text: bytes, base_ns: int, relative: bool, pool: StringPool, r
     """
     cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
     accs = {name: Accumulator() for name in ACCUMULATED}
-    try:
-        events = EVENTS_DECODER.decode(b"[" + text + b"]")
-    except BAD_INPUT:
-        raise NotStreamable from None  # the whole-file reader names the event
+    if events is None:
+        try:
+            events = EVENTS_DECODER.decode(b"[" + text + b"]")
+        except BAD_INPUT:
+            raise NotStreamable from None  # the whole-file reader names the event
     piece_raws = raws
 
     def raws_of(start: int, stop: int) -> list:
@@ -299,26 +318,41 @@ class _Pieces:
                 os.close(r)
                 self.pipes.append(w)
         self.owner: dict[int, int] = {}  # piece index -> worker (absent: here)
+        self.spare: int | None = None  # a worker found idle and not given a piece yet
 
-    def _idle_worker(self) -> int | None:
+    def idle_worker(self) -> int | None:
+        """A worker waiting for a piece (its turn is taken: give it one, or set ``spare``)."""
+        if self.spare is not None:
+            worker, self.spare = self.spare, None
+            return worker
         if self.ready_r is None or not select.select([self.ready_r], [], [], 0)[0]:
             return None
         return os.read(self.ready_r, 1)[0]
 
-    def add(self, text: bytes, raws: list) -> None:
-        """One piece: its text and its events (decoded as msgspec.Raw)."""
+    def send(self, worker: int, text: bytes) -> None:
+        """One piece to a worker, as its text."""
         index = self.count
         self.count += 1
-        worker = self._idle_worker()
+        try:
+            _write_all(self.pipes[worker], _HEADER.pack(index, len(text)))
+            _write_all(self.pipes[worker], text)
+            self.owner[index] = worker
+        except OSError:  # the worker died: its error surfaces in finish()
+            raise NotStreamable from None
+
+    def here(self, text: bytes, raws: list | None = None, events: list | None = None) -> None:
+        """One piece decoded in this process (its events, or their raw text, if already decoded)."""
+        index = self.count
+        self.count += 1
+        self.results[index] = _decode_piece(text, self.base_ns, self.relative, self.pool, raws, events)
+
+    def add(self, text: bytes, raws: list) -> None:
+        """One piece: its text and its events (decoded as msgspec.Raw), to an idle worker or here."""
+        worker = self.idle_worker()
         if worker is not None:
-            try:
-                _write_all(self.pipes[worker], _HEADER.pack(index, len(text)))
-                _write_all(self.pipes[worker], text)
-                self.owner[index] = worker
-                return
-            except OSError:  # the worker died: its error surfaces in finish()
-                raise NotStreamable from None
-        self.results[index] = _decode_piece(text, self.base_ns, self.relative, self.pool, raws)
+            self.send(worker, text)
+        else:
+            self.here(text, raws)
 
     def finish(self) -> list[dict]:
         """Every piece's result in file order, string codes in ``pool``'s numbering."""
@@ -420,15 +454,27 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
             done = at or done
             if data:
                 buf = buf + data if buf else data
-            cut = _proven_cut(buf)
-            if cut is None:
-                if len(buf) > _REST_LIMIT:
-                    raise NotStreamable
-                continue
-            rest_at, raws = cut
+            worker = pieces.idle_worker()
+            # A piece decoded here is decoded once, its decode the proof of the cut.
+            decoded = _decoded_cut(buf) if worker is None else None
+            if decoded is not None:
+                rest_at, events = decoded
+                pieces.here(buf[:rest_at - 1], events=events)
+                del events
+            else:
+                cut = _proven_cut(buf)
+                if cut is None:
+                    pieces.spare = worker
+                    if len(buf) > _REST_LIMIT:
+                        raise NotStreamable
+                    continue
+                rest_at, raws = cut
+                if worker is not None:
+                    pieces.send(worker, buf[:rest_at - 1])
+                else:
+                    pieces.here(buf[:rest_at - 1], raws)
+                del raws
             cut_any = True
-            pieces.add(buf[:rest_at - 1], raws)
-            del raws
             buf = buf[rest_at:]
             if progress is not None:
                 progress(done, size)
