@@ -149,6 +149,11 @@ def _last_cut(buf: bytes) -> int | None:
     return None
 
 
+def _as_array(buf: bytes, end: int) -> bytes:
+    """``[`` + buf[:end] + ``]``, with one copy of the text (a block is megabytes)."""
+    return b"".join((b"[", memoryview(buf)[:end], b"]"))
+
+
 def _proven_cut(buf: bytes) -> tuple[int, list] | None:
     """(start of the rest, decoded events) of the longest provable piece of buf; None: read more.
 
@@ -162,7 +167,7 @@ def _proven_cut(buf: bytes) -> tuple[int, list] | None:
     if last is None:
         return None
     try:  # the common case: one decode, no scan of the whole block for candidates
-        return last, LIST_DECODER.decode(b"[" + buf[:buf.rindex(b"}", 0, last) + 1] + b"]")
+        return last, LIST_DECODER.decode(_as_array(buf, buf.rindex(b"}", 0, last) + 1))
     except BAD_INPUT:
         pass
     ends = [m.end() for m in _CUT.finditer(buf)][:-1]
@@ -193,7 +198,7 @@ def _decoded_cut(buf: bytes) -> tuple[int, list] | None:
     if last is None:
         return None
     try:
-        return last, EVENTS_DECODER.decode(b"[" + buf[:buf.rindex(b"}", 0, last) + 1] + b"]")
+        return last, EVENTS_DECODER.decode(_as_array(buf, buf.rindex(b"}", 0, last) + 1))
     except BAD_INPUT:
         return None
 
@@ -459,7 +464,8 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
             decoded = _decoded_cut(buf) if worker is None else None
             if decoded is not None:
                 rest_at, events = decoded
-                pieces.here(buf[:rest_at - 1], events=events)
+                # The text is only read again for counters and exact times: a view, no copy.
+                pieces.here(memoryview(buf)[:rest_at - 1], events=events)
                 del events
             else:
                 cut = _proven_cut(buf)
