@@ -19,9 +19,11 @@ _BLOCK = 4096
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Blocks of 4 KiB, so a trace of a few hundred events spans many of them."""
+    """Blocks of 4 KiB, so a trace of a few hundred events spans many of them; pieces decoded in
+    parts of 1,000 bytes, so parts cut inside names holding "}, {" too."""
     monkeypatch.setattr(kineto_stream, "_MIN_BLOCK", _BLOCK)
     monkeypatch.setattr(kineto_stream, "_MAX_BLOCK", _BLOCK)
+    monkeypatch.setattr(kineto_stream, "_LOCAL_PIECE_BYTES", 1000)
 
 
 def _events(n: int) -> list[dict]:

@@ -56,6 +56,8 @@ _MIN_BLOCK, _MAX_BLOCK = 2**20, 32 * 2**20
 # text one event may span before streaming gives up (the whole-file reader
 # then decides).
 _HEAD_LIMIT = 64 * 2**20
+# Text of a piece decoded in the parent: about CHUNK_EVENTS Kineto events.
+_LOCAL_PIECE_BYTES = 4 * 2**20
 _REST_LIMIT = 256 * 2**20
 
 
@@ -138,10 +140,10 @@ _SPACE = re.compile(rb"\s*")
 _CUT = re.compile(rb"\}\s*,")
 
 
-def _last_cut(buf: bytes) -> int | None:
-    """Where the rest starts after the last ``}`` + ``,`` of buf (None: there is none)."""
-    hi = len(buf)
-    while (i := buf.rfind(b"}", 0, hi)) >= 0:
+def _last_cut(buf: bytes, lo: int = 0, hi: int | None = None) -> int | None:
+    """Where the rest starts after the last ``}`` + ``,`` of buf[lo:hi] (None: there is none)."""
+    hi = len(buf) if hi is None else hi
+    while (i := buf.rfind(b"}", lo, hi)) >= 0:
         m = _COMMA.match(buf, i + 1)
         if m is not None:
             return m.end()
@@ -186,19 +188,20 @@ def _proven_cut(buf: bytes) -> tuple[int, list] | None:
     return best
 
 
-def _decoded_cut(buf: bytes) -> tuple[int, list] | None:
-    """(start of the rest, decoded events) when the events up to buf's last cut decode; None: they do not.
+def _decoded_cut(buf: bytes, lo: int, hi: int) -> tuple[int, list] | None:
+    """(start of the rest, decoded events) when the events of buf[lo:] up to the last cut before
+    ``hi`` decode; None: there is no such cut, or they do not decode.
 
     For a piece decoded in this process: decoding its events proves the cut
     as the decode of their raw text would (the same text, the same JSON), so
     that text is not decoded twice. None sends the caller to
     :func:`_proven_cut`, which finds the cut (or the bad event) as always.
     """
-    last = _last_cut(buf)
+    last = _last_cut(buf, lo, min(hi, len(buf)))
     if last is None:
         return None
     try:
-        return last, EVENTS_DECODER.decode(_as_array(buf, buf.rindex(b"}", 0, last) + 1))
+        return last, EVENTS_DECODER.decode(b"".join((b"[", memoryview(buf)[lo:buf.rindex(b"}", lo, last) + 1], b"]")))
     except BAD_INPUT:
         return None
 
@@ -235,34 +238,67 @@ def _decode_piece(text: bytes, base_ns: int, relative: bool, pool: StringPool, r
     """One piece's events -> its columns (per accumulated kind), threads and unknown counts.
 
     ``text`` is the piece's events, comma-separated; they are decoded straight
-    from it in one call (cheaper than cutting it into per-event raw text and
-    joining that again per chunk). The raw text of each event (``raws``, or
-    decoded from ``text`` when first needed) is only read for counter events
-    and for absolute times a double cannot hold.
+    from it, a few MiB at a time (:func:`_parts`), not cut into per-event raw
+    text and joined again per chunk. ``events``: the piece's events, already
+    decoded. The raw text of each event (``raws``, or decoded from its part's
+    text when first needed) is only read for counter events and for absolute
+    times a double cannot hold.
     """
     cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
     accs = {name: Accumulator() for name in ACCUMULATED}
-    if events is None:
-        try:
-            events = EVENTS_DECODER.decode(b"[" + text + b"]")
-        except BAD_INPUT:
-            raise NotStreamable from None  # the whole-file reader names the event
-    piece_raws = raws
-
-    def raws_of(start: int, stop: int) -> list:
-        nonlocal piece_raws
-        if piece_raws is None:
-            piece_raws = LIST_DECODER.decode(b"[" + text + b"]")
-        return piece_raws[start:stop]
-
-    for start in range(0, len(events), CHUNK_EVENTS):
-        stop = start + CHUNK_EVENTS
-        try:
-            split_chunk(events[start:stop], partial(raws_of, start, stop), base_ns, pool, cols, accs)
-        except BAD_INPUT:
-            raise NotStreamable from None
+    if events is not None:
+        parts = [(text, events, raws)]
+    elif raws is not None:  # already cut into events: decoded whole
+        parts = [(text, _decode_events(memoryview(text)), raws)]
+    else:
+        parts = _parts(text)
+    count = 0
+    for part_text, part_events, part_raws in parts:
+        count += len(part_events)
+        lazy = _LazyRaws(part_text, part_raws)
+        for start in range(0, len(part_events), CHUNK_EVENTS):
+            stop = start + CHUNK_EVENTS
+            try:
+                split_chunk(part_events[start:stop], partial(lazy.slice, start, stop), base_ns, pool, cols, accs)
+            except BAD_INPUT:
+                raise NotStreamable from None
+        del part_events
     return {"columns": {name: acc.result() for name, acc in accs.items() if acc.parts},
-            "threads": cols.threads, "unknown": cols.unknown, "events": len(events)}
+            "threads": cols.threads, "unknown": cols.unknown, "events": count}
+
+
+class _LazyRaws:
+    """The raw text of a part's events, decoded when first asked for."""
+
+    def __init__(self, text, raws: list | None) -> None:
+        self.text, self.raws = text, raws
+
+    def slice(self, start: int, stop: int) -> list:
+        if self.raws is None:
+            self.raws = LIST_DECODER.decode(b"".join((b"[", self.text, b"]")))
+        return self.raws[start:stop]
+
+
+def _decode_events(view: memoryview) -> list:
+    try:
+        return EVENTS_DECODER.decode(b"".join((b"[", view, b"]")))
+    except BAD_INPUT:
+        raise NotStreamable from None  # the whole-file reader names the event
+
+
+def _parts(text: bytes) -> Iterator[tuple[memoryview, list, None]]:
+    """A proven piece's events, about ``_LOCAL_PIECE_BYTES`` of text at a time, so memory holds a
+    part's events, not a piece's. Each part's decode proves its cut; a part that does not prove
+    is decoded with all the rest of the piece."""
+    pos, n = 0, len(text)
+    while pos < n:
+        decoded = _decoded_cut(text, pos, pos + _LOCAL_PIECE_BYTES) if n - pos > _LOCAL_PIECE_BYTES else None
+        if decoded is None:
+            yield memoryview(text)[pos:], _decode_events(memoryview(text)[pos:]), None
+            return
+        rest_at, events = decoded
+        yield memoryview(text)[pos:rest_at - 1], events, None
+        pos = rest_at
 
 
 _HEADER = struct.Struct("<qq")  # piece index (-1: no more), text length
@@ -460,26 +496,39 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
             if data:
                 buf = buf + data if buf else data
             worker = pieces.idle_worker()
-            # A piece decoded here is decoded once, its decode the proof of the cut.
-            decoded = _decoded_cut(buf) if worker is None else None
-            if decoded is not None:
+            # Decoded here, the block goes in pieces of a few MiB (memory holds
+            # one piece's events, not a block's), each decoded once, that
+            # decode the proof of its cut. What no such piece takes (the
+            # rest, once a worker is idle, or a cut that does not prove) goes
+            # the way every piece went before: proven by its raw text.
+            pos = 0
+            while worker is None:
+                decoded = _decoded_cut(buf, pos, pos + _LOCAL_PIECE_BYTES)
+                if decoded is None:
+                    break
                 rest_at, events = decoded
                 # The text is only read again for counters and exact times: a view, no copy.
-                pieces.here(memoryview(buf)[:rest_at - 1], events=events)
+                pieces.here(memoryview(buf)[pos:rest_at - 1], events=events)
                 del events
+                cut_any = True
+                pos = rest_at
+                worker = pieces.idle_worker()
+            if pos:
+                buf = buf[pos:]
+            cut = _proven_cut(buf)
+            if cut is None:
+                pieces.spare = worker
+                if len(buf) > _REST_LIMIT:
+                    raise NotStreamable
+                if pos and progress is not None:
+                    progress(done, size)
+                continue
+            rest_at, raws = cut
+            if worker is not None:
+                pieces.send(worker, buf[:rest_at - 1])
             else:
-                cut = _proven_cut(buf)
-                if cut is None:
-                    pieces.spare = worker
-                    if len(buf) > _REST_LIMIT:
-                        raise NotStreamable
-                    continue
-                rest_at, raws = cut
-                if worker is not None:
-                    pieces.send(worker, buf[:rest_at - 1])
-                else:
-                    pieces.here(buf[:rest_at - 1], raws)
-                del raws
+                pieces.here(buf[:rest_at - 1], raws)
+            del raws
             cut_any = True
             buf = buf[rest_at:]
             if progress is not None:
