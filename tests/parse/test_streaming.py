@@ -19,9 +19,11 @@ _BLOCK = 4096
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Blocks of 4 KiB, so a trace of a few hundred events spans many of them."""
+    """Blocks of 4 KiB, so a trace of a few hundred events spans many of them; pieces decoded in
+    parts of 1,000 bytes, so parts cut inside names holding "}, {" too."""
     monkeypatch.setattr(kineto_stream, "_MIN_BLOCK", _BLOCK)
     monkeypatch.setattr(kineto_stream, "_MAX_BLOCK", _BLOCK)
+    monkeypatch.setattr(kineto_stream, "_LOCAL_PIECE_BYTES", 1000)
 
 
 def _events(n: int) -> list[dict]:
@@ -83,9 +85,10 @@ def test_trace_read_in_small_blocks_gives_the_whole_file_readers_columns(
     seen = []
     real = kineto_stream._decode_piece
 
-    def spy(raws, *args):
-        seen.append(len(raws))
-        return real(raws, *args)
+    def spy(*args, **kwargs):
+        got = real(*args, **kwargs)
+        seen.append(got["events"])
+        return got
 
     monkeypatch.setattr(kineto_stream, "_decode_piece", spy)
     pool_s, pool_w = StringPool(), StringPool()

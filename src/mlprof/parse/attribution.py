@@ -113,59 +113,94 @@ def _overlay(part: _Partition, starts: np.ndarray, ends: np.ndarray, label: int,
 def _sweep(lo: int, hi: int, s: np.ndarray, e: np.ndarray, phase: np.ndarray) -> tuple[_Partition, int | None]:
     """Innermost-defining-span labelling of one step; returns it and the first backward start."""
     order = np.lexsort((-e, s))
-    seg_s, seg_e, seg_l = [], [], []
-    stack: list[list] = []  # [end, effective label, owner index (defining span), own phase]
-    opt_first_bwd: dict[int, int] = {}
+    # Plain Python ints, clipped to the step, in sweep order: the loop below
+    # runs once per span, and numpy scalars cost several times a list item.
+    starts = np.maximum(s[order], lo).tolist()
+    ends = np.minimum(e[order], hi).tolist()
+    phases = phase[order].tolist()
+    owner_of = order.tolist()
+    seg_s: list[int] = []
+    seg_e: list[int] = []
+    seg_l: list[int] = []
     owners: list[int] = []
+    # Open spans, innermost last: their ends, effective labels, owners (the
+    # defining span's index) and own phases, one list each.
+    st_end: list[int] = []
+    st_label: list[int] = []
+    st_owner: list[int] = []
+    st_phase: list[int] = []
+    opt_first_bwd: dict[int, int] = {}
     t = lo
     first_bwd = None
     bwd = _CODE["backward"]
     opt = _CODE["optimizer"]
-
-    def emit(until: int) -> None:
-        nonlocal t
-        if until > t:
-            top = stack[-1] if stack else None
-            seg_s.append(t)
-            seg_e.append(until)
-            seg_l.append(top[1] if top else _NONE)
-            owners.append(top[2] if top else -1)
-            t = until
-
-    for k in order:
-        a, b, p = int(s[k]), int(e[k]), int(phase[k])
-        a, b = max(a, lo), min(b, hi)
+    for a, b, p, k in zip(starts, ends, phases, owner_of):
         if b <= a:
             continue
-        while stack and stack[-1][0] <= a:
-            emit(stack[-1][0])
-            stack.pop()
-        emit(a)
-        if stack:
-            b = min(b, stack[-1][0])  # keep proper nesting
-        if p >= 0:
+        while st_end and st_end[-1] <= a:  # close the spans that end before this one starts
+            until = st_end.pop()
+            if until > t:
+                seg_s.append(t)
+                seg_e.append(until)
+                seg_l.append(st_label[-1])
+                owners.append(st_owner[-1])
+                t = until
+            st_label.pop()
+            st_owner.pop()
+            st_phase.pop()
+        if a > t:
+            seg_s.append(t)
+            seg_e.append(a)
+            if st_end:
+                seg_l.append(st_label[-1])
+                owners.append(st_owner[-1])
+            else:
+                seg_l.append(_NONE)
+                owners.append(-1)
+            t = a
+        if st_end:
+            if st_end[-1] < b:
+                b = st_end[-1]  # keep proper nesting
+            if p >= 0:
+                label, owner = p, k
+            else:
+                label, owner = st_label[-1], st_owner[-1]
+        elif p >= 0:
             label, owner = p, k
-        elif stack:
-            label, owner = stack[-1][1], stack[-1][2]
         else:
             label, owner = _NEUTRAL, -1
         if p == bwd:
             first_bwd = a if first_bwd is None else min(first_bwd, a)
-            for frame in stack:
-                if frame[3] == opt and frame[2] not in opt_first_bwd:
-                    opt_first_bwd[frame[2]] = a
-        stack.append([b, label, owner, p])
-    while stack:
-        emit(stack[-1][0])
-        stack.pop()
-    emit(hi)
+            for frame_phase, frame_owner in zip(st_phase, st_owner):
+                if frame_phase == opt and frame_owner not in opt_first_bwd:
+                    opt_first_bwd[frame_owner] = a
+        st_end.append(b)
+        st_label.append(label)
+        st_owner.append(owner)
+        st_phase.append(p)
+    while st_end:
+        until = st_end.pop()
+        if until > t:
+            seg_s.append(t)
+            seg_e.append(until)
+            seg_l.append(st_label[-1])
+            owners.append(st_owner[-1])
+            t = until
+        st_label.pop()
+        st_owner.pop()
+        st_phase.pop()
+    if hi > t:
+        seg_s.append(t)
+        seg_e.append(hi)
+        seg_l.append(_NONE)
+        owners.append(-1)
     labels = np.array(seg_l, dtype=np.int64)
     if opt_first_bwd:
         # Optimizer.step(closure): what runs in it before its backward is the forward.
         own = np.array(owners, dtype=np.int64)
-        ends = np.array(seg_e, dtype=np.int64)
+        ends_arr = np.array(seg_e, dtype=np.int64)
         for owner, bwd_start in opt_first_bwd.items():
-            labels[(own == owner) & (ends <= bwd_start) & (labels == opt)] = _CODE["forward"]
+            labels[(own == owner) & (ends_arr <= bwd_start) & (labels == opt)] = _CODE["forward"]
     return _Partition(np.array(seg_s, dtype=np.int64), np.array(seg_e, dtype=np.int64), labels), first_bwd
 
 

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Union
 
 import msgspec
 import numpy as np
+
+from mlprof.parse.kineto_times import MAX_US, TimeRangeError, decimal_us_to_ns, exact_times, needs_exact_times
+from mlprof.parse.kineto_times import dur_column as _durs
+from mlprof.parse.kineto_times import ns_column as _ns
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
            "EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk", "TimeRangeError",
@@ -228,127 +233,6 @@ def _to_int(value) -> int:
     return int(value)
 
 
-# Largest |µs| a time or duration may have: 2**62 ns, about 146 years, so
-# that base + ts stays inside int64 (more is a corrupt or hostile trace).
-MAX_US = float(2**62 // 1000)
-
-
-class TimeRangeError(ValueError):
-    """A ts/dur too large (or not finite) to be a time in ns as int64."""
-
-
-# From this |µs| on, a double no longer holds a time to the ns (2**40 µs, about
-# 12.7 days: absolute epoch µs, no baseTimeNanoseconds); such chunks are read
-# again with ts/dur as their exact decimal text.
-_EXACT_FROM_US = float(2**40)
-
-
-class _Times(msgspec.Struct, gc=False):
-    ts: msgspec.Raw = _EMPTY
-
-
-_TIMES_DECODER = msgspec.json.Decoder(list[_Times])
-
-
-def _needs_exact_times(events: list) -> bool:
-    ts = np.fromiter([e.ts for e in events], dtype=np.float64, count=len(events))
-    return bool(len(ts)) and float(np.abs(ts).max()) >= _EXACT_FROM_US
-
-
-def _exact_times(events: list, raws: list) -> None:
-    """Replace each event's float ts by exact int ns parsed from the JSON text.
-
-    Durations stay floats: they are small, so a double holds them to the ns.
-    """
-    times = _TIMES_DECODER.decode(b"[" + b",".join(raws) + b"]")
-    ts = decimal_us_to_ns([bytes(t.ts) or b"0" for t in times]).tolist()
-    for e, t in zip(events, ts):
-        e.ts = t
-
-
-def _slow_decimal_ns(text: bytes) -> int:
-    from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-
-    try:
-        value = Decimal(text.decode("ascii"))
-        ns = int((value * 1000).to_integral_value(ROUND_HALF_UP))
-    except (InvalidOperation, ValueError, UnicodeDecodeError, OverflowError):
-        raise TimeRangeError(f"time {text[:40]!r} is not a number") from None
-    if not abs(ns) < 2**62:
-        raise TimeRangeError(f"time {text[:40].decode('ascii', 'replace')} µs is out of range")
-    return ns
-
-
-_POW10 = 10 ** np.arange(19, dtype=np.int64)
-
-
-def decimal_us_to_ns(texts: list[bytes]) -> np.ndarray:
-    """JSON decimal µs texts to int ns, exactly (half-up below the ns), vectorised.
-
-    Plain ``[-]digits[.digits]`` texts are done column by column in numpy;
-    exponents and anything odd go through :mod:`decimal`.
-    """
-    n = len(texts)
-    width = max(map(len, texts), default=0)
-    if n == 0 or width > 48:
-        return np.array([_slow_decimal_ns(t) for t in texts], dtype=np.int64)
-    m = np.array(texts, dtype=f"S{width}").view(np.uint8).reshape(n, width)
-    neg = m[:, 0] == ord("-")
-    digit = (m >= 48) & (m <= 57)
-    dots = m == ord(".")
-    plain = digit | dots | (m == 0)
-    plain[:, 0] |= neg
-    length = (m != 0).sum(1)
-    dot = np.where(dots.any(1), dots.argmax(1), length)
-    ok = plain.all(1) & (dots.sum(1) <= 1) & (dot > neg) & (dot - neg <= 16)
-    value = m.astype(np.int64) - 48
-    rows = np.arange(n)
-    exponent = dot[:, None] - 1 - np.arange(width)  # of each digit left of the dot
-    weight = _POW10[np.clip(exponent, 0, 18)] * (digit & (exponent >= 0))
-    whole = (value * weight).sum(1)
-    ns = np.zeros(n, dtype=np.int64)
-    for k in range(1, 5):  # three digits to the ns, the fourth to round
-        at = np.minimum(dot + k, width - 1)
-        d = np.where((dot + k < width) & digit[rows, at], value[rows, at], 0)
-        ns = ns * 10 + d if k < 4 else ns + (d >= 5)
-    ok &= whole < MAX_US
-    ns = np.where(neg, -1, 1) * (np.where(ok, whole, 0) * 1000 + ns)
-    for i in np.flatnonzero(~ok).tolist():
-        ns[i] = _slow_decimal_ns(texts[i])
-    return ns
-
-
-def _checked_us(values: list) -> np.ndarray:
-    us = np.asarray(values, dtype=np.float64)
-    bad = ~(np.abs(us) < MAX_US)  # also catches NaN and infinities
-    if bad.any():
-        raise TimeRangeError(f"time {us[np.argmax(bad)]!r} µs is out of range")
-    return us
-
-
-def _exact_ns(values: list) -> np.ndarray:
-    # Ints: already exact ns (see _exact_times); NaN = an absent dur.
-    try:
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        raise TimeRangeError("a time is out of range") from None
-
-
-def _ns(values: list, base_ns: int) -> np.ndarray:
-    if values and type(values[0]) is int:
-        return _exact_ns(values) + base_ns
-    # Kineto times are float microseconds; round(x * 1000) keeps ns resolution.
-    # Whole and fractional µs are scaled apart: absolute µs (no
-    # baseTimeNanoseconds) times 1000 would not fit a double's 53 bits.
-    us = _checked_us(values)
-    whole = np.floor(us)
-    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64) + base_ns
-
-
-def _durs(values: list) -> np.ndarray:
-    return np.rint(_checked_us(values) * 1000.0).astype(np.int64)
-
-
 def _pidtid(values: list) -> np.ndarray:
     # String pids/tids ("Spans", "PyTorch Profiler") only appear on rows the
     # tables do not keep; anything else non-numeric becomes MISSING.
@@ -363,7 +247,13 @@ def _raw_text(pool: StringPool, raws: list) -> np.ndarray:
     if not any(raws):
         return np.full(len(raws), -1, dtype=np.int32)
     # bytes keys: decoded to text once per distinct value, in StringPool.values().
-    return pool.codes(list(map(bytes, raws)))
+    # One join and one split copy all the values at C speed (JSON text holds
+    # no NUL byte; should a value hold one, the count tells, and each value is
+    # copied on its own).
+    texts = b"\0".join(raws).split(b"\0")
+    if len(texts) != len(raws):
+        texts = list(map(bytes, raws))
+    return pool.codes(texts)
 
 
 class Accumulator:
@@ -384,9 +274,15 @@ def _decode_args(events: list[_Event]) -> list[_Args]:
     return [e.args for e in events]
 
 
-def split_chunk(events: list[_Event], raws: list[msgspec.Raw], base_ns: int, pool: StringPool, cols: KinetoColumns, accs) -> None:
-    if not cols.relative_times and events and _needs_exact_times(events):
-        _exact_times(events, raws)
+def split_chunk(events: list[_Event], raws: list[msgspec.Raw] | Callable[[], list[msgspec.Raw]], base_ns: int,
+                pool: StringPool, cols: KinetoColumns, accs) -> None:
+    """Add the columns of one chunk of events to ``accs`` (per kind of event).
+
+    ``raws``: the events' raw JSON text, or a function that gives it (it is
+    only read for counter events and for times a double cannot hold).
+    """
+    if not cols.relative_times and events and needs_exact_times(events):
+        exact_times(events, _raws_of(raws))
     host, runtime, device, flows, instants, dev_ann, counters = [], [], [], [], [], [], []
     unknown = cols.unknown
     for i, e in enumerate(events):
@@ -410,7 +306,7 @@ def split_chunk(events: list[_Event], raws: list[msgspec.Raw], base_ns: int, poo
         elif ph == "M":
             _metadata_event(e, cols)
         elif ph == "C":
-            counters.append((e, raws[i]))
+            counters.append(i)
         else:
             unknown[(ph, e.cat)] += 1
     if host:
@@ -449,7 +345,12 @@ def split_chunk(events: list[_Event], raws: list[msgspec.Raw], base_ns: int, poo
             "dur_ns": _durs([e.dur for e in dev_ann]),
         })
     if counters:
-        _counter_columns(counters, base_ns, pool, accs)
+        chunk_raws = _raws_of(raws)
+        _counter_columns([(events[i], chunk_raws[i]) for i in counters], base_ns, pool, accs)
+
+
+def _raws_of(raws) -> list:
+    return raws() if callable(raws) else raws
 
 
 def _flow_id(value) -> int:

@@ -56,6 +56,8 @@ _MIN_BLOCK, _MAX_BLOCK = 2**20, 32 * 2**20
 # text one event may span before streaming gives up (the whole-file reader
 # then decides).
 _HEAD_LIMIT = 64 * 2**20
+# Text of a piece decoded in the parent: about CHUNK_EVENTS Kineto events.
+_LOCAL_PIECE_BYTES = 4 * 2**20
 _REST_LIMIT = 256 * 2**20
 
 
@@ -138,15 +140,20 @@ _SPACE = re.compile(rb"\s*")
 _CUT = re.compile(rb"\}\s*,")
 
 
-def _last_cut(buf: bytes) -> int | None:
-    """Where the rest starts after the last ``}`` + ``,`` of buf (None: there is none)."""
-    hi = len(buf)
-    while (i := buf.rfind(b"}", 0, hi)) >= 0:
+def _last_cut(buf: bytes, lo: int = 0, hi: int | None = None) -> int | None:
+    """Where the rest starts after the last ``}`` + ``,`` of buf[lo:hi] (None: there is none)."""
+    hi = len(buf) if hi is None else hi
+    while (i := buf.rfind(b"}", lo, hi)) >= 0:
         m = _COMMA.match(buf, i + 1)
         if m is not None:
             return m.end()
         hi = i
     return None
+
+
+def _as_array(buf: bytes, end: int) -> bytes:
+    """``[`` + buf[:end] + ``]``, with one copy of the text (a block is megabytes)."""
+    return b"".join((b"[", memoryview(buf)[:end], b"]"))
 
 
 def _proven_cut(buf: bytes) -> tuple[int, list] | None:
@@ -162,7 +169,7 @@ def _proven_cut(buf: bytes) -> tuple[int, list] | None:
     if last is None:
         return None
     try:  # the common case: one decode, no scan of the whole block for candidates
-        return last, LIST_DECODER.decode(b"[" + buf[:buf.rindex(b"}", 0, last) + 1] + b"]")
+        return last, LIST_DECODER.decode(_as_array(buf, buf.rindex(b"}", 0, last) + 1))
     except BAD_INPUT:
         pass
     ends = [m.end() for m in _CUT.finditer(buf)][:-1]
@@ -179,6 +186,24 @@ def _proven_cut(buf: bytes) -> tuple[int, list] | None:
         best = (at, raws)
         lo = k + 1
     return best
+
+
+def _decoded_cut(buf: bytes, lo: int, hi: int) -> tuple[int, list] | None:
+    """(start of the rest, decoded events) when the events of buf[lo:] up to the last cut before
+    ``hi`` decode; None: there is no such cut, or they do not decode.
+
+    For a piece decoded in this process: decoding its events proves the cut
+    as the decode of their raw text would (the same text, the same JSON), so
+    that text is not decoded twice. None sends the caller to
+    :func:`_proven_cut`, which finds the cut (or the bad event) as always.
+    """
+    last = _last_cut(buf, lo, min(hi, len(buf)))
+    if last is None:
+        return None
+    try:
+        return last, EVENTS_DECODER.decode(b"".join((b"[", memoryview(buf)[lo:buf.rindex(b"}", lo, last) + 1], b"]")))
+    except BAD_INPUT:
+        return None
 
 
 class _Head:
@@ -208,19 +233,72 @@ def _find_head(buf: bytes) -> _Head | None:
 
 
 # -- decoding pieces -------------------------------------------------------------
-def _decode_piece(raws: list, base_ns: int, relative: bool, pool: StringPool) -> dict:
-    """One piece's events -> its columns (per accumulated kind), threads and unknown counts."""
+def _decode_piece(text: bytes, base_ns: int, relative: bool, pool: StringPool, raws: list | None = None,
+                  events: list | None = None) -> dict:
+    """One piece's events -> its columns (per accumulated kind), threads and unknown counts.
+
+    ``text`` is the piece's events, comma-separated; they are decoded straight
+    from it, a few MiB at a time (:func:`_parts`), not cut into per-event raw
+    text and joined again per chunk. ``events``: the piece's events, already
+    decoded. The raw text of each event (``raws``, or decoded from its part's
+    text when first needed) is only read for counter events and for absolute
+    times a double cannot hold.
+    """
     cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
     accs = {name: Accumulator() for name in ACCUMULATED}
-    for start in range(0, len(raws), CHUNK_EVENTS):
-        chunk = raws[start:start + CHUNK_EVENTS]
-        try:
-            events = EVENTS_DECODER.decode(b"[" + b",".join(chunk) + b"]")
-            split_chunk(events, chunk, base_ns, pool, cols, accs)
-        except BAD_INPUT:
-            raise NotStreamable from None  # the whole-file reader names the event
+    if events is not None:
+        parts = [(text, events, raws)]
+    elif raws is not None:  # already cut into events: decoded whole
+        parts = [(text, _decode_events(memoryview(text)), raws)]
+    else:
+        parts = _parts(text)
+    count = 0
+    for part_text, part_events, part_raws in parts:
+        count += len(part_events)
+        lazy = _LazyRaws(part_text, part_raws)
+        for start in range(0, len(part_events), CHUNK_EVENTS):
+            stop = start + CHUNK_EVENTS
+            try:
+                split_chunk(part_events[start:stop], partial(lazy.slice, start, stop), base_ns, pool, cols, accs)
+            except BAD_INPUT:
+                raise NotStreamable from None
+        del part_events
     return {"columns": {name: acc.result() for name, acc in accs.items() if acc.parts},
-            "threads": cols.threads, "unknown": cols.unknown, "events": len(raws)}
+            "threads": cols.threads, "unknown": cols.unknown, "events": count}
+
+
+class _LazyRaws:
+    """The raw text of a part's events, decoded when first asked for."""
+
+    def __init__(self, text, raws: list | None) -> None:
+        self.text, self.raws = text, raws
+
+    def slice(self, start: int, stop: int) -> list:
+        if self.raws is None:
+            self.raws = LIST_DECODER.decode(b"".join((b"[", self.text, b"]")))
+        return self.raws[start:stop]
+
+
+def _decode_events(view: memoryview) -> list:
+    try:
+        return EVENTS_DECODER.decode(b"".join((b"[", view, b"]")))
+    except BAD_INPUT:
+        raise NotStreamable from None  # the whole-file reader names the event
+
+
+def _parts(text: bytes) -> Iterator[tuple[memoryview, list, None]]:
+    """A proven piece's events, about ``_LOCAL_PIECE_BYTES`` of text at a time, so memory holds a
+    part's events, not a piece's. Each part's decode proves its cut; a part that does not prove
+    is decoded with all the rest of the piece."""
+    pos, n = 0, len(text)
+    while pos < n:
+        decoded = _decoded_cut(text, pos, pos + _LOCAL_PIECE_BYTES) if n - pos > _LOCAL_PIECE_BYTES else None
+        if decoded is None:
+            yield memoryview(text)[pos:], _decode_events(memoryview(text)[pos:]), None
+            return
+        rest_at, events = decoded
+        yield memoryview(text)[pos:rest_at - 1], events, None
+        pos = rest_at
 
 
 _HEADER = struct.Struct("<qq")  # piece index (-1: no more), text length
@@ -253,13 +331,11 @@ def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool) 
         if index < 0:
             break
         try:  # the parent proved the piece; this decode is its own copy of the events
-            raws = LIST_DECODER.decode(b"[" + _read_exact(text_fd, length) + b"]")
-            pieces[index] = _decode_piece(raws, base_ns, relative, pool)
+            pieces[index] = _decode_piece(_read_exact(text_fd, length), base_ns, relative, pool)
         except BAD_INPUT:
             return {"failed": True}
         except NotStreamable:
             return {"failed": True}
-        del raws
         os.write(ready_fd, bytes([me]))
     return {"failed": False, "strings": pool.keys(), "pieces": pieces}
 
@@ -283,26 +359,41 @@ class _Pieces:
                 os.close(r)
                 self.pipes.append(w)
         self.owner: dict[int, int] = {}  # piece index -> worker (absent: here)
+        self.spare: int | None = None  # a worker found idle and not given a piece yet
 
-    def _idle_worker(self) -> int | None:
+    def idle_worker(self) -> int | None:
+        """A worker waiting for a piece (its turn is taken: give it one, or set ``spare``)."""
+        if self.spare is not None:
+            worker, self.spare = self.spare, None
+            return worker
         if self.ready_r is None or not select.select([self.ready_r], [], [], 0)[0]:
             return None
         return os.read(self.ready_r, 1)[0]
 
-    def add(self, text: bytes, raws: list) -> None:
-        """One piece: its text and its events (decoded as msgspec.Raw)."""
+    def send(self, worker: int, text: bytes) -> None:
+        """One piece to a worker, as its text."""
         index = self.count
         self.count += 1
-        worker = self._idle_worker()
+        try:
+            _write_all(self.pipes[worker], _HEADER.pack(index, len(text)))
+            _write_all(self.pipes[worker], text)
+            self.owner[index] = worker
+        except OSError:  # the worker died: its error surfaces in finish()
+            raise NotStreamable from None
+
+    def here(self, text: bytes, raws: list | None = None, events: list | None = None) -> None:
+        """One piece decoded in this process (its events, or their raw text, if already decoded)."""
+        index = self.count
+        self.count += 1
+        self.results[index] = _decode_piece(text, self.base_ns, self.relative, self.pool, raws, events)
+
+    def add(self, text: bytes, raws: list) -> None:
+        """One piece: its text and its events (decoded as msgspec.Raw), to an idle worker or here."""
+        worker = self.idle_worker()
         if worker is not None:
-            try:
-                _write_all(self.pipes[worker], _HEADER.pack(index, len(text)))
-                _write_all(self.pipes[worker], text)
-                self.owner[index] = worker
-                return
-            except OSError:  # the worker died: its error surfaces in finish()
-                raise NotStreamable from None
-        self.results[index] = _decode_piece(raws, self.base_ns, self.relative, self.pool)
+            self.send(worker, text)
+        else:
+            self.here(text, raws)
 
     def finish(self) -> list[dict]:
         """Every piece's result in file order, string codes in ``pool``'s numbering."""
@@ -404,15 +495,41 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
             done = at or done
             if data:
                 buf = buf + data if buf else data
+            worker = pieces.idle_worker()
+            # Decoded here, the block goes in pieces of a few MiB (memory holds
+            # one piece's events, not a block's), each decoded once, that
+            # decode the proof of its cut. What no such piece takes (the
+            # rest, once a worker is idle, or a cut that does not prove) goes
+            # the way every piece went before: proven by its raw text.
+            pos = 0
+            while worker is None:
+                decoded = _decoded_cut(buf, pos, pos + _LOCAL_PIECE_BYTES)
+                if decoded is None:
+                    break
+                rest_at, events = decoded
+                # The text is only read again for counters and exact times: a view, no copy.
+                pieces.here(memoryview(buf)[pos:rest_at - 1], events=events)
+                del events
+                cut_any = True
+                pos = rest_at
+                worker = pieces.idle_worker()
+            if pos:
+                buf = buf[pos:]
             cut = _proven_cut(buf)
             if cut is None:
+                pieces.spare = worker
                 if len(buf) > _REST_LIMIT:
                     raise NotStreamable
+                if pos and progress is not None:
+                    progress(done, size)
                 continue
             rest_at, raws = cut
-            cut_any = True
-            pieces.add(buf[:rest_at - 1], raws)
+            if worker is not None:
+                pieces.send(worker, buf[:rest_at - 1])
+            else:
+                pieces.here(buf[:rest_at - 1], raws)
             del raws
+            cut_any = True
             buf = buf[rest_at:]
             if progress is not None:
                 progress(done, size)

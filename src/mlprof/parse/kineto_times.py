@@ -1,0 +1,139 @@
+"""Kineto times to int ns: float µs after a base, or exact decimal text when a double cannot hold them.
+
+Kineto writes ``ts``/``dur`` as float microseconds. After
+``baseTimeNanoseconds`` they are small and a double holds them to the ns;
+absolute epoch µs are not, so those chunks are read again from the JSON text
+(:func:`decimal_us_to_ns`). Every value is range-checked: a time must fit
+int64 ns after the base is added.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+__all__ = ["MAX_US", "TimeRangeError", "decimal_us_to_ns", "needs_exact_times", "exact_times", "ns_column",
+           "dur_column", "checked_us"]
+
+_EMPTY = msgspec.Raw()
+
+
+# Largest |µs| a time or duration may have: 2**62 ns, about 146 years, so
+# that base + ts stays inside int64 (more is a corrupt or hostile trace).
+MAX_US = float(2**62 // 1000)
+
+
+class TimeRangeError(ValueError):
+    """A ts/dur too large (or not finite) to be a time in ns as int64."""
+
+
+# From this |µs| on, a double no longer holds a time to the ns (2**40 µs, about
+# 12.7 days: absolute epoch µs, no baseTimeNanoseconds); such chunks are read
+# again with ts/dur as their exact decimal text.
+_EXACT_FROM_US = float(2**40)
+
+
+class _Times(msgspec.Struct, gc=False):
+    ts: msgspec.Raw = _EMPTY
+
+
+_TIMES_DECODER = msgspec.json.Decoder(list[_Times])
+
+
+def needs_exact_times(events: list) -> bool:
+    ts = np.fromiter([e.ts for e in events], dtype=np.float64, count=len(events))
+    return bool(len(ts)) and float(np.abs(ts).max()) >= _EXACT_FROM_US
+
+
+def exact_times(events: list, raws: list) -> None:
+    """Replace each event's float ts by exact int ns parsed from the JSON text.
+
+    Durations stay floats: they are small, so a double holds them to the ns.
+    """
+    times = _TIMES_DECODER.decode(b"[" + b",".join(raws) + b"]")
+    ts = decimal_us_to_ns([bytes(t.ts) or b"0" for t in times]).tolist()
+    for e, t in zip(events, ts):
+        e.ts = t
+
+
+def _slow_decimal_ns(text: bytes) -> int:
+    from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+    try:
+        value = Decimal(text.decode("ascii"))
+        ns = int((value * 1000).to_integral_value(ROUND_HALF_UP))
+    except (InvalidOperation, ValueError, UnicodeDecodeError, OverflowError):
+        raise TimeRangeError(f"time {text[:40]!r} is not a number") from None
+    if not abs(ns) < 2**62:
+        raise TimeRangeError(f"time {text[:40].decode('ascii', 'replace')} µs is out of range")
+    return ns
+
+
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+
+
+def decimal_us_to_ns(texts: list[bytes]) -> np.ndarray:
+    """JSON decimal µs texts to int ns, exactly (half-up below the ns), vectorised.
+
+    Plain ``[-]digits[.digits]`` texts are done column by column in numpy;
+    exponents and anything odd go through :mod:`decimal`.
+    """
+    n = len(texts)
+    width = max(map(len, texts), default=0)
+    if n == 0 or width > 48:
+        return np.array([_slow_decimal_ns(t) for t in texts], dtype=np.int64)
+    m = np.array(texts, dtype=f"S{width}").view(np.uint8).reshape(n, width)
+    neg = m[:, 0] == ord("-")
+    digit = (m >= 48) & (m <= 57)
+    dots = m == ord(".")
+    plain = digit | dots | (m == 0)
+    plain[:, 0] |= neg
+    length = (m != 0).sum(1)
+    dot = np.where(dots.any(1), dots.argmax(1), length)
+    ok = plain.all(1) & (dots.sum(1) <= 1) & (dot > neg) & (dot - neg <= 16)
+    value = m.astype(np.int64) - 48
+    rows = np.arange(n)
+    exponent = dot[:, None] - 1 - np.arange(width)  # of each digit left of the dot
+    weight = _POW10[np.clip(exponent, 0, 18)] * (digit & (exponent >= 0))
+    whole = (value * weight).sum(1)
+    ns = np.zeros(n, dtype=np.int64)
+    for k in range(1, 5):  # three digits to the ns, the fourth to round
+        at = np.minimum(dot + k, width - 1)
+        d = np.where((dot + k < width) & digit[rows, at], value[rows, at], 0)
+        ns = ns * 10 + d if k < 4 else ns + (d >= 5)
+    ok &= whole < MAX_US
+    ns = np.where(neg, -1, 1) * (np.where(ok, whole, 0) * 1000 + ns)
+    for i in np.flatnonzero(~ok).tolist():
+        ns[i] = _slow_decimal_ns(texts[i])
+    return ns
+
+
+def checked_us(values: list) -> np.ndarray:
+    us = np.asarray(values, dtype=np.float64)
+    bad = ~(np.abs(us) < MAX_US)  # also catches NaN and infinities
+    if bad.any():
+        raise TimeRangeError(f"time {us[np.argmax(bad)]!r} µs is out of range")
+    return us
+
+
+def _exact_ns(values: list) -> np.ndarray:
+    # Ints: already exact ns (see _exact_times); NaN = an absent dur.
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        raise TimeRangeError("a time is out of range") from None
+
+
+def ns_column(values: list, base_ns: int) -> np.ndarray:
+    if values and type(values[0]) is int:
+        return _exact_ns(values) + base_ns
+    # Kineto times are float microseconds; round(x * 1000) keeps ns resolution.
+    # Whole and fractional µs are scaled apart: absolute µs (no
+    # baseTimeNanoseconds) times 1000 would not fit a double's 53 bits.
+    us = checked_us(values)
+    whole = np.floor(us)
+    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64) + base_ns
+
+
+def dur_column(values: list) -> np.ndarray:
+    return np.rint(checked_us(values) * 1000.0).astype(np.int64)
