@@ -340,3 +340,43 @@ def test_a_profiler_failure_mid_window_stops_sampling_and_removes_the_hooks(tmp_
         # Already stopped here, before stop(): no sampler thread, no module hooks.
         assert prof._stack_sampler is None and prof._module_recorder is None
     assert len(losses) == 5
+
+
+def test_module_hooks_are_never_compiled_into_a_torch_compiled_model():
+    """Global hooks also fire around a compiled model's calls; dynamo must run them as plain Python.
+
+    Before, attaching the recorder to a compiled model with a graph break made dynamo compile the
+    hooks as three new frames (150 ms charged to a Hugging Face model's first profiled step).
+    """
+    import torch
+    import torch._dynamo
+    from torch import nn
+    from torch._dynamo.utils import counters
+
+    from mlprof.collect.module_recorder import ModuleRecorder
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            x = self.a(x)
+            torch._dynamo.graph_break()  # the rest runs in a resumed frame, where the hooks fire
+            return self.b(x)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(Net(), backend="eager")
+    x = torch.randn(2, 8)
+    compiled(x)
+    compiled(x)
+    frames = counters["frames"]["total"]
+    recorder = ModuleRecorder()
+    recorder.attach()
+    try:
+        compiled(x)
+        compiled(x)
+    finally:
+        recorder.detach()
+    assert counters["frames"]["total"] == frames
+    assert len(recorder.calls) >= 2 and recorder.error is None

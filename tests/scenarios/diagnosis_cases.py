@@ -76,8 +76,9 @@ CASES: tuple[Case, ...] = (
     Case("oversubscription", ("cpu_oversubscription",), "torch.set_num_threads(8 x cores) + OMP_NUM_THREADS (MLP)"),
     Case("dynamic_shapes", ("dynamic_shapes",), "unbucketed batch size and sequence length (transformer)"),
     Case("optimizer_loop", ("op_storm",), "Adam's per-parameter Python loop over 164 small tensors (foreach off, MLP)"),
-    Case("hf_dynamic_seq", ("dynamic_shapes",),
-         "Hugging Face GPT-2 called with input_ids=, batches padded to their own length (transformer)"),
+    Case("hf_dynamic_seq", ("recompilation", "dynamic_shapes"),
+         "Hugging Face GPT-2 compiled with static shapes, called with input_ids=, batches padded to their own "
+         "length: a recompile per new length (transformer)"),
     Case("compile_recompiles", ("recompilation",),
          "torch.compile'd loss reads a Python number that changes every step: a recompile per step (MLP)"),
     Case("eval_every_3", ("step_outliers",), "validation pass inside every 3rd step (CNN)"),
