@@ -48,6 +48,10 @@ def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
     assert result.returncode == 0, result.stderr
     (capture,) = captures(tmp_path / "out")
     assert window_steps(capture) == [[6, 7, 8]]  # skip 5, warm up 1, record 3
+    # Profiled steps against warm unprofiled ones: steps 2-4 of --skip-first (0 and 1 are cold).
+    times = json.loads((capture / "profiler_info.json").read_text())["step_times"]
+    assert (times["profiled_steps"], times["unprofiled_steps"]) == (3, 3)
+    assert times["profiled_median_ns"] > 0 and times["unprofiled_median_ns"] > 0
     with open(capture / "mlprof_output" / "step_trace_time.csv", newline="") as f:
         assert [int(r["Step"]) for r in csv.DictReader(f)] == [6, 7, 8]
     with open(capture / "mlprof_output" / "op_statistic.csv", newline="") as f:

@@ -22,7 +22,7 @@ import msgspec
 from mlprof.capture import layout
 from mlprof.errors import CaptureError
 
-__all__ = ["Int", "Clock", "Versions", "WindowEntry", "CaptureInfo", "CaptureMetadata", "WindowInfo",
+__all__ = ["Int", "Clock", "Versions", "WindowEntry", "StepTimes", "CaptureInfo", "CaptureMetadata", "WindowInfo",
            "StepRecord", "MarkRecord", "RangeRecord", "MarkersFile", "GcRecord", "PythonSamplesFile",
            "ModulesFile", "ScalarsSegment", "HostProcess", "GpuSample", "HostSample", "encode", "decode_file", "convert", "read_manifest"]
 
@@ -62,6 +62,15 @@ class WindowEntry(_Record, kw_only=True):
     end_ns: Union[Int, None] = None
 
 
+class StepTimes(_Record, kw_only=True):
+    """Median wall time of the steps the profiler recorded and of warm steps it did not (collect.step_times)."""
+
+    profiled_median_ns: Int
+    unprofiled_median_ns: Int
+    profiled_steps: Int
+    unprofiled_steps: Int
+
+
 class CaptureInfo(_Record, kw_only=True):
     """``profiler_info.json``, the capture's manifest. Every field may be absent in a file."""
 
@@ -81,6 +90,7 @@ class CaptureInfo(_Record, kw_only=True):
     windows: Union[list[WindowEntry], None] = msgspec.field(default_factory=list)
     error: Union[str, None] = None
     steps_seen: Union[Int, None] = None  # written at stop(): the last profiler step reached
+    step_times: Union[StepTimes, None] = None  # written at stop(): profiled vs unprofiled step medians
 
     def __post_init__(self) -> None:
         if self.windows is None:  # older captures may write null

@@ -19,6 +19,7 @@ from ..capture import layout
 from ..config import CollectOptions, ExperimentalConfig, ProfilerLevel, check_activities
 from ..errors import ConfigError, MlprofError, TorchUnavailableError
 from ..schedule import ProfilerAction, always_record
+from .step_times import StepTimer
 from . import chrome_events
 from .analysis_child import flush_analysis, spawn_analysis
 from ..capture.files import write_json_atomic
@@ -110,6 +111,7 @@ class _KinetoProfile:
         )
         self._failsafe = FailSafe(self._after_failure)
         self._recorder: HostRecorder | None = None
+        self._step_timer = StepTimer()
         self._last_window: HostRecorder | None = None
         self._window_bounds = (0, 0)
         self._window_index = 0
@@ -200,6 +202,7 @@ class _KinetoProfile:
             activate_scalars(self._scalars)
         self._backend.start()
         self._begin_step(time.time_ns())
+        self._step_timer.begin(getattr(self._backend, "current_action", None))
 
     def _set_first_step(self, step: int) -> None:
         """Call before start(): the first step is ``step`` instead of 0 (with a schedule skipping to it)."""
@@ -223,6 +226,7 @@ class _KinetoProfile:
             late = self._close_scalars() or late
             # The last step number reached: says why a capture has no window (the job ended first).
             self._capture.manifest.steps_seen = self._backend.step_num
+            self._capture.manifest.step_times = self._step_timer.summary()
             self._capture.close(layout.STATUS_FINISHED)
             if isinstance(self.on_trace_ready, TraceHandler) and self.on_trace_ready.analyse_flag:
                 if late and self._capture.manifest.windows:
@@ -471,6 +475,7 @@ class profile(_KinetoProfile):  # noqa: N801 - drop-in for torch.profiler.profil
         if not self._running or self._failsafe.failed:
             return
         now_ns = time.time_ns()
+        self._step_timer.end(now_ns)
         if self._recorder is not None:
             self._recorder.end_step(now_ns)
         self._failsafe.run("step", self._step)
@@ -478,3 +483,4 @@ class profile(_KinetoProfile):  # noqa: N801 - drop-in for torch.profiler.profil
     def _step(self) -> None:
         self._backend.step()
         self._begin_step(time.time_ns())
+        self._step_timer.begin(getattr(self._backend, "current_action", None))

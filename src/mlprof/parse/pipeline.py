@@ -131,7 +131,7 @@ InternalParseError = InternalError
 def _capture_metadata(item: CaptureInput) -> dict[str, object]:
     meta: dict[str, object] = {}
     for key in ("worker_name", "host", "pid", "rank", "world_size", "local_rank", "status",
-                "versions", "config", "created_wall_ns", "schema_version"):
+                "versions", "config", "created_wall_ns", "schema_version", "step_times"):
         if key in item.manifest:
             meta[f"capture.{key}"] = item.manifest[key]
     for key, value in item.metadata.items():

@@ -105,8 +105,35 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
     findings = npu_wording(ctx, findings)
     report = AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
                            findings=findings, rules_run=[r.__name__ for r in rules], steps=list(ctx.steps))
+    note = profiling_cost_note(ctx.metadata.get("capture.step_times"))
+    if note:
+        report.notes.append(note)
     report.recount()
     return report
+
+
+# Profiled steps this much slower than unprofiled ones are worth a sentence.
+PROFILING_COST_NOTE = 0.10
+
+
+def profiling_cost_note(step_times: object) -> str | None:
+    """How much slower the profiled steps ran than warm unprofiled ones (collect.step_times), when it matters.
+
+    Every recorded op costs the profiler a little, so findings about many tiny ops (op_storm,
+    host-bound loops) carry that cost in their share.
+    """
+    if not isinstance(step_times, dict):
+        return None
+    try:
+        profiled, unprofiled = int(step_times["profiled_median_ns"]), int(step_times["unprofiled_median_ns"])
+        counts = int(step_times["profiled_steps"]), int(step_times["unprofiled_steps"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if unprofiled <= 0 or profiled < (1 + PROFILING_COST_NOTE) * unprofiled:
+        return None
+    return (f"profiling made steps {profiled / unprofiled - 1:.0%} slower (median {profiled / 1e6:.1f} ms over "
+            f"{counts[0]} profiled steps, {unprofiled / 1e6:.1f} ms over {counts[1]} warm unprofiled ones): "
+            "shares include the profiler's cost per recorded op, most in findings about many tiny ops")
 
 
 

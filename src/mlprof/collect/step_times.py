@@ -1,0 +1,63 @@
+"""Step wall times inside and outside the profiled windows: what profiling costs the job it observes.
+
+Every ``step()`` call closes one step. A step is timed from the end of the
+previous ``step()`` call (after mlprof saved a window, if it did) to the start
+of this one, so mlprof's own saving is never in it, and classed by the
+schedule's action during it: ``RECORD``/``RECORD_AND_SAVE`` (profiled) or
+``NONE`` (not profiled; warm-up steps, whose tracing runs but is thrown away,
+are neither). The first ``COLD_STEPS`` steps never count: they are cold
+(allocations, compilation, caches). Under ``mlprof run`` the unprofiled steps
+are those of ``--skip-first`` after them (the profiler stops after its last
+window), so ``--skip-first 5`` (the default) gives three.
+
+At stop the medians go into the manifest (``profiler_info.json``,
+``step_times``), and the advisor says how much slower profiled steps were.
+About 1 us per step, and a bounded list.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+__all__ = ["StepTimer", "MAX_STEPS", "COLD_STEPS"]
+
+# Steps kept per kind: a long job's medians need no more.
+MAX_STEPS = 10_000
+# The job's first steps, never compared: cold.
+COLD_STEPS = 2
+
+
+class StepTimer:
+    def __init__(self) -> None:
+        self.profiled_ns: list[int] = []
+        self.unprofiled_ns: list[int] = []
+        self._start: tuple[int, str] | None = None  # (start_ns, the action's name during the step)
+        self._ended = 0
+
+    def end(self, now_ns: int) -> None:
+        """The step that started at the last ``begin`` ends now."""
+        start, self._start = self._start, None
+        if start is None:
+            return
+        start_ns, action = start
+        self._ended += 1
+        if self._ended <= COLD_STEPS:
+            return
+        if action.startswith("RECORD"):
+            if len(self.profiled_ns) < MAX_STEPS:
+                self.profiled_ns.append(now_ns - start_ns)
+        elif action == "NONE" and len(self.unprofiled_ns) < MAX_STEPS:
+            self.unprofiled_ns.append(now_ns - start_ns)
+
+    def begin(self, action: object) -> None:
+        """A step starts now, under the schedule's ``action`` (a ProfilerAction, or None when off)."""
+        self._start = (time.time_ns(), getattr(action, "name", "NONE"))
+
+    def summary(self) -> dict | None:
+        """Medians and counts, for the manifest; None until both kinds have a step."""
+        if not self.profiled_ns or not self.unprofiled_ns:
+            return None
+        return {"profiled_median_ns": int(statistics.median(self.profiled_ns)),
+                "unprofiled_median_ns": int(statistics.median(self.unprofiled_ns)),
+                "profiled_steps": len(self.profiled_ns), "unprofiled_steps": len(self.unprofiled_ns)}
