@@ -36,6 +36,9 @@ def main(out: str, slow_rank: int, sleep_s: float, steps: int = 6) -> None:
             loss.backward()
             opt.step()
             prof.step()
+    # Both ranks done before the group goes: without it, gloo's teardown aborts a rank now and then
+    # ("terminate called without an active exception"), with or without mlprof.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -48,4 +48,7 @@ while step < args.steps:
         if step >= args.steps:
             break
 if args.ddp:
+    # Both ranks done before the group goes: without it, gloo's teardown aborts a rank now and then
+    # ("terminate called without an active exception"), with or without mlprof.
+    dist.barrier()
     dist.destroy_process_group()
