@@ -39,7 +39,7 @@ class Outcome:
 
 
 def _label(item: Any) -> str:
-    return str(getattr(item, "root", None) or getattr(item, "path", None) or item)
+    return str(getattr(item, "path", None) or item)
 
 
 def _guarded(fn: Callable, item: Any) -> Outcome:

@@ -95,7 +95,7 @@ def input_sources(path: Path) -> list[tuple[str, Path]]:
     """(source, default output dir) of every input under ``path`` (captures, traces, Ascend folders)."""
     from mlprof.parse.capture_reader import find_inputs
 
-    return [(str(getattr(item, "root", None) or item.path), Path(item.output_dir)) for item in find_inputs(Path(path))]
+    return [(str(item.path), Path(item.output_dir)) for item in find_inputs(Path(path))]
 
 
 def _parse(source: str, output: Path | None, progress) -> Path:

@@ -51,6 +51,11 @@ class AscendInput:
     db_path: Path | None = None
 
     @property
+    def path(self) -> Path:
+        """The input's path, as every input kind spells it (mlprof.outputs, the batch runner)."""
+        return self.root
+
+    @property
     def output_dir(self) -> Path:
         return self.root / layout.OUTPUT_DIR
 

@@ -42,7 +42,7 @@ class WindowFiles:
 
 @dataclass
 class CaptureInput:
-    root: Path
+    capture_dir: Path
     manifest: dict  # profiler_info.json as written (every key it has, for the metadata table)
     metadata: dict  # profiler_metadata.json (the typed CaptureMetadata, as plain JSON values)
     windows: list[WindowFiles] = field(default_factory=list)
@@ -51,8 +51,13 @@ class CaptureInput:
     info: CaptureInfo = field(default_factory=CaptureInfo)  # the same manifest, typed
 
     @property
+    def path(self) -> Path:
+        """The input's path, as every input kind spells it (mlprof.outputs, the batch runner)."""
+        return self.capture_dir
+
+    @property
     def output_dir(self) -> Path:
-        return self.root / layout.OUTPUT_DIR
+        return self.capture_dir / layout.OUTPUT_DIR
 
 
 @dataclass
@@ -96,13 +101,13 @@ def is_capture_dir(path: Path) -> bool:
     return path.is_dir() and ((path / layout.INFO_FILE).is_file() or (path / layout.RAW_DIR).is_dir())
 
 
-def read_capture(root: Path) -> CaptureInput:
-    """The capture at ``root`` with every complete window, sorted by index."""
-    root = Path(root)
+def read_capture(capture_dir: Path) -> CaptureInput:
+    """The capture at ``capture_dir`` with every complete window, sorted by index."""
+    root = Path(capture_dir)
     info, manifest = read_manifest(root)
     metadata_path = root / layout.METADATA_FILE
     metadata = msgspec.to_builtins(decode_file(metadata_path, CaptureMetadata)) if metadata_path.is_file() else {}
-    capture = CaptureInput(root=root, manifest=manifest, metadata=metadata, info=info)
+    capture = CaptureInput(capture_dir=root, manifest=manifest, metadata=metadata, info=info)
     capture.scalar_segments = _scalar_segments(root / layout.SCALARS_DIR, capture.skipped)
     raw = root / layout.RAW_DIR
     if not raw.is_dir():

@@ -115,7 +115,7 @@ def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[Parse
         if exc is None:
             results.append(outcome.value)
             continue
-        source = getattr(item, "root", None) or item.path
+        source = item.path
         out = Path(options.output_dir) if options.output_dir else item.output_dir
         results.append(ParseResult(source=str(source), output_dir=str(out),
                                    kind="capture" if isinstance(item, CaptureInput) else
@@ -285,7 +285,7 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
     windows' tables stacked into the capture's tables."""
     started = time.perf_counter()
     out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
-    result = ParseResult(source=str(item.root), output_dir=str(out_dir), kind="capture",
+    result = ParseResult(source=str(item.capture_dir), output_dir=str(out_dir), kind="capture",
                          skipped=list(item.skipped), capture_status=item.manifest.get("status"),
                          requested_export_types=_requested_export_types(item.manifest))
     meta = _capture_metadata(item)
@@ -318,13 +318,13 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
             # Nothing parsed (every window skipped, or none written yet): an error, not 0 events.
             why = f": {result.skipped[0]}" + (f" (and {len(result.skipped) - 1} more)" if len(result.skipped) > 1
                                               else "") if result.skipped else ""
-            raise CaptureError(f"{item.root}: no complete window to parse{why}")
+            raise CaptureError(f"{item.capture_dir}: no complete window to parse{why}")
         kept = {p.name for p in parts}
         for stale in cache_root.iterdir():  # windows gone, or bad now
             if stale.name not in kept:
                 shutil.rmtree(stale, ignore_errors=True)
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
-        host_counters = read_host_counters(item.root, int(item.manifest.get("pid") or 0))
+        host_counters = read_host_counters(item.capture_dir, int(item.manifest.get("pid") or 0))
         scalars = read_scalar_columns(item.scalar_segments, result.skipped)
         counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
                                 host_counters, {"scalars": scalars} if scalars else None)
