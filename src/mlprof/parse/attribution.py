@@ -130,14 +130,10 @@ def _sweep(lo: int, hi: int, s: np.ndarray, e: np.ndarray, phase: np.ndarray) ->
     st_owner: list[int] = []
     st_phase: list[int] = []
     opt_first_bwd: dict[int, int] = {}
-    t = lo
-    first_bwd = None
-    bwd = _CODE["backward"]
-    opt = _CODE["optimizer"]
-    for a, b, p, k in zip(starts, ends, phases, owner_of):
-        if b <= a:
-            continue
-        while st_end and st_end[-1] <= a:  # close the spans that end before this one starts
+    def close_until(limit: int | None, t: int) -> int:
+        """Pop the open spans ending at or before ``limit`` (all of them: None), cutting a segment for
+        each one's uncovered tail; returns the new cursor."""
+        while st_end and (limit is None or st_end[-1] <= limit):
             until = st_end.pop()
             if until > t:
                 seg_s.append(t)
@@ -148,6 +144,17 @@ def _sweep(lo: int, hi: int, s: np.ndarray, e: np.ndarray, phase: np.ndarray) ->
             st_label.pop()
             st_owner.pop()
             st_phase.pop()
+        return t
+
+    t = lo
+    first_bwd = None
+    bwd = _CODE["backward"]
+    opt = _CODE["optimizer"]
+    for a, b, p, k in zip(starts, ends, phases, owner_of):
+        if b <= a:
+            continue
+        if st_end and st_end[-1] <= a:  # close the spans that end before this one starts
+            t = close_until(a, t)
         if a > t:
             seg_s.append(t)
             seg_e.append(a)
@@ -178,17 +185,8 @@ def _sweep(lo: int, hi: int, s: np.ndarray, e: np.ndarray, phase: np.ndarray) ->
         st_label.append(label)
         st_owner.append(owner)
         st_phase.append(p)
-    while st_end:
-        until = st_end.pop()
-        if until > t:
-            seg_s.append(t)
-            seg_e.append(until)
-            seg_l.append(st_label[-1])
-            owners.append(st_owner[-1])
-            t = until
-        st_label.pop()
-        st_owner.pop()
-        st_phase.pop()
+    if st_end:
+        t = close_until(None, t)
     if hi > t:
         seg_s.append(t)
         seg_e.append(hi)
