@@ -12,19 +12,11 @@ MS = 1_000_000
 
 def _timed(actions_and_ms):
     """A StepTimer fed steps of the given (action name, duration) with a fake clock."""
-    timer, now = StepTimer(), [0]
-
-    import mlprof.collect.step_times as module
-
-    real = module.time.time_ns
-    module.time.time_ns = lambda: now[0]
-    try:
-        for action, ms in actions_and_ms:
-            timer.begin(SimpleNamespace(name=action))
-            now[0] += ms * MS
-            timer.end(now[0])
-    finally:
-        module.time.time_ns = real
+    timer, now = StepTimer(), 0
+    for action, ms in actions_and_ms:
+        timer.begin(now, SimpleNamespace(name=action))
+        now += ms * MS
+        timer.end(now)
     return timer
 
 

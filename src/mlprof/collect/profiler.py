@@ -201,8 +201,9 @@ class _KinetoProfile:
                                       (lambda: self._backend.step_num) if self._records_steps else (lambda: None))
             activate_scalars(self._scalars)
         self._backend.start()
-        self._begin_step(time.time_ns())
-        self._step_timer.begin(getattr(self._backend, "current_action", None))
+        now_ns = time.time_ns()
+        self._begin_step(now_ns)
+        self._step_timer.begin(now_ns, getattr(self._backend, "current_action", None))
 
     def _set_first_step(self, step: int) -> None:
         """Call before start(): the first step is ``step`` instead of 0 (with a schedule skipping to it)."""
@@ -482,5 +483,6 @@ class profile(_KinetoProfile):  # noqa: N801 - drop-in for torch.profiler.profil
 
     def _step(self) -> None:
         self._backend.step()
-        self._begin_step(time.time_ns())
-        self._step_timer.begin(getattr(self._backend, "current_action", None))
+        now_ns = time.time_ns()
+        self._begin_step(now_ns)
+        self._step_timer.begin(now_ns, getattr(self._backend, "current_action", None))
