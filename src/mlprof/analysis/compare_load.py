@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from mlprof.analysis.host import (STARVED_SHARE, cpu_demand_percent, is_starved, measured_wait_share, step_cpu_waits,
-                                  step_host_load, training_cpu_percent, training_pid)
+from mlprof.analysis.host import (STARVED_SHARE, cpu_demand_percent, is_starved, step_cpu_waits, step_host_load,
+                                  training_cpu_percent, training_pid)
 from mlprof.analysis.stats import MIN_CHANGE, Verdict, relative_verdict
 from mlprof.tables.store import TableStore
 
@@ -86,7 +86,7 @@ def run_load(store: TableStore) -> RunLoad | None:
     durations = {(s, w): d for s, w, d in store.rows("SELECT step, window_index, dur_ns FROM steps")}
     waits = step_cpu_waits(store)
     ready = [dur - wait for dur, wait in waits] if waits else None
-    wait_share = measured_wait_share(store)
+    wait_share = sum(w for _, w in waits) / sum(d for d, _ in waits) if waits else None
     load = step_host_load(store)
     pid = training_pid(store)
     cpu, cpu_ns, others = [], [], []

@@ -41,9 +41,9 @@ def cpu_oversubscription(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     # account counts these cross-cutting findings once). Elsewhere the time lost is not measurable.
     wait_share = measured_wait_share(ctx.store)
     share = wait_share or 0.0
-    severity = severity_for(share, th.cpu_contention_other_share, th) if wait_share else None
     return [Finding(
-        id="cpu_oversubscription", severity=severity if severity in ("warning", "critical") else "warning",
+        # A warning whatever the share (the thread facts alone say it is wrong); critical by the measured wait.
+        id="cpu_oversubscription", severity="critical" if share >= th.critical_share else "warning",
         share=round(share, 4), impact_ns=int(share * ctx.total_step_ns),
         title=f"{wanted} compute threads ({threads} per process x {local_ranks} local ranks) on {cores} cores",
         evidence=Evidence(metrics={"threads_per_process": threads, "local_ranks": local_ranks, "cores": cores,
