@@ -79,12 +79,9 @@ def _process(proc: psutil.Process, cpu_percent: float) -> HostProcess:
     """``proc`` as a record (psutil.Error when it is gone)."""
     from ..capture.records import HostProcess
 
-    name = proc.name()
-    if not name.isascii():
-        # Any process may call itself anything: bytes that are not UTF-8 (lone surrogates from psutil)
-        # become "?", so that every line stays valid UTF-8 JSON.
-        name = name.encode("utf-8", "replace").decode("utf-8")
-    return HostProcess(pid=proc.pid, name=name, cpu_percent=round(cpu_percent, 1))
+    # A name that is not UTF-8 (psutil keeps such bytes as lone surrogates) is made valid where every
+    # capture file is written (capture.records.encode), as for a frame's file name.
+    return HostProcess(pid=proc.pid, name=proc.name(), cpu_percent=round(cpu_percent, 1))
 
 
 def runnable_threads() -> int | None:
