@@ -267,7 +267,13 @@ class Accumulator:
             self.parts.setdefault(key, []).append(arr)
 
     def result(self) -> dict[str, np.ndarray]:
-        return {k: np.concatenate(v) for k, v in self.parts.items()}
+        """The columns; the parts are dropped column by column, so memory holds
+        the columns and one column's parts, not every part and every column."""
+        out = {}
+        while self.parts:
+            key = next(iter(self.parts))
+            out[key] = np.concatenate(self.parts.pop(key))
+        return out
 
 
 def _decode_args(events: list[_Event]) -> list[_Args]:

@@ -123,18 +123,31 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
     ``strings`` (-1 = NULL) unless already object arrays. Tables absent from
     ``columns`` are written empty, so every table always exists. DuckDB
     streams each table from the numpy arrays straight into Parquet.
+
+    ``columns`` is consumed: each table's arrays are dropped once it is
+    written, smallest table first, so the largest is written while little
+    else is held.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
+    # One thread: each table is one sequential COPY from numpy, and every
+    # extra thread holds its own row groups while they fill (on a 4.5M-event
+    # trace, 2 threads peaked at 1.07 GB, 1 thread at 0.70 GB, in the same time).
+    con.execute("SET threads = 1")
     try:
         con.register("_strings_src", {"code": np.arange(len(strings), dtype=np.int32),
                                       "value": np.array(strings, dtype=object)})
         con.execute("CREATE TABLE _strlist AS SELECT list(value ORDER BY code) AS l FROM _strings_src")
         con.unregister("_strings_src")
-        for name, schema in TABLES.items():
-            data = columns.get(name) or {}
+        def held_bytes(name: str) -> int:
+            return sum(getattr(a, "nbytes", 0) for a in (columns.get(name) or {}).values())
+
+        for name in sorted(TABLES, key=held_bytes):
+            schema = TABLES[name]
+            data = columns.pop(name, None) or {}
             frame = {col.name: data[col.name] for col in schema.columns if col.name in data}
+            del data
             target = _sql_str(out_dir / f"{name}.parquet")
             n_rows = len(next(iter(frame.values()))) if frame else 0
             if n_rows:
@@ -144,6 +157,7 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
                 con.execute(f"COPY (SELECT {_select_list(schema, set(frame), coded)} FROM _frame f) "
                             f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
                 con.unregister("_frame")
+                del frame
             else:
                 con.execute(schema.create_sql())
                 con.execute(f"COPY \"{name}\" TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
