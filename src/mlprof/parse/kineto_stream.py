@@ -445,12 +445,17 @@ def _merge(pieces: list[dict], remaps: dict[int, np.ndarray], cols: KinetoColumn
         cols.threads.extend(piece["threads"])
         cols.unknown.update(piece["unknown"])
         piece["columns"] = None  # let each piece go as soon as it is copied
-    # Column by column, each piece's arrays freed once copied: memory holds
-    # the pieces plus one column, not the pieces twice.
+    # Column by column, each piece's arrays freed once copied, and handed
+    # back to the system at once: the pieces' arrays are small enough to live
+    # in the heap, which keeps freed memory, so without it memory held the
+    # pieces twice (at 10M events 1.45 GB, for 0.69 GB of columns).
     for name in ACCUMULATED:
         table = parts.pop(name)
-        setattr(cols, name, {key: np.concatenate(table.pop(key)) for key in list(table)})
-    release_freed_memory()
+        merged = {}
+        for key in list(table):
+            merged[key] = np.concatenate(table.pop(key))
+            release_freed_memory()
+        setattr(cols, name, merged)
 
 
 def read_stream(path, pool: StringPool, progress: Callable[[int, int], None] | None = None,
