@@ -24,17 +24,16 @@ class Nesting:
 
 
 def _thread_codes(pids: list[np.ndarray], tids: list[np.ndarray]) -> list[np.ndarray]:
-    pid = np.concatenate(pids)
-    tid = np.concatenate(tids)
-    _, pid_code = np.unique(pid, return_inverse=True)
-    tid_values, tid_code = np.unique(tid, return_inverse=True)
-    codes = pid_code.reshape(-1).astype(np.int64) * len(tid_values) + tid_code.reshape(-1)
-    out, at = [], 0
-    for p in pids:
-        # Copies past the first: a view would keep the whole array alive.
-        out.append(codes[at:at + len(p)] if at == 0 else codes[at:at + len(p)].copy())
-        at += len(p)
-    return out
+    """One code per (pid, tid) pair, the same across the parts.
+
+    Codes are looked up in the few distinct values (not an inverse of
+    ``np.unique`` over all parts stacked, whose sort and copies were the
+    nesting's peak: 0.3 GB on 4.5M ops).
+    """
+    pid_values = np.unique(np.concatenate([np.unique(p) for p in pids]))
+    tid_values = np.unique(np.concatenate([np.unique(t) for t in tids]))
+    return [np.searchsorted(pid_values, p) * len(tid_values) + np.searchsorted(tid_values, t)
+            for p, t in zip(pids, tids)]
 
 
 def _last_at_depth(depth_sorted: np.ndarray, want_depth: np.ndarray, before: np.ndarray) -> np.ndarray:
@@ -51,6 +50,27 @@ def _last_at_depth(depth_sorted: np.ndarray, want_depth: np.ndarray, before: np.
         k = np.searchsorted(positions, before[q], side="left") - 1
         ok = k >= 0
         out[q[ok]] = positions[k[ok]]
+    return out
+
+
+def _parents_sorted(depth_sorted: np.ndarray) -> np.ndarray:
+    """For each sorted position: the last earlier position one level up (-1 at depth 0).
+
+    The same answer as ``_last_at_depth(d, d - 1, arange)``, without its three
+    per-op query arrays: the children of depth d are the positions at d + 1.
+    """
+    out = np.full(len(depth_sorted), -1, dtype=np.int64)
+    if not len(depth_sorted):
+        return out
+    order = np.argsort(depth_sorted, kind="stable")
+    top = int(depth_sorted.max())
+    bounds = np.searchsorted(depth_sorted[order], np.arange(top + 2))
+    for d in range(top):
+        positions = order[bounds[d]:bounds[d + 1]]
+        children = order[bounds[d + 1]:bounds[d + 2]]
+        k = np.searchsorted(positions, children, side="left") - 1
+        ok = k >= 0
+        out[children[ok]] = positions[k[ok]]
     return out
 
 
@@ -111,14 +131,16 @@ def nest_host_events(
     op_of_sorted = tree_idx[order]
     del order, tree_idx
     ends_sorted = np.sort(ks + tdur_sorted)
+    del tdur_sorted  # read again from dur_ns below, for the ops that have a parent
     d_sorted = np.arange(len(ks)) - np.searchsorted(ends_sorted, ks, side="right")
-    parent_sorted = _last_at_depth(d_sorted, d_sorted - 1, np.arange(len(ks)))
+    parent_sorted = _parents_sorted(d_sorted)
     depth[op_of_sorted] = d_sorted
     has_parent = parent_sorted >= 0
-    parent[op_of_sorted[has_parent]] = op_of_sorted[parent_sorted[has_parent]]
-    del parent_sorted
-    np.add.at(child_ns, parent[op_of_sorted[has_parent]], tdur_sorted[has_parent])
-    del tdur_sorted, has_parent
+    child = op_of_sorted[has_parent]
+    parent[child] = op_of_sorted[parent_sorted[has_parent]]
+    del parent_sorted, has_parent
+    np.add.at(child_ns, parent[child], dur_ns[child])
+    del child
 
     def place(thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(innermost op open at ts, number of ops open) for points."""
