@@ -28,7 +28,7 @@ from mlprof.parse.scalars import read_scalar_columns
 from mlprof.parse.ascend_common import AscendInput
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
-from mlprof.parse.memory import release_freed_memory, return_large_blocks
+from mlprof.parse.memory import release_freed_memory
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.tables.layout import PARSE_INFO_FILE, TABLES_DIR, WINDOW_CACHE_FILE, WINDOWS_DIR, tables_schema
 from mlprof.tables.schema import TABLES
@@ -166,7 +166,6 @@ def _count_events(result: ParseResult, event_count: int, unknown: list) -> None:
 def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseResult:
     out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
     existed = out_dir.exists()
-    return_large_blocks()
     try:
         with named_write_errors(out_dir):
             if isinstance(item, AscendInput):  # torch_npu output: its own parsers (docs/ascend.md)
