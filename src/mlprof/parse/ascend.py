@@ -18,8 +18,8 @@ __all__ = ["read_ascend", "ascend_tables"]
 
 
 def _metadata(item: AscendInput, rows: AscendRows) -> dict[str, object]:
-    meta: dict[str, object] = {"source.path": str(item.root), "source.format": f"ascend_{item.format}",
-                               "device_type": "npu", "capture.worker_name": item.root.name}
+    meta: dict[str, object] = {"source.path": str(item.path), "source.format": f"ascend_{item.format}",
+                               "device_type": "npu", "capture.worker_name": item.path.name}
     if item.rank is not None:
         meta["capture.rank"] = item.rank
         meta["distributedInfo"] = {"rank": item.rank, "backend": "hccl"}
