@@ -119,7 +119,7 @@ class CollectOptions:
             )
 
     @property
-    def level(self) -> ProfilerLevel:
+    def profiler_level(self) -> ProfilerLevel:
         return self.experimental_config.profiler_level
 
     def profile_kwargs(self) -> dict[str, Any]:

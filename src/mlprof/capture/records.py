@@ -340,13 +340,13 @@ def _decode_with_surrogates(path: Path, data: bytes, kind: Any) -> Any:
         raise CaptureError(f"{path}: invalid capture file: {exc}") from None
 
 
-def read_manifest(root: Path) -> tuple[CaptureInfo, dict[str, Any]]:
+def read_manifest(capture_dir: Path) -> tuple[CaptureInfo, dict[str, Any]]:
     """A capture's ``profiler_info.json``: the typed manifest and the raw JSON object (for metadata).
 
     A missing file reads as an empty manifest; an unsupported schema version,
     a field of the wrong type or an integer beyond int64 is a CaptureError.
     """
-    path = Path(root) / layout.INFO_FILE
+    path = Path(capture_dir) / layout.INFO_FILE
     raw: object = {}
     if path.is_file():
         raw = decode_file(path, Any)

@@ -13,14 +13,14 @@ __all__ = ["TraceHandler", "tensorboard_trace_handler"]
 
 @dataclass(frozen=True)
 class TraceHandler:
-    """Writes each window into a capture dir under ``dir_name`` (see docs/capture_format.md).
+    """Writes each window into a capture dir under ``output`` (see docs/capture_format.md).
 
     mlprof.profile recognises this handler and writes the raw capture itself,
     using the cheapest path torch offers; the object is also callable so it
     can be passed wherever torch expects an ``on_trace_ready`` callable.
     """
 
-    dir_name: Path
+    output: Path  # the results directory (tensorboard_trace_handler's dir_name, torch's name)
     worker_name: str | None = None
     analyse_flag: bool = True
 
