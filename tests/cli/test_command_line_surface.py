@@ -74,6 +74,12 @@ def test_list_options_accept_a_comma_list_or_repeats(command, argv):
     assert list(args.export_type) == ["text", "db"]
 
 
+@pytest.mark.parametrize("argv", [["--threshold", "a=0.2,b=0.1"], ["--threshold", "a=0.2", "--threshold", "b=0.1"]])
+@pytest.mark.parametrize("command", ["advise", "cluster"])
+def test_thresholds_are_a_list_option_like_the_others(command, argv):
+    assert build_parser().parse_args([command, *argv, "p"]).threshold == ["a=0.2", "b=0.1"]
+
+
 def test_a_bad_item_of_a_list_option_is_refused(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["parse", "x", "--export-type", "text,sql"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mlprof.analysis.advisor import Thresholds
 from mlprof.analysis.cluster import ClusterReport
-from mlprof.cli.common import add_common, print_json
+from mlprof.cli.common import add_common, add_thresholds, print_json
 from mlprof.cli.exit_codes import EXIT_PARTIAL
 from mlprof.workflow import cluster
 
@@ -22,12 +22,11 @@ def register(sub) -> None:
                                    "compute, communication (wait/transit) and free time, slow ranks, "
                                    "communication per collective and rank, and the communication matrix.")
     p.add_argument("path", type=Path, metavar="DIR", help="directory holding every rank's capture or trace")
-    p.add_argument("--workers", type=int, default=None, help="parallel processes (default: one per CPU)")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="parallel processes (default: one per CPU)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler address (tcp://host:8786): parse ranks on that cluster "
                         "(needs pip install 'mlprof[cluster]')")
-    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a threshold, e.g. slow_rank_warn_share=0.05 (repeatable)")
+    add_thresholds(p, "slow_rank_warn_share=0.05")
     add_common(p)
     p.set_defaults(run=run)
 
