@@ -96,6 +96,17 @@ def test_parse_takes_several_paths_and_speaks_plainly(tmp_path, capsys):
     assert "not modelled" not in out
 
 
+def test_parse_lists_events_it_does_not_model_only_with_verbose(tmp_path, capsys):
+    trace = tmp_path / "odd.json"
+    events = [{"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "ts": 0, "dur": 900, "pid": 1, "tid": 1},
+              {"ph": "X", "name": "odd", "cat": "strange_cat", "ts": 100, "dur": 5, "pid": 1, "tid": 1}]
+    trace.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    assert main(["parse", str(trace), "--tables-only", "--no-progress"]) == 0
+    assert "not modelled" not in capsys.readouterr().out
+    assert main(["parse", str(trace), "--tables-only", "--no-progress", "--verbose"]) == 0
+    assert "not modelled (counted): X/strange_cat x1" in capsys.readouterr().out
+
+
 def test_op_says_when_shapes_were_not_recorded_and_fails_on_an_unknown_op(tmp_path, capsys):
     bare = _trace(tmp_path / "bare.json", shapes=False)
     assert main(["op", str(bare), "--name", "mm", "--no-progress"]) == 0
