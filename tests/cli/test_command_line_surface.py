@@ -67,6 +67,26 @@ def test_a_typo_shows_the_subcommand_usage_and_the_closest_option(capsys):
     assert err.startswith("usage: mlprof parse") and "did you mean --output?" in err
 
 
+@pytest.mark.parametrize("argv, usage, guess", [
+    (["op", "x.json", "--nmae", "mm"], "usage: mlprof op", "--nmae (did you mean --name?)"),  # --name then missing
+    (["--verison"], "usage: mlprof [", "--verison (did you mean --version?)"),  # COMMAND then missing
+    (["prase", "x.json"], "usage: mlprof [", "invalid choice: 'prase'"),
+    (["parse", "x.json", "--summary-format", "jsno"], "usage: mlprof parse", "'jsno'"),
+])
+def test_a_typo_that_argparse_reports_otherwise_still_gets_a_guess(capsys, argv, usage, guess):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and guess in err and "did you mean" in err, err
+
+
+def test_a_missing_option_without_a_clear_typo_is_reported_as_missing(capsys):
+    with pytest.raises(SystemExit):
+        main(["--json"])
+    assert "required: COMMAND" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv", [["--export-type", "text,db"], ["--export-type", "text", "--export-type", "db"]])
 @pytest.mark.parametrize("command", ["parse", "export", "run"])
 def test_list_options_accept_a_comma_list_or_repeats(command, argv):
