@@ -1,4 +1,4 @@
-"""``mlprof cluster DIR``: every rank under DIR: step breakdown, slow ranks, communication."""
+"""``mlprof cluster DIR [DIR ...]``: every rank under the DIRs: step breakdown, slow ranks, communication."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def register(sub) -> None:
                                    "a Dask cluster with --scheduler) and show per-rank step time split into "
                                    "compute, communication (wait/transit) and free time, slow ranks, "
                                    "communication per collective and rank, and the communication matrix.")
-    p.add_argument("path", type=Path, metavar="DIR", help="directory holding every rank's capture or trace")
+    p.add_argument("paths", type=Path, nargs="+", metavar="DIR",
+                   help="directory holding the ranks' captures or traces (several may be given, e.g. one per node)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="parallel processes (default: one per CPU)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler address (tcp://host:8786): parse ranks on that cluster "
@@ -81,7 +82,7 @@ def format_cluster(report: ClusterReport) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = cluster(args.path, workers=args.workers, scheduler=args.scheduler,
+    report = cluster(args.paths, workers=args.workers, scheduler=args.scheduler,
                      thresholds=Thresholds.from_overrides(args.threshold))
     if args.json:
         print_json(report.to_dict())
