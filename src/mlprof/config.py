@@ -45,7 +45,10 @@ def _ignored(name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class ExperimentalConfig:
-    """Extended collection options (the Ascend PyTorch Profiler's ``_ExperimentalConfig``); fields from mlprof.options."""
+    """Extended collection options (the Ascend PyTorch Profiler's ``_ExperimentalConfig``).
+
+    Every field's default, help and check come from mlprof.options.
+    """
 
     profiler_level: ProfilerLevel = option_field(EXPERIMENTAL, "profiler_level")
     export_type: tuple[ExportType, ...] = option_field(EXPERIMENTAL, "export_type")
