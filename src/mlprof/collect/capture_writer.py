@@ -18,7 +18,7 @@ from typing import Any
 from .._version import __version__
 from ..capture import layout
 from ..capture.files import make_private_dir, write_json_atomic
-from ..capture.records import CaptureInfo, CaptureMetadata, Clock, Versions, WindowEntry, WindowInfo
+from ..capture.records import Manifest, CaptureMetadata, Clock, Versions, WindowEntry, WindowInfo
 from .environment import performance_environment, rank_info, system_info
 
 __all__ = ["CaptureWriter", "default_worker_name"]
@@ -42,7 +42,7 @@ class CaptureWriter:
         make_private_dir(self.path)
         make_private_dir(self.path / layout.RAW_DIR)
         torch = sys.modules.get("torch")
-        self.manifest = CaptureInfo(
+        self.manifest = Manifest(
             schema_version=layout.SCHEMA_VERSION,
             status=layout.STATUS_RUNNING,
             worker_name=worker_name,
