@@ -104,7 +104,7 @@ def test_run_options_reach_the_profiler_through_one_builder():
 
 def test_dynamic_config_reaches_the_profiler_through_the_same_options():
     collect = DynamicConfig(with_flops=True, experimental_config={"profiler_level": "Level2"}).collect_options()
-    assert collect.with_flops and collect.level is mlprof.ProfilerLevel.Level2
+    assert collect.with_flops and collect.profiler_level is mlprof.ProfilerLevel.Level2
     assert collect.experimental_config.gc_detect_threshold == 1.0
 
 

@@ -11,6 +11,7 @@ that data.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from mlprof.analysis.cluster_data import extract_rank
@@ -28,11 +29,14 @@ def parse_and_extract(source: str) -> dict:
         return extract_rank(store, source, out.output_dir)
 
 
-def extract_ranks(path: str | Path, workers: int | None = None, scheduler: str | None = None) -> list[dict]:
-    """Per-rank data of every capture/trace under ``path`` (parsing those not parsed yet), in parallel.
+def extract_ranks(paths: str | Path | Sequence[str | Path], workers: int | None = None,
+                  scheduler: str | None = None) -> list[dict]:
+    """Per-rank data of every capture/trace under ``paths`` (one directory or several; parsing those not
+    parsed yet), in parallel; a rank found twice is read once.
 
     The batch runner's failure policy: a rank that fails is ``{"source", "error"}``, the others still read.
     """
-    sources = [source for source, _ in input_sources(Path(path))]
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    sources = list(dict.fromkeys(source for path in paths for source, _ in input_sources(Path(path))))
     outcomes = run_batch(parse_and_extract, sources, workers=workers, scheduler=scheduler)
     return [o.value if o.error is None else {"source": o.item, "error": str(o.error)} for o in outcomes]

@@ -45,7 +45,10 @@ def _ignored(name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class ExperimentalConfig:
-    """Extended collection options (seed 001 ``_ExperimentalConfig``); fields from mlprof.options."""
+    """Extended collection options (the Ascend PyTorch Profiler's ``_ExperimentalConfig``).
+
+    Every field's default, help and check come from mlprof.options.
+    """
 
     profiler_level: ProfilerLevel = option_field(EXPERIMENTAL, "profiler_level")
     export_type: tuple[ExportType, ...] = option_field(EXPERIMENTAL, "export_type")
@@ -119,7 +122,7 @@ class CollectOptions:
             )
 
     @property
-    def level(self) -> ProfilerLevel:
+    def profiler_level(self) -> ProfilerLevel:
         return self.experimental_config.profiler_level
 
     def profile_kwargs(self) -> dict[str, Any]:

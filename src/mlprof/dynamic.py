@@ -1,4 +1,4 @@
-"""Dynamic profiling (seed 001's dynamic_profile): profile a running job by editing a file.
+"""Dynamic profiling (the Ascend PyTorch Profiler's dynamic_profile): profile a running job by editing a file.
 
     import mlprof
     mlprof.dynamic.init("./prof_cfg")      # writes ./prof_cfg/profiler_config.json

@@ -1,4 +1,4 @@
-"""Markers (seed 001's msprof_tx / mstx): points and ranges on the timeline.
+"""Markers (the Ascend PyTorch Profiler's msprof_tx / mstx): points and ranges on the timeline.
 
     mlprof.mstx.mark("epoch start")
     rid = mlprof.mstx.range_start("dataloader")

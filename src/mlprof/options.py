@@ -34,7 +34,8 @@ from .errors import ConfigError, TorchUnavailableError
 
 __all__ = [
     "Option", "OPTIONS", "ProfilerActivity", "ProfilerLevel", "ExportType", "HostSystem", "check_activities",
-    "options_for", "option", "option_field", "check_fields", "add_arguments", "markdown_table",
+    "options_for", "option", "option_field", "check_fields", "check_bool", "check_int", "add_arguments",
+    "markdown_table",
 ]
 
 PROFILE, EXPERIMENTAL, RUN, DYNAMIC = "profile", "experimental", "run", "dynamic"
@@ -86,11 +87,15 @@ def check_bool(value: Any, name: str) -> bool:
     return value
 
 
+def check_int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
 def _int_at_least(minimum: int) -> Callable[[Any, str], int]:
     def check(value: Any, name: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ConfigError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-        return value
+        return check_int(value, name, minimum)
     return check
 
 

@@ -1,4 +1,4 @@
-"""Profiling switched on from a training config (seed 003: mindformers' ``profile`` keys).
+"""Profiling switched on from a training config (MindFormers' ``profile`` keys).
 
 One section of a YAML or JSON training config, mapped here, once, onto
 :class:`~mlprof.collect.run_options.RunOptions` (the options of ``mlprof run``

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass
 
 from .errors import ConfigError
+from .options import check_int
 
 __all__ = ["ProfilerAction", "schedule"]
 
@@ -21,12 +22,6 @@ class ProfilerAction(enum.Enum):
     WARMUP = 1
     RECORD = 2
     RECORD_AND_SAVE = 3
-
-
-def _check_count(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"schedule: {name} must be an integer >= {minimum}, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -45,11 +40,8 @@ class schedule:  # noqa: N801 - lower-case to stay a drop-in for torch.profiler.
     skip_first: int = 0
 
     def __post_init__(self) -> None:
-        _check_count("wait", self.wait, 0)
-        _check_count("active", self.active, 1)
-        _check_count("warmup", self.warmup, 0)
-        _check_count("repeat", self.repeat, 0)
-        _check_count("skip_first", self.skip_first, 0)
+        for name, minimum in (("wait", 0), ("active", 1), ("warmup", 0), ("repeat", 0), ("skip_first", 0)):
+            check_int(getattr(self, name), f"schedule: {name}", minimum)
 
     def __call__(self, step: int) -> ProfilerAction:
         if step < 0:

@@ -17,6 +17,7 @@ per-rank parsing and extraction, run in worker processes, is in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from mlprof.analysis.advisor import AdvisorReport, Finding, Thresholds, advise_outputs
@@ -50,9 +51,10 @@ def compare(base: str | Path, new: str | Path, top: int | None = None) -> Compar
         return compare_stores(bs, ns, top)
 
 
-def cluster(path: str | Path, workers: int | None = None, scheduler: str | None = None,
+def cluster(path: str | Path | Sequence[str | Path], workers: int | None = None, scheduler: str | None = None,
             thresholds: Thresholds | None = None) -> ClusterReport:
-    """Every rank under ``path``: parsed and reduced in parallel (processes, or Dask at ``scheduler``), combined.
+    """Every rank under ``path`` (a directory, or several): parsed and reduced in parallel (processes, or Dask
+    at ``scheduler``), combined.
 
     A rank that fails is listed in ``failed``; the others are still analysed.
     """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,20 @@ def test_the_analyses_take_tables_and_the_workflow_takes_paths(two_ranks):
     by_tables = combine(ranks)
     assert by_tables == cluster(two_ranks, workers=1)
     assert [r.rank for r in by_tables.ranks] == [0, 1] and by_tables.slow_ranks[0].rank == 1
+
+
+def test_ranks_in_several_directories_are_one_cluster(two_ranks, tmp_path_factory, capsys):
+    """Ranks copied from two nodes into two folders: the same report as from one folder; a rank named twice
+    counts once."""
+    node0, node1 = tmp_path_factory.mktemp("node0"), tmp_path_factory.mktemp("node1")
+    (node0 / "rank0.pt.trace.json").write_bytes((two_ranks / "rank0.pt.trace.json").read_bytes())
+    (node1 / "rank1.pt.trace.json").write_bytes((two_ranks / "rank1.pt.trace.json").read_bytes())
+    split = cluster([node0, node1, node1 / "rank1.pt.trace.json"], workers=1)
+    assert [r.rank for r in split.ranks] == [0, 1] and split.slow_ranks[0].rank == 1
+    whole = cluster(two_ranks, workers=1)
+    assert [replace(r, source="") for r in split.ranks] == [replace(r, source="") for r in whole.ranks]
+    assert main(["cluster", str(node0), str(node1), "--json", "--workers", "1"]) == 0
+    assert [r["rank"] for r in json.loads(capsys.readouterr().out)["ranks"]] == [0, 1]
 
 
 def test_cli_in_process(two_ranks, capsys):

@@ -67,11 +67,37 @@ def test_a_typo_shows_the_subcommand_usage_and_the_closest_option(capsys):
     assert err.startswith("usage: mlprof parse") and "did you mean --output?" in err
 
 
+@pytest.mark.parametrize("argv, usage, guess", [
+    (["op", "x.json", "--nmae", "mm"], "usage: mlprof op", "--nmae (did you mean --name?)"),  # --name then missing
+    (["--verison"], "usage: mlprof [", "--verison (did you mean --version?)"),  # COMMAND then missing
+    (["prase", "x.json"], "usage: mlprof [", "invalid choice: 'prase'"),
+    (["parse", "x.json", "--summary-format", "jsno"], "usage: mlprof parse", "'jsno'"),
+])
+def test_a_typo_that_argparse_reports_otherwise_still_gets_a_guess(capsys, argv, usage, guess):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and guess in err and "did you mean" in err, err
+
+
+def test_a_missing_option_without_a_clear_typo_is_reported_as_missing(capsys):
+    with pytest.raises(SystemExit):
+        main(["--json"])
+    assert "required: COMMAND" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv", [["--export-type", "text,db"], ["--export-type", "text", "--export-type", "db"]])
 @pytest.mark.parametrize("command", ["parse", "export", "run"])
 def test_list_options_accept_a_comma_list_or_repeats(command, argv):
     args = build_parser().parse_args([command, *argv, "p"] if command != "run" else [command, *argv, "--", "p"])
     assert list(args.export_type) == ["text", "db"]
+
+
+@pytest.mark.parametrize("argv", [["--threshold", "a=0.2,b=0.1"], ["--threshold", "a=0.2", "--threshold", "b=0.1"]])
+@pytest.mark.parametrize("command", ["advise", "cluster"])
+def test_thresholds_are_a_list_option_like_the_others(command, argv):
+    assert build_parser().parse_args([command, *argv, "p"]).threshold == ["a=0.2", "b=0.1"]
 
 
 def test_a_bad_item_of_a_list_option_is_refused(capsys):
@@ -88,6 +114,17 @@ def test_parse_takes_several_paths_and_speaks_plainly(tmp_path, capsys):
     assert len(lines) == 2, out
     assert all("2 steps" in line and "window" not in line for line in lines), out
     assert "not modelled" not in out
+
+
+def test_parse_lists_events_it_does_not_model_only_with_verbose(tmp_path, capsys):
+    trace = tmp_path / "odd.json"
+    events = [{"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "ts": 0, "dur": 900, "pid": 1, "tid": 1},
+              {"ph": "X", "name": "odd", "cat": "strange_cat", "ts": 100, "dur": 5, "pid": 1, "tid": 1}]
+    trace.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    assert main(["parse", str(trace), "--tables-only", "--no-progress"]) == 0
+    assert "not modelled" not in capsys.readouterr().out
+    assert main(["parse", str(trace), "--tables-only", "--no-progress", "--verbose"]) == 0
+    assert "not modelled (counted): X/strange_cat x1" in capsys.readouterr().out
 
 
 def test_op_says_when_shapes_were_not_recorded_and_fails_on_an_unknown_op(tmp_path, capsys):

@@ -260,7 +260,7 @@ def test_a_folder_of_rank_folders_is_found(ascend_data):
     rank0 = ascend_data / "text" / "level0" / "rank0_ascend_pt"
     for path in (rank0, rank0 / "ASCEND_PROFILER_OUTPUT", rank0 / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"):
         (found,) = find_inputs(path)
-        assert isinstance(found, AscendInput) and found.root == rank0
+        assert isinstance(found, AscendInput) and found.path == rank0
 
 
 def _copy_rank(ascend_data, tmp_path, level="text/level1"):

@@ -8,7 +8,7 @@ import pytest
 
 from mlprof.capture import layout
 from mlprof.capture.files import write_json_atomic
-from mlprof.capture.records import (CaptureInfo, Clock, GcRecord, MarkersFile, ModulesFile, RangeRecord,
+from mlprof.capture.records import (Manifest, Clock, GcRecord, MarkersFile, ModulesFile, RangeRecord,
                                     StepRecord, Versions, WindowEntry, WindowInfo, decode_file, read_manifest)
 from mlprof.errors import CaptureError
 
@@ -19,7 +19,7 @@ def _old_json(data) -> bytes:
 
 
 def test_records_encode_to_the_bytes_the_old_writer_wrote(tmp_path):
-    manifest = CaptureInfo(worker_name="h_1", host="h", pid=1, rank=0, world_size=1, local_rank=0,
+    manifest = Manifest(worker_name="h_1", host="h", pid=1, rank=0, world_size=1, local_rank=0,
                            versions=Versions(mlprof="0.1.0", torch=None, python="3.11.7"), config={"a": [1]},
                            clock=Clock(wall_ns=5, monotonic_ns=6), created_wall_ns=5,
                            windows=[WindowEntry(dir="raw/window_0000", index=0, status="complete", first_step=2,

@@ -1,4 +1,4 @@
-"""Operator analysis (seed 004's ``op_analyse``): named ops grouped by input shape.
+"""Operator analysis (MindSpore Profiler's ``op_analyse``): named ops grouped by input shape.
 
 For each op name asked for, one group per distinct (input shapes, input types):
 how often it ran and its time on the host (total, with children, and self)

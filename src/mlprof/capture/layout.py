@@ -40,7 +40,7 @@ WINDOW_JSON_FILES = {
 }
 WINDOW_FILES = {"kineto": KINETO_TRACE_FILE, **WINDOW_JSON_FILES}
 
-# Files in the capture root.
+# Files in the capture directory.
 HOST_SAMPLES_FILE = "host_samples.json"
 HOST_SAMPLES_PARTIAL_FILE = "host_samples.jsonl"  # while sampling; left behind by a killed job
 # Training scalars (mlprof.log_scalar, the trainer integrations): capture-level
@@ -59,13 +59,13 @@ _WINDOW_RE = re.compile(r"^window_(\d{4,})$")
 _SEGMENT_RE = re.compile(r"^segment_(\d{4,})\.json$")
 
 
-def window_dir_name(index: int) -> str:
-    return f"{WINDOW_PREFIX}{index:04d}"
+def window_dir_name(window_index: int) -> str:
+    return f"{WINDOW_PREFIX}{window_index:04d}"
 
 
-def window_rel_dir(index: int) -> str:
-    """A finished window's directory relative to the capture root, as the manifest lists it."""
-    return f"{RAW_DIR}/{window_dir_name(index)}"
+def window_rel_dir(window_index: int) -> str:
+    """A finished window's directory relative to the capture directory, as the manifest lists it."""
+    return f"{RAW_DIR}/{window_dir_name(window_index)}"
 
 
 def capture_dir_name(worker_name: str, stamp: str, suffix: int = 0) -> str:
@@ -73,8 +73,8 @@ def capture_dir_name(worker_name: str, stamp: str, suffix: int = 0) -> str:
     return f"{worker_name}_{stamp}{f'-{suffix}' if suffix else ''}{CAPTURE_DIR_SUFFIX}"
 
 
-def partial_dir_name(index: int) -> str:
-    return f"{PARTIAL_PREFIX}{window_dir_name(index)}"
+def partial_dir_name(window_index: int) -> str:
+    return f"{PARTIAL_PREFIX}{window_dir_name(window_index)}"
 
 
 def window_index(dir_name: str) -> int | None:

@@ -1,4 +1,4 @@
-"""Rank-aware output directories: ``./output/profile/rank_{id}`` (seed 003's layout).
+"""Rank-aware output directories: ``./output/profile/rank_{id}`` (MindFormers' layout).
 
 An output path may hold ``{id}`` or ``{rank}`` (the same thing: the process's
 global rank), resolved in each profiled process, so every rank of a job gets

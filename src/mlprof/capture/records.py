@@ -22,7 +22,7 @@ import msgspec
 from mlprof.capture import layout
 from mlprof.errors import CaptureError
 
-__all__ = ["Int", "Clock", "Versions", "WindowEntry", "StepTimes", "CaptureInfo", "CaptureMetadata", "WindowInfo",
+__all__ = ["Int", "Clock", "Versions", "WindowEntry", "StepTimes", "Manifest", "CaptureMetadata", "WindowInfo",
            "StepRecord", "MarkRecord", "RangeRecord", "MarkersFile", "GcRecord", "PythonSamplesFile",
            "ModulesFile", "ScalarsSegment", "HostProcess", "GpuSample", "HostSample", "encode", "decode_file", "convert", "read_manifest"]
 
@@ -71,7 +71,7 @@ class StepTimes(_Record, kw_only=True):
     unprofiled_steps: Int
 
 
-class CaptureInfo(_Record, kw_only=True):
+class Manifest(_Record, kw_only=True):
     """``profiler_info.json``, the capture's manifest. Every field may be absent in a file."""
 
     schema_version: Int = layout.SCHEMA_VERSION
@@ -340,13 +340,13 @@ def _decode_with_surrogates(path: Path, data: bytes, kind: Any) -> Any:
         raise CaptureError(f"{path}: invalid capture file: {exc}") from None
 
 
-def read_manifest(root: Path) -> tuple[CaptureInfo, dict[str, Any]]:
+def read_manifest(capture_dir: Path) -> tuple[Manifest, dict[str, Any]]:
     """A capture's ``profiler_info.json``: the typed manifest and the raw JSON object (for metadata).
 
     A missing file reads as an empty manifest; an unsupported schema version,
     a field of the wrong type or an integer beyond int64 is a CaptureError.
     """
-    path = Path(root) / layout.INFO_FILE
+    path = Path(capture_dir) / layout.INFO_FILE
     raw: object = {}
     if path.is_file():
         raw = decode_file(path, Any)
@@ -357,4 +357,4 @@ def read_manifest(root: Path) -> tuple[CaptureInfo, dict[str, Any]]:
     if type(version) is not int or not 1 <= version <= layout.SCHEMA_VERSION:
         raise CaptureError(f"{path}: schema_version {version!r} is not supported "
                            f"(this mlprof reads 1 to {layout.SCHEMA_VERSION})")
-    return convert(path, raw, CaptureInfo), raw
+    return convert(path, raw, Manifest), raw

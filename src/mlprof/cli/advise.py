@@ -6,7 +6,7 @@ import argparse
 import json
 
 from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise_outputs
-from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
+from mlprof.cli.common import add_common, add_paths, add_thresholds, parsed_outputs, print_json, progress_for
 from mlprof.errors import MlprofError
 from mlprof.capture.files import atomic_write
 
@@ -21,8 +21,7 @@ def register(sub) -> None:
                                    "first when needed), print the findings and write advisor.json beside "
                                    "the tables.")
     add_paths(p)
-    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
-                   help="override an advisor threshold, e.g. data_loading_warn_share=0.2 (repeatable)")
+    add_thresholds(p, "data_loading_warn_share=0.2")
     p.add_argument("--no-write", action="store_true", help="do not write advisor.json")
     add_common(p)
     p.set_defaults(run=run)

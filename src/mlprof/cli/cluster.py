@@ -1,4 +1,4 @@
-"""``mlprof cluster DIR``: every rank under DIR: step breakdown, slow ranks, communication."""
+"""``mlprof cluster DIR [DIR ...]``: every rank under the DIRs: step breakdown, slow ranks, communication."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mlprof.analysis.advisor import Thresholds
 from mlprof.analysis.cluster import ClusterReport
-from mlprof.cli.common import add_common, print_json
+from mlprof.cli.common import add_common, add_thresholds, print_json
 from mlprof.cli.exit_codes import EXIT_PARTIAL
 from mlprof.workflow import cluster
 
@@ -21,13 +21,13 @@ def register(sub) -> None:
                                    "a Dask cluster with --scheduler) and show per-rank step time split into "
                                    "compute, communication (wait/transit) and free time, slow ranks, "
                                    "communication per collective and rank, and the communication matrix.")
-    p.add_argument("path", type=Path, metavar="DIR", help="directory holding every rank's capture or trace")
-    p.add_argument("--workers", type=int, default=None, help="parallel processes (default: one per CPU)")
+    p.add_argument("paths", type=Path, nargs="+", metavar="DIR",
+                   help="directory holding the ranks' captures or traces (several may be given, e.g. one per node)")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="parallel processes (default: one per CPU)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="Dask scheduler address (tcp://host:8786): parse ranks on that cluster "
                         "(needs pip install 'mlprof[cluster]')")
-    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a threshold, e.g. slow_rank_warn_share=0.05 (repeatable)")
+    add_thresholds(p, "slow_rank_warn_share=0.05")
     add_common(p)
     p.set_defaults(run=run)
 
@@ -82,7 +82,7 @@ def format_cluster(report: ClusterReport) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = cluster(args.path, workers=args.workers, scheduler=args.scheduler,
+    report = cluster(args.paths, workers=args.workers, scheduler=args.scheduler,
                      thresholds=Thresholds.from_overrides(args.threshold))
     if args.json:
         print_json(report.to_dict())

@@ -13,7 +13,7 @@ from mlprof.cli.exit_codes import exit_code_for
 from mlprof.cli.progress import ProgressBar
 from mlprof.errors import ConfigError
 
-__all__ = ["add_common", "add_paths", "progress_for", "print_json", "parsed_outputs", "exit_code_for",
+__all__ = ["add_common", "add_paths", "add_thresholds", "progress_for", "print_json", "parsed_outputs", "exit_code_for",
            "finite_float", "ListOption"]
 
 
@@ -22,6 +22,12 @@ def add_paths(p: argparse.ArgumentParser, what: str = "captures or traces") -> N
     p.add_argument("paths", type=Path, nargs="+", metavar="PATH",
                    help=f"{what}: a capture dir, a dir of captures, a trace file, or a parsed output dir "
                         "(several may be given)")
+
+
+def add_thresholds(p: argparse.ArgumentParser, example: str) -> None:
+    """``--threshold NAME=VALUE``, a list option like the others (comma list or repeated)."""
+    p.add_argument("--threshold", action=ListOption, default=[], metavar="NAME=VALUE",
+                   help=f"override a threshold, e.g. {example}; several as a comma list or repeat the option")
 
 
 def add_common(p: argparse.ArgumentParser) -> None:

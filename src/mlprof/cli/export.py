@@ -22,7 +22,7 @@ def register(sub) -> None:
                    help="summary files as csv or json (default csv)")
     p.add_argument("--export-type", choices=EXPORT_TYPES, action=ListOption, default=None,
                    help="text (default) and/or db (SQLite): --export-type text,db or repeat the option")
-    p.add_argument("--output", type=Path, default=None, help="directory for the files (one input only)")
+    p.add_argument("--output", type=Path, default=None, metavar="DIR", help="directory for the files (one input only)")
     add_common(p)
     p.set_defaults(run=run)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 
 from mlprof._version import __version__
@@ -20,10 +21,49 @@ from mlprof.errors import MlprofError
 __all__ = ["main", "build_parser", "EXIT_CODES", "EXIT_PARTIAL"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that says "did you mean": for a mistyped option (also when it leaves a required one
+    missing, which argparse reports first) and for a mistyped choice (a command, a format)."""
+
+    _argv: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._argv = list(sys.argv[1:] if args is None else args)  # a subcommand sees its own words
+        return super().parse_known_args(args, namespace)
+
+    def _with_guesses(self, words: list[str], cutoff: float = 0.6) -> list[str]:
+        known = [s for a in self._actions for s in a.option_strings]
+        out = []
+        for item in words:
+            word = item.split("=", 1)[0]
+            close = difflib.get_close_matches(word, known, n=1, cutoff=cutoff) if word.startswith("-") else []
+            out.append(f"{item} (did you mean {close[0]}?)" if close else item)
+        return out
+
+    def refuse_unknown(self, extra: list[str]) -> None:
+        """An unknown option: this (sub)command's own usage, and the closest option it has (exit 2)."""
+        self.error("unrecognized arguments: " + " ".join(self._with_guesses(extra)))
+
+    def error(self, message: str):
+        if message.startswith("the following arguments are required"):
+            words = self._argv[:self._argv.index("--")] if "--" in self._argv else self._argv
+            known = {s for a in self._actions for s in a.option_strings}
+            unknown = [w for w in words if w.startswith("--") and w.split("=", 1)[0] not in known]
+            guessed = [w for w in self._with_guesses(unknown, cutoff=0.75) if "did you mean" in w]
+            if guessed:  # a clear typo is why the option looks missing
+                message = "unrecognized arguments: " + " ".join(guessed)
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:
+            close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
+            if close:
+                message += f" (did you mean {close[0]}?)"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from mlprof.cli import advise, callsites, cluster, compare, export, modules, op, parse, query, run, ui
 
-    parser = argparse.ArgumentParser(prog="mlprof", description="mlprof: profile PyTorch training.")
+    parser = _Parser(prog="mlprof", description="mlprof: profile PyTorch training.")
     parser.add_argument("--version", action="version", version=f"mlprof {__version__}",
                         help="print mlprof's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="run `mlprof COMMAND --help` for its options")
@@ -33,25 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
-    """An unknown option: the subcommand's own usage, and the closest option it has (exit 2)."""
-    command = getattr(args, "command", None)
+def _subcommand_parser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
     subparsers = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-    target = subparsers.choices.get(command, parser) if subparsers is not None else parser
-    known = [s for a in target._actions for s in a.option_strings]
-    words = []
-    for item in extra:
-        word = item.split("=", 1)[0]
-        close = difflib.get_close_matches(word, known, n=1, cutoff=0.6) if word.startswith("-") else []
-        words.append(f"{item} (did you mean {close[0]}?)" if close else item)
-    target.error("unrecognized arguments: " + " ".join(words))
+    return subparsers.choices.get(command, parser) if subparsers is not None else parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
-        _refuse_unknown(parser, args, extra)
+        _subcommand_parser(parser, getattr(args, "command", None)).refuse_unknown(extra)
     try:
         return args.run(args)
     except MlprofError as exc:

@@ -10,7 +10,8 @@ from pathlib import Path
 from mlprof.cli.common import ListOption, add_common, exit_code_for, print_json, progress_for
 from mlprof.cli.exit_codes import EXIT_PARTIAL
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
-from mlprof.export import EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, ExportOptions, run_exports
+from mlprof.export import (EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE, ExportOptions,
+                           run_exports)
 from mlprof.parse import ParseOptions, parse_path
 
 __all__ = ["register", "run", "summary_line"]
@@ -31,7 +32,7 @@ def register(sub) -> None:
                    help="parse N captures/traces at once, each in its own process (default 1)")
     p.add_argument("--tables-only", action="store_true", help="write the tables, skip the export files")
     p.add_argument("--trace-view", action="store_true",
-                   help=f"write trace_view.json even for a trace of over {PARSE_TRACE_VIEW_MAX_EVENTS:,} events "
+                   help=f"write {TRACE_VIEW_FILE} even for a trace of over {PARSE_TRACE_VIEW_MAX_EVENTS:,} events "
                         "(by default `mlprof export` writes it for those, when asked)")
     p.add_argument("--memory-budget", type=_size, default=None, metavar="SIZE",
                    help="memory one parse aims to stay under, e.g. 512M, 2G (default 1G; see docs/cli.md)")
@@ -91,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
                 # The capture's own config (export_type=[..., Db]) asks for SQLite.
                 options = replace(options, export_types=("text", "db"))
             entry["exports"] = [p.name for p in run_exports(Path(result.output_dir), options)]
-            if "text" in options.export_types and "trace_view.json" not in entry["exports"]:
-                entry["deferred"] = ["trace_view.json"]
+            if "text" in options.export_types and TRACE_VIEW_FILE not in entry["exports"]:
+                entry["deferred"] = [TRACE_VIEW_FILE]
         report.append(entry)
     # Some inputs failed: "partial" (6); all failed: the first failure's own code.
     if not failures:
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         print(summary_line(entry))
         if entry.get("deferred"):
-            print(f"  trace_view.json not written (over {PARSE_TRACE_VIEW_MAX_EVENTS:,} events): "
+            print(f"  {TRACE_VIEW_FILE} not written (over {PARSE_TRACE_VIEW_MAX_EVENTS:,} events): "
                   f"`mlprof export {entry['output_dir']}` writes it")
         for skipped in entry["skipped"]:
             print(f"  skipped {skipped}")

@@ -18,7 +18,7 @@ from typing import Any
 from .._version import __version__
 from ..capture import layout
 from ..capture.files import make_private_dir, write_json_atomic
-from ..capture.records import CaptureInfo, CaptureMetadata, Clock, Versions, WindowEntry, WindowInfo
+from ..capture.records import Manifest, CaptureMetadata, Clock, Versions, WindowEntry, WindowInfo
 from .environment import performance_environment, rank_info, system_info
 
 __all__ = ["CaptureWriter", "default_worker_name"]
@@ -31,18 +31,18 @@ def default_worker_name() -> str:
 class CaptureWriter:
     """One capture directory for one profiling session; ``manifest`` is its profiler_info.json."""
 
-    def __init__(self, root: Path, worker_name: str, config: dict[str, Any]) -> None:
+    def __init__(self, output: Path, worker_name: str, config: dict[str, Any]) -> None:
         stamp = datetime.now().strftime("%Y%m%d%H%M%S%f")[:-3]
-        make_private_dir(root)
-        self.path = root / layout.capture_dir_name(worker_name, stamp)
+        make_private_dir(output)
+        self.path = output / layout.capture_dir_name(worker_name, stamp)
         suffix = 1
         while self.path.exists():  # two sessions in the same millisecond
-            self.path = root / layout.capture_dir_name(worker_name, stamp, suffix)
+            self.path = output / layout.capture_dir_name(worker_name, stamp, suffix)
             suffix += 1
         make_private_dir(self.path)
         make_private_dir(self.path / layout.RAW_DIR)
         torch = sys.modules.get("torch")
-        self.manifest = CaptureInfo(
+        self.manifest = Manifest(
             schema_version=layout.SCHEMA_VERSION,
             status=layout.STATUS_RUNNING,
             worker_name=worker_name,
@@ -66,20 +66,20 @@ class CaptureWriter:
         write_json_atomic(self.path / layout.METADATA_FILE, CaptureMetadata(
             user=self.user_metadata, environment=performance_environment(), system=system_info()))
 
-    def begin_window(self, index: int) -> Path:
-        partial = self.path / layout.RAW_DIR / layout.partial_dir_name(index)
+    def begin_window(self, window_index: int) -> Path:
+        partial = self.path / layout.RAW_DIR / layout.partial_dir_name(window_index)
         return make_private_dir(partial)
 
-    def finish_window(self, index: int, partial: Path, window: dict[str, Any]) -> Path:
+    def finish_window(self, window_index: int, partial: Path, window: dict[str, Any]) -> Path:
         """Write window.json (``window``: WindowInfo fields), publish the window and list it in the manifest."""
         for child in partial.iterdir():
             os.chmod(child, layout.FILE_MODE)
-        info = WindowInfo(index=index, status=layout.STATUS_COMPLETE, **window)
+        info = WindowInfo(index=window_index, status=layout.STATUS_COMPLETE, **window)
         write_json_atomic(partial / layout.WINDOW_FILE, info)
-        final = self.path / layout.RAW_DIR / layout.window_dir_name(index)
+        final = self.path / layout.RAW_DIR / layout.window_dir_name(window_index)
         os.replace(partial, final)
         self.manifest.windows.append(WindowEntry(
-            dir=layout.window_rel_dir(index), index=index, status=info.status, first_step=info.first_step,
+            dir=layout.window_rel_dir(window_index), index=window_index, status=info.status, first_step=info.first_step,
             last_step=info.last_step, start_ns=info.start_ns, end_ns=info.end_ns))
         # Refresh the rank: torch.distributed may have been initialised after start().
         for key, value in rank_info().items():

@@ -1,4 +1,4 @@
-"""profiler_config.json of dynamic profiling (seed 001's dynamic_profile).
+"""profiler_config.json of dynamic profiling (the Ascend PyTorch Profiler's dynamic_profile).
 
 One typed definition of the file's keys, their defaults and their checks; a
 file that fails any check is rejected whole with the reason.

@@ -7,20 +7,21 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..options import check_bool
 
 __all__ = ["TraceHandler", "tensorboard_trace_handler"]
 
 
 @dataclass(frozen=True)
 class TraceHandler:
-    """Writes each window into a capture dir under ``dir_name`` (see docs/capture_format.md).
+    """Writes each window into a capture dir under ``output`` (see docs/capture_format.md).
 
     mlprof.profile recognises this handler and writes the raw capture itself,
     using the cheapest path torch offers; the object is also callable so it
     can be passed wherever torch expects an ``on_trace_ready`` callable.
     """
 
-    dir_name: Path
+    output: Path  # the results directory (tensorboard_trace_handler's dir_name, torch's name)
     worker_name: str | None = None
     analyse_flag: bool = True
 
@@ -44,6 +45,5 @@ def tensorboard_trace_handler(
     if worker_name is not None:
         if not isinstance(worker_name, str) or not worker_name or "/" in worker_name or worker_name in (".", ".."):
             raise ConfigError(f"tensorboard_trace_handler: worker_name must be a plain name, got {worker_name!r}")
-    if not isinstance(analyse_flag, bool):
-        raise ConfigError(f"tensorboard_trace_handler: analyse_flag must be True or False, got {analyse_flag!r}")
+    check_bool(analyse_flag, "tensorboard_trace_handler: analyse_flag")
     return TraceHandler(Path(dir_name).expanduser().absolute(), worker_name, analyse_flag)

@@ -98,7 +98,7 @@ class _KinetoProfile:
         self.on_trace_ready = on_trace_ready
         self._schedule = schedule or always_record
         backend_module = _import_backend()
-        level = self.options.level
+        level = self.options.profiler_level
         # torch_npu writes its raw data without building Python event objects;
         # so do we whenever nobody can ask this object for them.
         trace_only = isinstance(on_trace_ready, TraceHandler)
@@ -193,7 +193,7 @@ class _KinetoProfile:
     def _start(self) -> None:
         handler = self.on_trace_ready
         if isinstance(handler, TraceHandler) and self._capture is None:
-            self._capture = CaptureWriter(handler.dir_name, handler.worker_name or default_worker_name(),
+            self._capture = CaptureWriter(handler.output, handler.worker_name or default_worker_name(),
                                           self.options.to_dict())
             self._capture.user_metadata = self._user_metadata
             self._start_sampler()
@@ -328,7 +328,7 @@ class _KinetoProfile:
 
     def export_stacks(self, path: str | os.PathLike, metric: str = "self_cpu_time_total") -> None:
         """Write collapsed stacks (FlameGraph input); needs with_stack=True."""
-        if not (self.options.with_stack or self.options.level is ProfilerLevel.Level2):
+        if not (self.options.with_stack or self.options.profiler_level is ProfilerLevel.Level2):
             raise ConfigError("export_stacks needs with_stack=True (or profiler_level=Level2)")
         self._failsafe.run("export_stacks", self._backend.export_stacks, os.fspath(path), metric)
 
@@ -412,11 +412,11 @@ class _KinetoProfile:
         capture = self._capture
         if capture is None:  # handler used with start() skipped; create it now
             capture = self._capture = CaptureWriter(
-                handler.dir_name, handler.worker_name or default_worker_name(), self.options.to_dict())
+                handler.output, handler.worker_name or default_worker_name(), self.options.to_dict())
             capture.user_metadata = self._user_metadata
-        index = self._window_index
+        window_index = self._window_index
         self._window_index += 1
-        partial = capture.begin_window(index)
+        partial = capture.begin_window(window_index)
         files = self._window_files()
         kineto = self._backend.has_trace()
         if kineto:
@@ -429,8 +429,8 @@ class _KinetoProfile:
                 names[key] = name
         first_step, last_step = (self._last_window.step_range() if self._last_window else (None, None))
         start_ns, end_ns = self._window_bounds
-        capture.finish_window(index, partial, {
-            "level": self.options.level.name,
+        capture.finish_window(window_index, partial, {
+            "level": self.options.profiler_level.name,
             "first_step": first_step,
             "last_step": last_step,
             "start_ns": start_ns,

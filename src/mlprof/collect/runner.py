@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..capture import layout
 from ..capture.output_path import capture_search_dirs, output_root
-from ..capture.records import CaptureInfo, read_manifest
+from ..capture.records import Manifest, read_manifest
 from ..errors import CommandStartError, ConfigError, MlprofError
 from ..capture.files import make_private_dir, write_json_atomic
 from .device_lock import DeviceLock, devices_of
@@ -127,12 +127,12 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
 
 def empty_capture_reason(capture: Path, options: RunOptions, trainer_steps: bool = False) -> str | None:
     """Why a capture of ``mlprof run`` holds no window, in the user's terms; None when it has one."""
-    info = _manifest(capture)
-    if info is None or info.windows:
+    manifest = _manifest(capture)
+    if manifest is None or manifest.windows:
         return None
     # Trainer numbering counts steps from 1 (the schedule's step 0 is step 1).
     first = options.skip_first + options.wait + options.warmup + (1 if trainer_steps else 0)
-    seen = info.steps_seen
+    seen = manifest.steps_seen
     ended = (f"the job ended after {seen} step(s)" if isinstance(seen, int)
              else "the job ended before its first optimizer step")
     return (f"{capture}: nothing was captured: {ended}, and the first window records steps {first}-"
@@ -220,13 +220,13 @@ def _captures_since(output: str, started_ns: int) -> list[Path]:
     found = []
     every = [c for folder in capture_search_dirs(output) for c in sorted(folder.glob(f"*{layout.CAPTURE_DIR_SUFFIX}"))]
     for capture in every:
-        info = _manifest(capture)
-        if info is not None and (info.created_wall_ns or 0) >= started_ns:
+        manifest = _manifest(capture)
+        if manifest is not None and (manifest.created_wall_ns or 0) >= started_ns:
             found.append(capture)
     return found
 
 
-def _manifest(capture: Path) -> CaptureInfo | None:
+def _manifest(capture: Path) -> Manifest | None:
     """A capture's profiler_info.json; None when it is missing or unreadable (reported by the parser)."""
     if not (capture / layout.INFO_FILE).is_file():
         return None
@@ -238,9 +238,9 @@ def _manifest(capture: Path) -> CaptureInfo | None:
 
 def _attach_samples(capture: Path, samples_file: Path) -> None:
     """Copy the samples taken while this capture was written into it (raw data, like its windows)."""
-    info, _raw = read_manifest(capture)
-    first_ns = (info.created_wall_ns or 0) - 1_000_000_000
-    ends = [w.end_ns or 0 for w in info.windows]
+    manifest, _raw = read_manifest(capture)
+    first_ns = (manifest.created_wall_ns or 0) - 1_000_000_000
+    ends = [w.end_ns or 0 for w in manifest.windows]
     last_ns = (max(ends) if ends else time.time_ns()) + 1_000_000_000
     samples = samples_between(samples_file, first_ns, last_ns)
     write_json_atomic(capture / layout.HOST_SAMPLES_FILE, samples)

@@ -35,9 +35,9 @@ def dir_size_bytes(path: Path) -> int:
     return total
 
 
-def _windows_oldest_first(root: Path) -> list[tuple[int, Path]]:
+def _windows_oldest_first(output: Path) -> list[tuple[int, Path]]:
     found = []
-    for window in root.glob(f"*{layout.CAPTURE_DIR_SUFFIX}/{layout.RAW_DIR}/{layout.WINDOW_PREFIX}*"):
+    for window in output.glob(f"*{layout.CAPTURE_DIR_SUFFIX}/{layout.RAW_DIR}/{layout.WINDOW_PREFIX}*"):
         if layout.window_index(window.name) is None or window.is_symlink():
             continue
         try:
@@ -51,13 +51,14 @@ def _windows_oldest_first(root: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def age_out(root: Path, limit_bytes: int, keep_newest: int = 1) -> list[Path]:
-    """Delete the oldest windows under ``root`` once it nears ``limit_bytes``; returns what went."""
-    total = dir_size_bytes(root)
+def age_out(output: Path, limit_bytes: int, keep_newest: int = 1) -> list[Path]:
+    """Delete the oldest windows under ``output`` (the results directory) once it nears ``limit_bytes``;
+    returns what went."""
+    total = dir_size_bytes(output)
     if total <= limit_bytes * AGE_OUT_AT:
         return []
     removed = []
-    candidates = _windows_oldest_first(root)
+    candidates = _windows_oldest_first(output)
     for _end_ns, window in candidates[: max(0, len(candidates) - keep_newest)]:
         if total <= limit_bytes * AGE_OUT_TO:
             break

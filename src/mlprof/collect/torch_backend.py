@@ -68,7 +68,7 @@ _LEVEL_RANK = {
 
 def torch_profile_kwargs(options: CollectOptions, trace_only: bool) -> dict[str, Any]:
     """torch.profiler arguments for a level; the user's own switches only add to it."""
-    rank = _LEVEL_RANK[options.level]
+    rank = _LEVEL_RANK[options.profiler_level]
     activities = [TorchActivity.CPU if a is ProfilerActivity.CPU else TorchActivity.CUDA for a in options.activities
                   if a in (ProfilerActivity.CPU, ProfilerActivity.CUDA)]
     uses_cuda = ProfilerActivity.CUDA in options.activities

@@ -137,10 +137,10 @@ class TrainerSession:
         if not (capture / layout.INFO_FILE).is_file():
             return
         try:
-            info, _ = read_manifest(capture)
+            manifest, _ = read_manifest(capture)
         except (OSError, CaptureError):
             return
-        if info.windows or any((capture / layout.RAW_DIR).glob(f"{layout.WINDOW_PREFIX}*")):
+        if manifest.windows or any((capture / layout.RAW_DIR).glob(f"{layout.WINDOW_PREFIX}*")):
             return
         first = first_recorded_step(self.options)
         logger.warning("mlprof: nothing was captured: %s ended after step %s, and the first window records steps "

@@ -9,13 +9,13 @@ from mlprof.analysis.communication import communication_matrix, communication_su
 from mlprof.errors import ConfigError
 from mlprof.export.csv_summaries import write_summaries
 from mlprof.export.sqlite import write_sqlite
-from mlprof.export.trace_view import write_trace_view
+from mlprof.export.trace_view import TRACE_VIEW_FILE, write_trace_view
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock
 from mlprof.tables.store import TableStore, named_write_errors
 from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["ExportOptions", "run_exports", "trace_view_deferred", "SUMMARY_FORMATS", "EXPORT_TYPES",
-           "PARSE_TRACE_VIEW_MAX_EVENTS"]
+           "PARSE_TRACE_VIEW_MAX_EVENTS", "TRACE_VIEW_FILE"]
 
 # Above this many events `mlprof parse` leaves trace_view.json to `mlprof
 # export`: its JSON is ~250 bytes an event (a 1M-event trace: 250 MB, 4 s of

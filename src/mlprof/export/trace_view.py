@@ -16,7 +16,9 @@ from mlprof.capture.files import publish_file
 from mlprof.capture.trace_names import GC_NAME_SQL, STEP_NAME_SQL
 from mlprof.tables.store import TableStore
 
-__all__ = ["write_trace_view", "MLPROF_PID"]
+__all__ = ["write_trace_view", "MLPROF_PID", "TRACE_VIEW_FILE"]
+
+TRACE_VIEW_FILE = "trace_view.json"
 
 # A pseudo-process holding mlprof's own tracks (steps, markers, GC, memory).
 MLPROF_PID = 2_000_000_000
@@ -139,7 +141,7 @@ def _metadata_events(store: TableStore) -> list[str]:
 
 
 def write_trace_view(store: TableStore, out_dir: Path, step: int | None = None,
-                     file_name: str = "trace_view.json") -> Path:
+                     file_name: str = TRACE_VIEW_FILE) -> Path:
     """Write the merged timeline; with ``step``, only that step's events."""
     base = _base_ns(store)
     target = out_dir / file_name

@@ -18,14 +18,14 @@ __all__ = ["read_ascend", "ascend_tables"]
 
 
 def _metadata(item: AscendInput, rows: AscendRows) -> dict[str, object]:
-    meta: dict[str, object] = {"source.path": str(item.root), "source.format": f"ascend_{item.format}",
-                               "device_type": "npu", "capture.worker_name": item.root.name}
+    meta: dict[str, object] = {"source.path": str(item.path), "source.format": f"ascend_{item.format}",
+                               "device_type": "npu", "capture.worker_name": item.path.name}
     if item.rank is not None:
         meta["capture.rank"] = item.rank
         meta["distributedInfo"] = {"rank": item.rank, "backend": "hccl"}
     for key in ("config", "start_info", "end_info"):
-        if key in item.info:
-            meta[f"ascend.profiler_info.{key}"] = item.info[key]
+        if key in item.manifest:
+            meta[f"ascend.profiler_info.{key}"] = item.manifest[key]
     for key, value in item.metadata.items():
         meta["profiler_metadata.environment" if key == "ENV_VARIABLES" else f"profiler_metadata.{key}"] = value
     meta.update(rows.metadata)

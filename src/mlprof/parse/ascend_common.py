@@ -44,28 +44,23 @@ FLOAT_COLUMNS = {"value", "occupancy_pct"}
 class AscendInput:
     """One rank's ``*_ascend_pt`` folder and which export it holds."""
 
-    root: Path
+    path: Path  # the rank folder, as every input kind spells its path
     format: str  # "text" or "db"
-    info: dict  # profiler_info_N.json
+    manifest: dict  # profiler_info_N.json, torch_npu's manifest
     metadata: dict  # profiler_metadata.json
     db_path: Path | None = None
 
     @property
-    def path(self) -> Path:
-        """The input's path, as every input kind spells it (mlprof.outputs, the batch runner)."""
-        return self.root
-
-    @property
     def output_dir(self) -> Path:
-        return self.root / layout.OUTPUT_DIR
+        return self.path / layout.OUTPUT_DIR
 
     @property
     def profiler_output(self) -> Path:
-        return self.root / OUTPUT_SUBDIR
+        return self.path / OUTPUT_SUBDIR
 
     @property
     def rank(self) -> int | None:
-        rank = self.info.get("rank_id")
+        rank = self.manifest.get("rank_id")
         return rank if isinstance(rank, int) and rank >= 0 else None
 
 
@@ -100,20 +95,20 @@ def _load_json(path: Path) -> dict:
     return value
 
 
-def read_ascend_dir(root: Path) -> AscendInput:
-    """The rank folder at ``root``: the text export when present, else the SQLite one."""
-    root = Path(root)
-    info_files = [p for p in sorted(root.iterdir()) if _INFO_NAME.match(p.name) and p.is_file()]
-    info = _load_json(info_files[0]) if info_files else {}
-    meta_path = root / layout.METADATA_FILE
+def read_ascend_dir(path: Path) -> AscendInput:
+    """The rank folder at ``path``: the text export when present, else the SQLite one."""
+    path = Path(path)
+    info_files = [p for p in sorted(path.iterdir()) if _INFO_NAME.match(p.name) and p.is_file()]
+    manifest = _load_json(info_files[0]) if info_files else {}
+    meta_path = path / layout.METADATA_FILE
     metadata = _load_json(meta_path) if meta_path.is_file() else {}
-    out = root / OUTPUT_SUBDIR
+    out = path / OUTPUT_SUBDIR
     if (out / TEXT_MARKER).is_file():
-        return AscendInput(root, "text", info, metadata)
+        return AscendInput(path, "text", manifest, metadata)
     db = _db_file(out)
     if db is None:
         raise CaptureError(f"{out}: neither {TEXT_MARKER} nor ascend_pytorch_profiler_N.db found")
-    return AscendInput(root, "db", info, metadata, db_path=db)
+    return AscendInput(path, "db", manifest, metadata, db_path=db)
 
 
 def us_text_to_ns(text, path: Path | str = "", what: str = "time") -> int | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 
 from mlprof.capture import layout
-from mlprof.capture.records import CaptureInfo, CaptureMetadata, WindowInfo, decode_file, read_manifest
+from mlprof.capture.records import CaptureMetadata, WindowInfo, decode_file, read_manifest
 from mlprof.tables.layout import trace_output_dir
 from mlprof.errors import CaptureError
 from mlprof.parse.ascend_common import AscendInput, ascend_root_of, is_ascend_dir, read_ascend_dir
@@ -48,7 +48,6 @@ class CaptureInput:
     windows: list[WindowFiles] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "path: why" for each window not parsed
     scalar_segments: list[Path] = field(default_factory=list)  # scalars/segment_NNNN.json, in order
-    info: CaptureInfo = field(default_factory=CaptureInfo)  # the same manifest, typed
 
     @property
     def path(self) -> Path:
@@ -103,21 +102,21 @@ def is_capture_dir(path: Path) -> bool:
 
 def read_capture(capture_dir: Path) -> CaptureInput:
     """The capture at ``capture_dir`` with every complete window, sorted by index."""
-    root = Path(capture_dir)
-    info, manifest = read_manifest(root)
-    metadata_path = root / layout.METADATA_FILE
+    capture_dir = Path(capture_dir)
+    _typed, manifest = read_manifest(capture_dir)  # the typed read refuses wrongly typed fields
+    metadata_path = capture_dir / layout.METADATA_FILE
     metadata = msgspec.to_builtins(decode_file(metadata_path, CaptureMetadata)) if metadata_path.is_file() else {}
-    capture = CaptureInput(capture_dir=root, manifest=manifest, metadata=metadata, info=info)
-    capture.scalar_segments = _scalar_segments(root / layout.SCALARS_DIR, capture.skipped)
-    raw = root / layout.RAW_DIR
+    capture = CaptureInput(capture_dir=capture_dir, manifest=manifest, metadata=metadata)
+    capture.scalar_segments = _scalar_segments(capture_dir / layout.SCALARS_DIR, capture.skipped)
+    raw = capture_dir / layout.RAW_DIR
     if not raw.is_dir():
         return capture
     for entry in sorted(raw.iterdir()):
         if entry.name.startswith(layout.PARTIAL_PREFIX):
             capture.skipped.append(f"{entry}: partial window (being written or interrupted)")
             continue
-        index = layout.window_index(entry.name)
-        if index is None or not entry.is_dir():
+        window_index = layout.window_index(entry.name)
+        if window_index is None or not entry.is_dir():
             continue
         window_json = entry / layout.WINDOW_FILE
         try:
@@ -136,7 +135,7 @@ def read_capture(capture_dir: Path) -> CaptureInput:
             # and reported, never parsed as an empty window.
             capture.skipped.append(str(exc))
             continue
-        capture.windows.append(WindowFiles(index=index, path=entry, manifest=window, **found))
+        capture.windows.append(WindowFiles(index=window_index, path=entry, manifest=window, **found))
     return capture
 
 

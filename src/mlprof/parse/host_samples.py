@@ -30,8 +30,8 @@ _SAMPLES = msgspec.json.Decoder(list[HostSample])
 _SAMPLE = msgspec.json.Decoder(HostSample)
 
 
-def _load(root: Path) -> list[HostSample]:
-    whole, partial = root / layout.HOST_SAMPLES_FILE, root / layout.HOST_SAMPLES_PARTIAL_FILE
+def _load(capture_dir: Path) -> list[HostSample]:
+    whole, partial = capture_dir / layout.HOST_SAMPLES_FILE, capture_dir / layout.HOST_SAMPLES_PARTIAL_FILE
     if whole.is_file():
         return _load_whole(whole)
     if partial.is_file():
@@ -79,7 +79,7 @@ def _load_lines(whole: Path, partial: Path) -> list[HostSample]:
     return samples
 
 
-def read_host_counters(root: Path, pid: int) -> dict[str, np.ndarray]:
+def read_host_counters(capture_dir: Path, pid: int) -> dict[str, np.ndarray]:
     """Counter rows (name, series, pid, ts_ns, value) of a capture's host samples."""
     names, series, ts, values, pids = [], [], [], [], []
 
@@ -91,7 +91,7 @@ def read_host_counters(root: Path, pid: int) -> dict[str, np.ndarray]:
             values.append(float(value))
             pids.append(row_pid)
 
-    for sample in _load(root):
+    for sample in _load(capture_dir):
         ts_ns = sample.ts_ns
         for key, (name, serie) in HOST_COUNTERS.items():
             add(name, serie, ts_ns, getattr(sample, key))

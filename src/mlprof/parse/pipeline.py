@@ -213,7 +213,7 @@ def _parse_ascend(item: AscendInput, options: ParseOptions) -> ParseResult:
 
     started = time.perf_counter()
     out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
-    result = ParseResult(source=str(item.root), output_dir=str(out_dir), kind=f"ascend_{item.format}", windows=[0])
+    result = ParseResult(source=str(item.path), output_dir=str(out_dir), kind=f"ascend_{item.format}", windows=[0])
     columns, strings = read_ascend(item, result)
     write_parsed(out_dir, columns, strings, result, started)
     return result

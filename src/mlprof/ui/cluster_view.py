@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mlprof.capture.layout import OUTPUT_DIR
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 from mlprof.ui.discovery import discover
@@ -26,7 +27,7 @@ CLUSTER_SECTIONS = ("ranks", "step_rows", "slow_ranks", "collectives", "matrix")
 def folder_of(run_id: str) -> str:
     """The folder a run's capture or trace sits in: <folder>/<capture>/mlprof_output or <folder>/<trace>_mlprof_output."""
     parts = run_id.split("/")
-    return "/".join(parts[:-2] if parts[-1] == "mlprof_output" else parts[:-1])
+    return "/".join(parts[:-2] if parts[-1] == OUTPUT_DIR else parts[:-1])
 
 
 def cluster_members(logdir: Path, run_id: str) -> list[str]:

@@ -66,13 +66,13 @@ def _run_of(logdir: Path, out_dir: Path) -> Run:
     rel = out_dir.relative_to(logdir).as_posix()
     # Named after the capture dir or the trace, with the folders between it and the logdir.
     if out_dir.name == OUTPUT_DIR:
-        kind, subject = "capture", out_dir.parent
+        kind, input_path = "capture", out_dir.parent
     else:
-        kind, subject = "trace", out_dir.with_name(out_dir.name.removesuffix(TRACE_OUTPUT_SUFFIX))
-    if out_dir == logdir or subject == logdir or not subject.is_relative_to(logdir):
-        name = subject.name
+        kind, input_path = "trace", out_dir.with_name(out_dir.name.removesuffix(TRACE_OUTPUT_SUFFIX))
+    if out_dir == logdir or input_path == logdir or not input_path.is_relative_to(logdir):
+        name = input_path.name
     else:
-        name = subject.relative_to(logdir).as_posix()
+        name = input_path.relative_to(logdir).as_posix()
     event_count = info.get("event_count")
     return Run(id=rel, name=name, kind=info.get("kind", kind), source=str(info.get("source", "")),
                event_count=event_count if isinstance(event_count, int) else 0,

@@ -27,6 +27,7 @@ from mlprof.analysis.advisor.rules_dtype import slow_dtype
 from mlprof.analysis.advisor.rules_storm import op_storm
 from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile, npu_wording
 from mlprof.analysis.advisor.whole_trace import whole_trace_store
+from mlprof.tables.layout import TABLES_DIR
 from mlprof.tables.store import TableStore
 
 __all__ = ["Rule", "RULES", "AdvisorReport", "advise", "advise_outputs", "sort_findings"]
@@ -148,7 +149,7 @@ def advise_outputs(outputs: Sequence[tuple[str, Path]], thresholds: Thresholds |
     th = thresholds or Thresholds()
     reports, identities, exposed, extracted = [], [], {}, {}
     for source, out in outputs:
-        with TableStore(Path(out) / "tables") as store:
+        with TableStore(Path(out) / TABLES_DIR) as store:
             report = advise(store, th)
             identities.append(run_identity(store, str(source)))
             if any(f.id == "communication_overlap" for f in report.findings):
