@@ -60,7 +60,7 @@ def ascend_tables(item: AscendInput) -> tuple[dict[str, dict[str, np.ndarray]], 
     rows = _read_rows(item)
     pool = StringPool()
     k, launch = rows.kineto_columns(pool)
-    columns = build_tables([WindowData(index=0, kineto=k)], pool, _metadata(item, rows))
+    columns = build_tables([WindowData(window_index=0, kineto=k)], pool, _metadata(item, rows))
     link_host_ops(columns, launch, int(rows.metadata.get("ascend.python_pid") or 0), pool)
     for name, part in (("device_op_details", rows.details), ("device_op_metrics", rows.metrics)):
         cols = _extra(part, pool, 0)

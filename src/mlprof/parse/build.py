@@ -31,7 +31,7 @@ _DTYPE_BYTES = {
 
 @dataclass
 class WindowData:
-    index: int
+    window_index: int
     kineto: KinetoColumns | None = None
     steps: list[StepRecord] = field(default_factory=list)
     markers: MarkersFile | None = None
@@ -157,7 +157,7 @@ def build_tables(windows: list[WindowData], pool: StringPool,
 
 def _build_window(win: WindowData, pool: StringPool, tables: _Tables, offsets: dict[str, int]) -> None:
     k = win.kineto
-    w = win.index
+    w = win.window_index
     host = k.host if k else {}
     steps_n, steps_s, steps_e, source = _step_table(win, pool, host)
     cpu_ns, cpu_wait_ns = _step_cpu(win, steps_n, steps_s, steps_e)
@@ -377,7 +377,7 @@ def _build_misc(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables) -> 
 
 
 def _build_capture_files(win: WindowData, tables: _Tables, step_of) -> None:
-    w = win.index
+    w = win.window_index
     m = win.markers
     if m and (m.marks or m.ranges):
         names = [x.name for x in m.marks] + [r.name for r in m.ranges]

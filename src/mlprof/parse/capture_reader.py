@@ -29,7 +29,7 @@ TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
 
 @dataclass(frozen=True)
 class WindowFiles:
-    index: int
+    window_index: int
     path: Path
     kineto: Path | None
     steps: Path | None
@@ -135,7 +135,7 @@ def read_capture(capture_dir: Path) -> CaptureInput:
             # and reported, never parsed as an empty window.
             capture.skipped.append(str(exc))
             continue
-        capture.windows.append(WindowFiles(index=window_index, path=entry, manifest=window, **found))
+        capture.windows.append(WindowFiles(window_index=window_index, path=entry, manifest=window, **found))
     return capture
 
 

@@ -227,7 +227,7 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     pool = StringPool()
     k = read_kineto(item.path, pool, _progress_for(options, item.path.name), options.memory_budget_bytes)
     _count_events(result, k.event_count, [(ph, cat, n) for (ph, cat), n in k.unknown.items()])
-    columns = build_tables([WindowData(index=0, kineto=k)], pool, {"source.path": str(item.path)})
+    columns = build_tables([WindowData(window_index=0, kineto=k)], pool, {"source.path": str(item.path)})
     del k
     release_freed_memory()
     result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
@@ -260,9 +260,9 @@ def _cached_window(cache: Path, stamp: dict) -> dict | None:
 def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, options: ParseOptions) -> dict:
     """Parse one window on its own into ``cache`` (its tables, ids from 0)."""
     pool = StringPool()
-    k = (read_kineto(wf.kineto, pool, _progress_for(options, f"window {wf.index}"), options.memory_budget_bytes)
+    k = (read_kineto(wf.kineto, pool, _progress_for(options, f"window {wf.window_index}"), options.memory_budget_bytes)
          if wf.kineto else None)
-    win = WindowData(index=wf.index, kineto=k, steps=read_steps(wf.steps),
+    win = WindowData(window_index=wf.window_index, kineto=k, steps=read_steps(wf.steps),
                      markers=read_markers(wf.markers), gc=read_gc(wf.gc),
                      python_samples=read_python_samples(wf.python_samples), modules=read_modules(wf.modules),
                      source=str(wf.path))
@@ -272,7 +272,7 @@ def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, opti
     columns = build_tables([win], pool, {})
     del win, k
     release_freed_memory()
-    tmp = out_dir / f".tmp_window_{wf.index}_{os.getpid()}"
+    tmp = out_dir / f".tmp_window_{wf.window_index}_{os.getpid()}"
     write_tables(tmp, columns, pool.values())
     atomic_write(tmp / WINDOW_CACHE_FILE, json.dumps(info))
     replace_dir(tmp, cache)
@@ -295,7 +295,7 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
         parts: list[Path] = []
         errors: list[MlprofError] = []
         for wf in item.windows:
-            cache = cache_root / layout.window_dir_name(wf.index)
+            cache = cache_root / layout.window_dir_name(wf.window_index)
             stamp = _window_stamp(wf)
             info = _cached_window(cache, stamp)
             if info is None:
@@ -310,7 +310,7 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
                     result.skipped.append(str(exc))
                     continue
             parts.append(cache)
-            result.windows.append(wf.index)
+            result.windows.append(wf.window_index)
             _count_events(result, info.get("event_count", 0), info.get("unknown", []))
         if errors and not parts:
             raise errors[0]
