@@ -30,7 +30,9 @@ def runs(tmp_path_factory):
 
     def get(name: str) -> Path:
         if name not in made:
-            steps = 10 if name == "clean" else 6
+            # seed002_fixed's steps are ~1.5 ms: over 6 of them a core lost to another process for a few ms
+            # made Dropout or ReLU a dominant_module warning (2 of 10 runs with two busy loops on 2 cores).
+            steps = 10 if name == "clean" else 30 if name.startswith("seed002") else 6
             made[name] = advisor_runs.capture(name, tmp_path_factory.mktemp(name), steps=steps,
                                            profile_memory=name.startswith("seed002"))
         return made[name]

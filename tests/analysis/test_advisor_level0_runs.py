@@ -17,6 +17,17 @@ from mlprof.tables.store import TableStore  # noqa: E402
 
 
 def _run(out: Path, batches: list[int], dtype=torch.float32, width: int = 512) -> list:
+    # One intra-op thread, as in advisor_runs.py: on a shared 2-core machine a second thread makes every
+    # matmul wait for the slower of the two, and step times stop following the batch's size.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _profiled_steps(out, batches, dtype, width)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _profiled_steps(out: Path, batches: list[int], dtype, width: int) -> list:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(128, width), torch.nn.ReLU(), torch.nn.Linear(width, 8)).to(dtype)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -30,9 +30,12 @@ def test_compare_slow_vs_fixed_reports_the_improvement_with_sign_and_size(runs):
         c = compare(b, n)
         base_steps = b.rows("SELECT avg(dur_ns) FROM steps")[0][0]
         new_steps = n.rows("SELECT avg(dur_ns) FROM steps")[0][0]
-    assert c.aligned_by == "step number" and c.steps == 6
-    # Beyond noise, and the same set-up on both sides (real captures carry the facts compared).
-    assert c.verdict.verdict == "faster" and c.verdict.high_pct < 0 and c.warnings == []
+    assert c.aligned_by == "step number" and c.steps == 30
+    # Beyond noise, and the same set-up on both sides (real captures carry the facts compared). Where the
+    # training thread waited for a core (2% of its steps or more: any other job on the machine), compare
+    # rightly adds the one warning saying so ("...; wall time says ..."): the set-up must still not differ.
+    assert c.verdict.verdict == "faster" and c.verdict.high_pct < 0
+    assert [w for w in c.warnings if "; wall time says " not in w] == []
     assert c.facts["base"]["profiler_level"] == c.facts["new"]["profiler_level"]
     assert "aten::linear" in c.facts["base"]["batch_shape"]
     assert c.step_time.delta_ns < 0 and c.speedup > 2

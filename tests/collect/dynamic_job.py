@@ -65,5 +65,8 @@ for step in range(args.steps):
     if should_stop():
         break
 if args.ddp:
+    # Both ranks done before the group goes: without it, gloo's teardown aborts a rank now and then
+    # ("terminate called without an active exception"), with or without mlprof (as in tests/run/train_script.py).
+    dist.barrier()
     dist.destroy_process_group()
 print("training finished", file=sys.stderr)
