@@ -52,6 +52,14 @@ class AdvisorContext:
                 out[key] = value
         return out
 
+    @cached_property
+    def cpu_wait_ns(self) -> dict[tuple, int] | None:
+        """Per (window, step): the stepping thread's measured wait for a CPU core (None: not measured for every step)."""
+        rows = self.store.rows("SELECT window_index, step, cpu_wait_ns, dur_ns FROM steps")
+        if not rows or any(wait is None for *_, wait, _dur in rows):
+            return None
+        return {(w, step): min(max(wait, 0), dur or 0) for w, step, wait, dur in rows}
+
     def share(self, ns: int | float) -> float:
         return float(ns) / self.total_step_ns if self.total_step_ns else 0.0
 

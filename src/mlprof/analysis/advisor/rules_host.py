@@ -235,20 +235,42 @@ def gc_pauses(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         rank=ctx.rank)]
 
 
+def _outliers(steps, time_ns, th: Thresholds) -> tuple[list, float, float]:
+    """(slow steps, median, excess over the median) with each step's time given by ``time_ns``."""
+    median = statistics.median(time_ns(s) for s in steps)
+    slow = [s for s in steps if time_ns(s) > th.step_outlier_ratio * median]
+    return slow, median, sum(time_ns(s) - median for s in slow)
+
+
 def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
-    """Steps much slower than the median step."""
+    """Steps much slower than the median step.
+
+    Where `mlprof run` measured each step's wait for a CPU core, steps are
+    judged on their time less that wait: a step slow only because another
+    process held the cores says nothing about the job's code (cpu_contention
+    reports the wait), and is an info line, not a warning.
+    """
     if len(ctx.steps) < 3:
         return []
-    median = statistics.median(s.dur_ns for s in ctx.steps)
-    slow = [s for s in ctx.steps if s.dur_ns > th.step_outlier_ratio * median]
+    waits = ctx.cpu_wait_ns
+
+    def ready_ns(s) -> int:
+        return s.dur_ns - (waits.get((s.window, s.step), 0) if waits else 0)
+
+    slow, median, excess_ns = _outliers(ctx.steps, lambda s: s.dur_ns, th)
     if not slow:
         return []
-    excess_ns = sum(s.dur_ns - median for s in slow)
+    waited_ns = 0
+    if waits:
+        ready_slow, _ready_median, ready_excess = _outliers(ctx.steps, ready_ns, th)
+        ready_severity = severity_for(ctx.share(ready_excess), th.step_outlier_warn_share, th) if ready_slow else None
+        if ready_severity is None or len(ready_slow) < th.step_outlier_min_count:
+            waited_ns = sum(s.dur_ns - ready_ns(s) for s in slow)
     share = ctx.share(excess_ns)
     severity = severity_for(share, th.step_outlier_warn_share, th)
     if severity is None:
         return []
-    if len(slow) < th.step_outlier_min_count:
+    if len(slow) < th.step_outlier_min_count or waited_ns:
         severity = "info"
     # Slow steps that are simply the big batches are dynamic_shapes' finding, not periodic work.
     driven = shape_driven_steps(ctx)
@@ -267,11 +289,15 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     return [Finding(
         id="step_outliers", severity=severity, share=round(share, 4), impact_ns=int(excess_ns),
         title=f"{len(slow)} of {len(ctx.steps)} steps take over {th.step_outlier_ratio:g}x the median "
-              f"step ({median / 1e6:.2f} ms)",
+              f"step ({median / 1e6:.2f} ms)" + (
+                  f", slow by waiting for a CPU core ({waited_ns / 1e6:.1f} ms measured in them)" if waited_ns else ""),
         evidence=Evidence(metrics={"median_step_ns": int(median), "outliers": len(slow),
-                                   "excess_ns": int(excess_ns)}, steps=steps[:10]),
+                                   "excess_ns": int(excess_ns),
+                                   **({"waited_for_cpu_ns": int(waited_ns)} if waited_ns else {})}, steps=steps[:10]),
         fix=(f"Step time follows the input's size (rank correlation {driven['rho']:.2f}): see dynamic_shapes."
              if driven else
+             "The slow steps waited for a CPU core that other processes held: the steps' time less that wait "
+             "shows no outlier. Run on a quieter machine, or see cpu_contention." if waited_ns else
              "Compare an outlier step with a typical one (`mlprof compare` on two captures, or the timeline): "
              "periodic work (checkpointing, evaluation, logging, GC, recompilation, data loader refills) "
              "or interference from other processes makes single steps slow; move it off the step or spread it."),
