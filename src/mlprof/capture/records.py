@@ -169,6 +169,7 @@ class PythonSamplesFile(_Record, kw_only=True):
     stacks: list[list[Int]] = []  # frame indices, outermost first
     samples: list[tuple[Int, Int]] = []  # [ts_ns, stack index]
     dropped: Int = 0
+    waited: Int = 0  # samples left out: the thread waited for a CPU core most of the interval before them
 
 
 class ModulesFile(_Record, kw_only=True):
