@@ -8,7 +8,7 @@ from mlprof.tables.schema import HOST_COUNTERS, HOST_JOB_PROCESSES_COUNTER, HOST
 from mlprof.tables.store import TableStore
 
 __all__ = ["host_resources", "step_host_load", "training_pid", "training_cpu_percent", "cpu_demand_percent",
-           "is_starved", "STARVED_SHARE", "step_cpu_waits", "measured_wait_share"]
+           "is_starved", "STARVED_SHARE", "step_cpu_waits", "step_cpu_waits_by_step", "measured_wait_share"]
 
 # Below this fraction of the CPU its threads could use, the training process waited for a core. The advisor's
 # cpu_contention and compare's load-aware verdict both judge "starved" by it.
@@ -98,16 +98,22 @@ def is_starved(training_percent: float, demand_percent: float | None) -> bool:
     return bool(demand_percent) and training_percent < STARVED_SHARE * demand_percent
 
 
-def step_cpu_waits(store: TableStore) -> list[tuple[int, int]] | None:
-    """Per step (in order): its duration and the time its thread waited for a CPU core, ns.
+def step_cpu_waits_by_step(store: TableStore) -> dict[tuple[int, int | None], tuple[int, int]] | None:
+    """(window, step) -> (duration, time its thread waited for a CPU core), ns, in step order.
 
     Measured by `mlprof run` at every step boundary (``steps.cpu_wait_ns``, the kernel's run-queue
     delay of the thread that steps); None unless every step has it (older captures, plain traces).
     """
-    rows = store.rows("SELECT dur_ns, cpu_wait_ns FROM steps ORDER BY window_index, step")
-    if not rows or any(wait is None or not dur for dur, wait in rows):
+    rows = store.rows("SELECT window_index, step, dur_ns, cpu_wait_ns FROM steps ORDER BY window_index, step")
+    if not rows or any(wait is None or not dur for *_, dur, wait in rows):
         return None
-    return [(dur, min(max(wait, 0), dur)) for dur, wait in rows]
+    return {(window, step): (dur, min(max(wait, 0), dur)) for window, step, dur, wait in rows}
+
+
+def step_cpu_waits(store: TableStore) -> list[tuple[int, int]] | None:
+    """Per step (in order): its duration and its measured wait for a CPU core, ns (see step_cpu_waits_by_step)."""
+    by_step = step_cpu_waits_by_step(store)
+    return list(by_step.values()) if by_step else None
 
 
 def measured_wait_share(store: TableStore) -> float | None:

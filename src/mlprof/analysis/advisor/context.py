@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from mlprof.analysis.communication import rank_of
+from mlprof.analysis.host import step_cpu_waits_by_step
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
 from mlprof.tables.store import TableStore
 
@@ -55,10 +56,8 @@ class AdvisorContext:
     @cached_property
     def cpu_wait_ns(self) -> dict[tuple, int] | None:
         """Per (window, step): the stepping thread's measured wait for a CPU core (None: not measured for every step)."""
-        rows = self.store.rows("SELECT window_index, step, cpu_wait_ns, dur_ns FROM steps")
-        if not rows or any(wait is None for *_, wait, _dur in rows):
-            return None
-        return {(w, step): min(max(wait, 0), dur or 0) for w, step, wait, dur in rows}
+        by_step = step_cpu_waits_by_step(self.store)
+        return {key: wait for key, (_dur, wait) in by_step.items()} if by_step else None
 
     def share(self, ns: int | float) -> float:
         return float(ns) / self.total_step_ns if self.total_step_ns else 0.0
