@@ -19,11 +19,11 @@ from __future__ import annotations
 __all__ = ["about_the_machine", "code_findings"]
 
 
-def about_the_machine(finding, store=None) -> bool:
+def about_the_machine(finding) -> bool:
     fid = finding.id if hasattr(finding, "id") else finding["id"]
     return fid == "cpu_contention"
 
 
-def code_findings(report, store=None) -> list:
+def code_findings(report) -> list:
     """The report's findings, in its order, without those about the machine."""
-    return [f for f in report.findings if not about_the_machine(f, store)]
+    return [f for f in report.findings if not about_the_machine(f)]

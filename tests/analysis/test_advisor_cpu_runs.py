@@ -77,9 +77,9 @@ def test_gc_pauses_are_flagged(runs):
 def test_clean_run_gets_no_warning(runs):
     report, _ = _report(runs("clean"))
     assert report.step_count == 10
-    # Steps that waited for a core (measured) on a busy machine are its step_outliers, not the code's.
-    with TableStore(runs("clean") / "tables") as store:
-        warnings = [f for f in report.warnings if not about_the_machine(f, store)]
+    # Waiting for cores other processes held is the machine's (cpu_contention), not the code's; steps slow
+    # only by that wait are step_outliers' info line (tests/analysis/test_step_outliers_wait.py).
+    warnings = [f for f in report.warnings if not about_the_machine(f)]
     assert warnings == [], [(f.id, f.title) for f in warnings]
 
 

@@ -57,7 +57,7 @@ def cost_site(scenario: str) -> str:
 def top_code_finding(store: TableStore):
     """The advisor's first finding about the job's code: on a busy machine cpu_contention (critical, at
     0.5-0.7 of step time with two busy loops on 2 cores) comes first, and rightly so."""
-    return code_findings(advise(store), store)[0]
+    return code_findings(advise(store))[0]
 
 
 def test_row_by_row_dropout_is_named_by_module_and_line(tmp_path):
