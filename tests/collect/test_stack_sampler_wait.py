@@ -25,8 +25,7 @@ def test_mostly_waited_is_over_half_the_interval_ready_with_no_core():
 
 
 def _can_pin() -> bool:
-    return (hasattr(os, "sched_setaffinity") and Path(f"/proc/self/task/{threading.get_native_id()}/schedstat").exists()
-            and len(os.sched_getaffinity(0)) >= 1)
+    return hasattr(os, "sched_setaffinity") and Path(f"/proc/self/task/{threading.get_native_id()}/schedstat").exists()
 
 
 @pytest.mark.skipif(not _can_pin(), reason="needs Linux thread affinity and schedstat")
@@ -82,8 +81,10 @@ def test_a_sleeping_thread_keeps_its_samples():
         time.sleep(0.01)
     sampler = StackSampler(*ident[0], interval_ns=10 * MS)
     sampler.start()
+    assert sampler.running()
     time.sleep(0.5)
     sampler.stop()
+    assert not sampler.running()
     stop.set()
     thread.join(5)
     out = sampler.to_json()

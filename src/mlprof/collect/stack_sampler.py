@@ -145,6 +145,9 @@ class StackSampler:
             self.frames.append(key)
         return index
 
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     # -- results -----------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """python_samples.json; call after stop()."""
@@ -184,6 +187,3 @@ def mostly_waited(before: tuple[int, int] | None, after: tuple[int, int] | None)
     if before is None or after is None or after[0] <= before[0]:
         return False
     return 2 * (after[1] - before[1]) > after[0] - before[0]
-
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
