@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from mlprof.analysis.advisor.engine import profiling_cost_note
+from mlprof.capture.records import StepTimes
 from mlprof.collect.step_times import COLD_STEPS, StepTimer
 
 MS = 1_000_000
@@ -24,8 +25,8 @@ def test_cold_steps_and_warmup_steps_are_not_compared():
     steps = [("NONE", 500)] * COLD_STEPS + [("NONE", 20)] * 3 + [("WARMUP", 90), ("RECORD", 30), ("RECORD", 30),
                                                                  ("RECORD_AND_SAVE", 32)]
     summary = _timed(steps).summary()
-    assert summary == {"profiled_median_ns": 30 * MS, "unprofiled_median_ns": 20 * MS,
-                       "profiled_steps": 3, "unprofiled_steps": 3}
+    assert summary == StepTimes(profiled_median_ns=30 * MS, unprofiled_median_ns=20 * MS,
+                                profiled_steps=3, unprofiled_steps=3)
 
 
 def test_no_summary_without_both_kinds():

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import statistics
 
+from ..capture.records import StepTimes
+
 __all__ = ["StepTimer", "MAX_STEPS", "COLD_STEPS"]
 
 # Steps kept per kind: a long job's medians need no more.
@@ -53,10 +55,10 @@ class StepTimer:
         """A step starts at ``now_ns``, under the schedule's ``action`` (a ProfilerAction, or None when off)."""
         self._start = (now_ns, getattr(action, "name", "NONE"))
 
-    def summary(self) -> dict | None:
-        """Medians and counts, for the manifest; None until both kinds have a step."""
+    def summary(self) -> StepTimes | None:
+        """Medians and counts, the manifest's typed record; None until both kinds have a step."""
         if not self.profiled_ns or not self.unprofiled_ns:
             return None
-        return {"profiled_median_ns": int(statistics.median(self.profiled_ns)),
-                "unprofiled_median_ns": int(statistics.median(self.unprofiled_ns)),
-                "profiled_steps": len(self.profiled_ns), "unprofiled_steps": len(self.unprofiled_ns)}
+        return StepTimes(profiled_median_ns=int(statistics.median(self.profiled_ns)),
+                         unprofiled_median_ns=int(statistics.median(self.unprofiled_ns)),
+                         profiled_steps=len(self.profiled_ns), unprofiled_steps=len(self.unprofiled_ns))
