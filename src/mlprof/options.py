@@ -207,7 +207,7 @@ def check_activities(activities: Any, name: str = "activities") -> tuple[Profile
     return tuple(dict.fromkeys(result))
 
 
-def _check_activity_names(value: Any, name: str) -> tuple[str, ...]:
+def _check_activity_names(value: Any, name: str) -> tuple[str, ...] | None:
     """The config file's spelling of activities: a list of names, kept as names (None: what the machine has)."""
     if value is None:
         return None

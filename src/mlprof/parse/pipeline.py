@@ -183,14 +183,14 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
 def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: ParseResult, started: float) -> None:
     """Write one input's tables, add the attribution, publish them with parse_info.json (every parser's last step).
 
-    ``columns`` is emptied once the tables are on disk: the attribution reads
-    them back from there, and memory holds one copy, not two.
+    ``columns`` is emptied as the tables are written (``write_tables`` drops
+    each once on disk): the attribution reads them back from there, and
+    memory holds one copy, not two.
     """
     make_private_dir(out_dir)
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         write_tables(tmp, columns, strings)
-        columns.clear()
         release_freed_memory()
         write_attribution(tmp)
         release_freed_memory()

@@ -262,7 +262,7 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []
     waited_ns = 0
     if waits:
-        ready_slow, _ready_median, ready_excess = _outliers(ctx.steps, ready_ns, th)
+        ready_slow, _, ready_excess = _outliers(ctx.steps, ready_ns, th)
         ready_severity = severity_for(ctx.share(ready_excess), th.step_outlier_warn_share, th) if ready_slow else None
         if ready_severity is None or len(ready_slow) < th.step_outlier_min_count:
             waited_ns = sum(s.dur_ns - ready_ns(s) for s in slow)
