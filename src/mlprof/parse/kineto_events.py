@@ -17,9 +17,8 @@ from typing import Union
 import msgspec
 import numpy as np
 
-from mlprof.parse.kineto_times import MAX_US, TimeRangeError, decimal_us_to_ns, exact_times, needs_exact_times
-from mlprof.parse.kineto_times import dur_column as _durs
-from mlprof.parse.kineto_times import ns_column as _ns
+from mlprof.parse.kineto_times import (_EMPTY, MAX_US, TimeRangeError, decimal_us_to_ns, dur_column, exact_times,
+                                      needs_exact_times, ns_column)
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
            "EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk", "TimeRangeError",
@@ -29,7 +28,6 @@ __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START"
 # when the tables are written). No real id, size or time takes this value.
 MISSING = np.iinfo(np.int64).min
 # An absent Raw field: msgspec cannot put Raw in a union with None.
-_EMPTY = msgspec.Raw()
 
 # Numeric args are accepted as strings too (ROCm writes "stream": "0x0").
 Num = Union[int, float, str, None]
@@ -324,8 +322,8 @@ def split_chunk(events: list[_Event], raws: list[msgspec.Raw] | Callable[[], lis
             "category": pool.codes([e.cat for e in runtime]),
             "pid": _pidtid([e.pid for e in runtime]),
             "tid": _pidtid([e.tid for e in runtime]),
-            "start_ns": _ns([e.ts for e in runtime], base_ns),
-            "dur_ns": _durs([e.dur for e in runtime]),
+            "start_ns": ns_column([e.ts for e in runtime], base_ns),
+            "dur_ns": dur_column([e.dur for e in runtime]),
             "correlation": _ints([a.correlation for a in args]),
             "external_id": _ints([a.external_id for a in args]),
         })
@@ -338,7 +336,7 @@ def split_chunk(events: list[_Event], raws: list[msgspec.Raw] | Callable[[], lis
             "flow_id": np.fromiter((_flow_id(e.id) for e in flows), dtype=np.int64, count=len(flows)),
             "pid": _pidtid([e.pid for e in flows]),
             "tid": _pidtid([e.tid for e in flows]),
-            "ts_ns": _ns([e.ts for e in flows], base_ns),
+            "ts_ns": ns_column([e.ts for e in flows], base_ns),
         })
     if instants:
         _instant_columns(instants, base_ns, pool, accs)
@@ -347,8 +345,8 @@ def split_chunk(events: list[_Event], raws: list[msgspec.Raw] | Callable[[], lis
             "name": pool.codes([e.name for e in dev_ann]),
             "pid": _pidtid([e.pid for e in dev_ann]),
             "tid": _pidtid([e.tid for e in dev_ann]),
-            "start_ns": _ns([e.ts for e in dev_ann], base_ns),
-            "dur_ns": _durs([e.dur for e in dev_ann]),
+            "start_ns": ns_column([e.ts for e in dev_ann], base_ns),
+            "dur_ns": dur_column([e.dur for e in dev_ann]),
         })
     if counters:
         chunk_raws = _raws_of(raws)
@@ -377,8 +375,8 @@ def _host_columns(host: list[_Event], base_ns: int, pool: StringPool, acc: Accum
         "category": pool.codes([e.cat for e in host]),
         "pid": _pidtid([e.pid for e in host]),
         "tid": _pidtid([e.tid for e in host]),
-        "start_ns": _ns([e.ts for e in host], base_ns),
-        "dur_ns": _durs([e.dur for e in host]),
+        "start_ns": ns_column([e.ts for e in host], base_ns),
+        "dur_ns": dur_column([e.dur for e in host]),
         "external_id": _ints([a.external_id for a in args]),
         "sequence_number": _ints([a.sequence_number for a in args]),
         "fwd_thread_id": _ints([a.fwd_thread_id for a in args]),
@@ -401,8 +399,8 @@ def _device_columns(device: list[_Event], base_ns: int, pool: StringPool, accs) 
                          for e, a in zip(device, args)]),
         "stream": _ints([a.stream if a.stream != MISSING else (e.tid if type(e.tid) is int else None)
                          for e, a in zip(device, args)]),
-        "start_ns": _ns([e.ts for e in device], base_ns),
-        "dur_ns": _durs([e.dur for e in device]),
+        "start_ns": ns_column([e.ts for e in device], base_ns),
+        "dur_ns": dur_column([e.dur for e in device]),
         "correlation": _ints([a.correlation for a in args]),
         "external_id": _ints([a.external_id for a in args]),
         "grid": _raw_text(pool, [a.grid for a in args]),
@@ -465,7 +463,7 @@ def _instant_columns(instants: list[_Event], base_ns: int, pool: StringPool, acc
     if memory:
         args = _decode_args(memory)
         accs["memory"].add({
-            "ts_ns": _ns([e.ts for e in memory], base_ns),
+            "ts_ns": ns_column([e.ts for e in memory], base_ns),
             "pid": _pidtid([e.pid for e in memory]),
             "tid": _pidtid([e.tid for e in memory]),
             "device_type": _ints([a.device_type for a in args]),
@@ -480,7 +478,7 @@ def _instant_columns(instants: list[_Event], base_ns: int, pool: StringPool, acc
             "name": pool.codes([e.name for e in other]),
             "pid": _pidtid([e.pid for e in other]),
             "tid": _pidtid([e.tid for e in other]),
-            "start_ns": _ns([e.ts for e in other], base_ns),
+            "start_ns": ns_column([e.ts for e in other], base_ns),
         })
 
 
@@ -502,7 +500,7 @@ def _counter_columns(counters: list[_Event], base_ns: int, pool: StringPool, acc
             "name": pool.codes(names),
             "series": pool.codes(series),
             "pid": _pidtid(pids),
-            "ts_ns": _ns(ts, base_ns),
+            "ts_ns": ns_column(ts, base_ns),
             "value": np.asarray(values, dtype=np.float64),
         })
 

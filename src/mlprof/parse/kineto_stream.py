@@ -151,9 +151,9 @@ def _last_cut(buf: bytes, lo: int = 0, hi: int | None = None) -> int | None:
     return None
 
 
-def _as_array(buf: bytes, end: int) -> bytes:
-    """``[`` + buf[:end] + ``]``, with one copy of the text (a block is megabytes)."""
-    return b"".join((b"[", memoryview(buf)[:end], b"]"))
+def _as_array(text, lo: int = 0, hi: int | None = None) -> bytes:
+    """``[`` + text[lo:hi] + ``]``, with one copy of the text (a block is megabytes)."""
+    return b"".join((b"[", memoryview(text)[lo:hi], b"]"))
 
 
 def _proven_cut(buf: bytes) -> tuple[int, list] | None:
@@ -169,7 +169,7 @@ def _proven_cut(buf: bytes) -> tuple[int, list] | None:
     if last is None:
         return None
     try:  # the common case: one decode, no scan of the whole block for candidates
-        return last, LIST_DECODER.decode(_as_array(buf, buf.rindex(b"}", 0, last) + 1))
+        return last, LIST_DECODER.decode(_as_array(buf, 0, buf.rindex(b"}", 0, last) + 1))
     except BAD_INPUT:
         pass
     ends = [m.end() for m in _CUT.finditer(buf)][:-1]
@@ -201,7 +201,7 @@ def _decoded_cut(buf: bytes, lo: int, hi: int) -> tuple[int, list] | None:
     if last is None:
         return None
     try:
-        return last, EVENTS_DECODER.decode(b"".join((b"[", memoryview(buf)[lo:buf.rindex(b"}", lo, last) + 1], b"]")))
+        return last, EVENTS_DECODER.decode(_as_array(buf, lo, buf.rindex(b"}", lo, last) + 1))
     except BAD_INPUT:
         return None
 
@@ -275,13 +275,13 @@ class _LazyRaws:
 
     def slice(self, start: int, stop: int) -> list:
         if self.raws is None:
-            self.raws = LIST_DECODER.decode(b"".join((b"[", self.text, b"]")))
+            self.raws = LIST_DECODER.decode(_as_array(self.text))
         return self.raws[start:stop]
 
 
 def _decode_events(view: memoryview) -> list:
     try:
-        return EVENTS_DECODER.decode(b"".join((b"[", view, b"]")))
+        return EVENTS_DECODER.decode(_as_array(view))
     except BAD_INPUT:
         raise NotStreamable from None  # the whole-file reader names the event
 

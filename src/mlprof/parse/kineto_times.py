@@ -13,7 +13,7 @@ import msgspec
 import numpy as np
 
 __all__ = ["MAX_US", "TimeRangeError", "decimal_us_to_ns", "needs_exact_times", "exact_times", "ns_column",
-           "dur_column", "checked_us"]
+           "dur_column"]
 
 _EMPTY = msgspec.Raw()
 
@@ -108,7 +108,7 @@ def decimal_us_to_ns(texts: list[bytes]) -> np.ndarray:
     return ns
 
 
-def checked_us(values: list) -> np.ndarray:
+def _checked_us(values: list) -> np.ndarray:
     us = np.asarray(values, dtype=np.float64)
     bad = ~(np.abs(us) < MAX_US)  # also catches NaN and infinities
     if bad.any():
@@ -117,7 +117,7 @@ def checked_us(values: list) -> np.ndarray:
 
 
 def _exact_ns(values: list) -> np.ndarray:
-    # Ints: already exact ns (see _exact_times); NaN = an absent dur.
+    # Ints: already exact ns (see exact_times); NaN = an absent dur.
     try:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
@@ -130,10 +130,10 @@ def ns_column(values: list, base_ns: int) -> np.ndarray:
     # Kineto times are float microseconds; round(x * 1000) keeps ns resolution.
     # Whole and fractional µs are scaled apart: absolute µs (no
     # baseTimeNanoseconds) times 1000 would not fit a double's 53 bits.
-    us = checked_us(values)
+    us = _checked_us(values)
     whole = np.floor(us)
     return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64) + base_ns
 
 
 def dur_column(values: list) -> np.ndarray:
-    return np.rint(checked_us(values) * 1000.0).astype(np.int64)
+    return np.rint(_checked_us(values) * 1000.0).astype(np.int64)
