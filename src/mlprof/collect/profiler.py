@@ -201,9 +201,7 @@ class _KinetoProfile:
                                       (lambda: self._backend.step_num) if self._records_steps else (lambda: None))
             activate_scalars(self._scalars)
         self._backend.start()
-        now_ns = time.time_ns()
-        self._begin_step(now_ns)
-        self._step_timer.begin(now_ns, getattr(self._backend, "current_action", None))
+        self._begin_step(time.time_ns())
 
     def _set_first_step(self, step: int) -> None:
         """Call before start(): the first step is ``step`` instead of 0 (with a schedule skipping to it)."""
@@ -262,8 +260,10 @@ class _KinetoProfile:
         return scalars is not None and scalars.flush() is not None
 
     def _begin_step(self, now_ns: int) -> None:
+        """A step starts: for the recorder's steps and for the step timer, under the schedule's action."""
         if self._records_steps and self._recorder is not None:
             self._recorder.begin_step(self._backend.step_num, now_ns)
+        self._step_timer.begin(now_ns, self._backend.current_action)
 
     def _after_failure(self) -> None:
         if self._recorder is not None:
@@ -483,6 +483,4 @@ class profile(_KinetoProfile):  # noqa: N801 - drop-in for torch.profiler.profil
 
     def _step(self) -> None:
         self._backend.step()
-        now_ns = time.time_ns()
-        self._begin_step(now_ns)
-        self._step_timer.begin(now_ns, getattr(self._backend, "current_action", None))
+        self._begin_step(time.time_ns())
