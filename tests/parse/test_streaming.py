@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mlprof.errors import TraceFormatError
-from mlprof.parse import kineto_stream
+from mlprof.parse import kineto_ranges, kineto_stream
 from mlprof.parse.kineto import StringPool, _read, read_kineto
 
 _BLOCK = 4096
@@ -24,6 +24,9 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(kineto_stream, "_MIN_BLOCK", _BLOCK)
     monkeypatch.setattr(kineto_stream, "_MAX_BLOCK", _BLOCK)
     monkeypatch.setattr(kineto_stream, "_LOCAL_PIECE_BYTES", 1000)
+    # Plain traces are first read by offsets (kineto_ranges): pieces of a block's size there too.
+    monkeypatch.setattr(kineto_ranges, "_PIECE_BYTES", _BLOCK)
+    monkeypatch.setattr(kineto_ranges, "_PROBE_BYTES", 512)
 
 
 def _events(n: int) -> list[dict]:

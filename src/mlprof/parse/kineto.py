@@ -32,6 +32,7 @@ from mlprof.errors import MlprofError, TraceFormatError
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
     StringPool, TopLevel, first_bad_field, split_chunk)
+from mlprof.parse.kineto_ranges import NoCuts, read_ranges
 from mlprof.parse.kineto_stream import BAD_INPUT, NotStreamable, gunzip_blocks, read_stream
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
@@ -194,7 +195,10 @@ def read_kineto(
     gc.disable()
     try:
         try:
-            return read_stream(path, pool, progress, memory_budget_bytes)
+            try:
+                return read_ranges(path, pool, progress)
+            except NoCuts:
+                return read_stream(path, pool, progress, memory_budget_bytes)
         except NotStreamable:
             return _read(path, pool, _bytes_progress(path, progress))
     finally:

@@ -405,12 +405,7 @@ class _Pieces:
         for k, part in enumerate(self.workers):
             got = finish_part(part)
             self.workers[k] = None
-            if got["failed"]:
-                raise NotStreamable
-            remap = np.array([self.pool.code(v) for v in got["strings"]] + [-1], dtype=np.int32)
-            for index, result in got["pieces"].items():
-                self.results[index] = result
-                self.remaps[index] = remap
+            take_worker_pieces(got, self.pool, self.results, self.remaps)
         self.close()
         return [self.results[i] for i in range(self.count)]
 
@@ -423,6 +418,16 @@ class _Pieces:
             if fd is not None:
                 os.close(fd)
         self.pipes, self.ready_r, self.ready_w = [], None, None
+
+
+def take_worker_pieces(got: dict, pool: StringPool, results: dict[int, dict], remaps: dict[int, np.ndarray]) -> None:
+    """A worker's decoded pieces into ``results``, with the map of its string codes into ``pool``'s."""
+    if got["failed"]:
+        raise NotStreamable
+    remap = np.array([pool.code(v) for v in got["strings"]] + [-1], dtype=np.int32)
+    for index, result in got["pieces"].items():
+        results[index] = result
+        remaps[index] = remap
 
 
 def _merge(pieces: list[dict], remaps: dict[int, np.ndarray], cols: KinetoColumns, base_add: int) -> None:
@@ -544,7 +549,16 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
         results = pieces.finish()
     finally:
         pieces.close()
-    cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
+    cols = columns_of(results, pieces.remaps, base_ns, top, tail)
+    if progress is not None:
+        progress(size, size)
+    return cols
+
+
+def columns_of(results: list[dict], remaps: dict[int, np.ndarray], base_ns: int, top: TopLevel | None,
+               tail: TopLevel | None) -> KinetoColumns:
+    """The trace's columns from its decoded pieces (in file order) and the top-level keys around the events."""
+    cols = KinetoColumns(base_time_ns=base_ns, relative_times=bool(base_ns))
     _set_metadata(cols, top, tail)
     tail_base = tail.baseTimeNanoseconds if tail is not None else None
     if tail_base and not base_ns:
@@ -553,10 +567,8 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
         # Kineto writes baseTimeNanoseconds after the events: times were read
         # relative to 0, the base is added to every time column now.
         cols.base_time_ns, cols.relative_times = tail_base, True
-    _merge(results, pieces.remaps, cols, cols.base_time_ns - base_ns)
+    _merge(results, remaps, cols, cols.base_time_ns - base_ns)
     cols.event_count = sum(r["events"] for r in results)
-    if progress is not None:
-        progress(size, size)
     return cols
 
 
