@@ -12,6 +12,7 @@ import pytest
 
 from mlprof.errors import TraceFormatError
 from mlprof.parse import kineto_ranges
+from mlprof.parse.kineto_stream import NotStreamable
 from mlprof.parse.kineto import StringPool, _read, read_kineto
 from tests.parse.test_streaming import _events, _same, _write
 
@@ -87,7 +88,7 @@ def test_text_that_looks_like_a_cut_never_gives_wrong_columns(tmp_path, small_pi
     else:  # one line, another key first: no cut the reader by offsets trusts
         path = tmp_path / "t.json"
         path.write_text(json.dumps({"traceEvents": [{"version": 1, **e} for e in events]}))
-        with pytest.raises(kineto_ranges.NoCuts):
+        with pytest.raises(NotStreamable):
             kineto_ranges.read_ranges(path, StringPool())
     pool_r, pool_w = StringPool(), StringPool()
     _same(read_kineto(path, pool_r), _read(path, pool_w, None), pool_r, pool_w)
@@ -96,7 +97,7 @@ def test_text_that_looks_like_a_cut_never_gives_wrong_columns(tmp_path, small_pi
 def test_compressed_traces_are_left_to_the_block_reader(tmp_path):
     path = _write(tmp_path / "t.json.gz", _events(50), indent=2)
     assert gzip.decompress(path.read_bytes())
-    with pytest.raises(kineto_ranges.NoCuts):
+    with pytest.raises(NotStreamable):
         kineto_ranges.read_ranges(path, StringPool())
 
 

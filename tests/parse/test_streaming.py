@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mlprof.errors import TraceFormatError
-from mlprof.parse import kineto_ranges, kineto_stream
+from mlprof.parse import kineto_cuts, kineto_ranges, kineto_stream
 from mlprof.parse.kineto import StringPool, _read, read_kineto
 
 _BLOCK = 4096
@@ -142,6 +142,20 @@ def test_a_cut_inside_a_string_is_never_taken():
     # The last "}," lies inside the name string: decoding up to it fails, and
     # the cut falls back to the one after the first event.
     buf = b'{"ph": "X"}, {"ph": "X", "name": "a}, {\\"b}, c'
-    rest_at, raws = kineto_stream._proven_cut(buf)
+    rest_at, raws = kineto_cuts.proven_cut(buf)
     assert [bytes(r) for r in raws] == [b'{"ph": "X"}'] and buf[rest_at:].startswith(b' {"ph"')
-    assert kineto_stream._proven_cut(b'{"ph": "X", "name": "a}, b') is None
+    assert kineto_cuts.proven_cut(b'{"ph": "X", "name": "a}, b') is None
+
+
+@pytest.mark.parametrize("tricky", [False, True])
+def test_pieces_a_worker_proves_give_the_whole_file_readers_columns(tmp_path, small_blocks, monkeypatch, tricky):
+    """Gzip text handed to a worker is cut at a trusted gap without a decode here; a gap inside a
+    string ('}, {"ph' in a name) fails the worker's decode, and the file is still read right."""
+    monkeypatch.setenv("MLPROF_PARSE_WORKERS", "2")
+    events = _events(600)
+    if tricky:
+        for e in events[::9]:
+            e["name"] = 'x}, {"ph": "X", "name": "y'
+    path = _write(tmp_path / "t.json.gz", events)
+    pool_r, pool_w = StringPool(), StringPool()
+    _same(read_kineto(path, pool_r), _read(path, pool_w, None), pool_r, pool_w)

@@ -32,8 +32,9 @@ from mlprof.errors import MlprofError, TraceFormatError
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
     StringPool, TopLevel, first_bad_field, split_chunk)
-from mlprof.parse.kineto_ranges import NoCuts, read_ranges
-from mlprof.parse.kineto_stream import BAD_INPUT, NotStreamable, gunzip_blocks, read_stream
+from mlprof.parse.kineto_ranges import read_ranges
+from mlprof.parse.kineto_cuts import BAD_INPUT
+from mlprof.parse.kineto_stream import NotStreamable, gunzip_blocks, read_stream
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["KinetoColumns", "StringPool", "read_kineto", "MISSING", "FLOW_START", "FLOW_END"]
@@ -197,7 +198,7 @@ def read_kineto(
         try:
             try:
                 return read_ranges(path, pool, progress)
-            except NoCuts:
+            except NotStreamable:  # compressed, or no trusted gap: read through this process
                 return read_stream(path, pool, progress, memory_budget_bytes)
         except NotStreamable:
             return _read(path, pool, _bytes_progress(path, progress))

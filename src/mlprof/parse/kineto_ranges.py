@@ -7,33 +7,27 @@ file that is not needed. The parent finds cuts between events by reading a
 few KiB at evenly spaced offsets; then the parent and its forked workers each
 take the next piece, read it from the file (``pread``) and decode it.
 
-A cut is a ``}`` and the ``{`` of the next element with a comma between
-them, and a line break in that gap (Kineto writes ``},\\n{`` between events)
-or an event's usual first key after the ``{`` (``json.dumps`` writes
-``}, {"ph"``). JSON allows no raw line break inside a string, and inside an
-object a comma is followed by a key, so in valid text the first kind lies
-between two elements of an array, and the second nearly always does.
-Decoding each piece as a JSON list is the proof that a cut lies between two
-events: one inside a string leaves the piece's last string open, one in a
-nested array leaves the piece unbalanced, and the decode fails. A file
-without such gaps or compressed raises :class:`NoCuts`, and the block reader
-takes it; a piece that does not decode raises :class:`NotStreamable`, and
-the caller goes on as for any file the fast paths cannot decide.
+Cuts are the trusted gaps of :mod:`mlprof.parse.kineto_cuts`, and decoding
+each piece as a JSON list is their proof. Whatever this reader cannot decide
+(a compressed file, one without trusted gaps, a piece that does not decode)
+raises :class:`NotStreamable`, and the block reader reads the file again:
+it decides every layout it can, and leaves malformed text to the whole-file
+reader, which names the problem.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from functools import partial
 
 from mlprof.parse.kineto_events import KinetoColumns, StringPool
+from mlprof.parse.kineto_cuts import BAD_INPUT, trusted_cuts
 from mlprof.parse.kineto_stream import (
-    BAD_INPUT, NotStreamable, _decode_piece, _decode_tail, _find_head, columns_of, take_worker_pieces)
+    NotStreamable, _decode_piece, _decode_tail, _find_head, columns_of, take_worker_pieces)
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
-__all__ = ["NoCuts", "read_ranges"]
+__all__ = ["read_ranges"]
 
 # Text of one piece: about 10,000 Kineto events, decoded in one go.
 _PIECE_BYTES = 4 * 2**20
@@ -46,11 +40,6 @@ _PROBE_BYTES = 64 * 2**10
 # one event (or the text after the event array) longer than this.
 _SEARCH_LIMIT = 64 * 2**20
 _HEAD_LIMIT = 64 * 2**20
-_CUT = re.compile(rb'\}(\s*,\s*)\{(\s*"(?:ph|name|cat|pid)")?')
-
-
-class NoCuts(NotStreamable):
-    """This file cannot be cut by offsets (compressed, no line breaks between events): read it in blocks."""
 
 
 def read_ranges(path, pool: StringPool, progress: Callable[[int, int], None] | None = None) -> KinetoColumns:
@@ -58,7 +47,7 @@ def read_ranges(path, pool: StringPool, progress: Callable[[int, int], None] | N
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
-        raise NoCuts from None  # the block reader names the error
+        raise NotStreamable from None  # the block reader names the error
     try:
         return _read(fd, os.fstat(fd).st_size, pool, progress)
     finally:
@@ -67,17 +56,17 @@ def read_ranges(path, pool: StringPool, progress: Callable[[int, int], None] | N
 
 def _read(fd: int, size: int, pool: StringPool, progress) -> KinetoColumns:
     if os.pread(fd, 2, 0) == b"\x1f\x8b":
-        raise NoCuts
+        raise NotStreamable
     head, text = None, b""
     while head is None:
         more = os.pread(fd, 2**20, len(text))
         if not more or len(text) > _HEAD_LIMIT:
-            raise NoCuts
+            raise NotStreamable
         text += more
         head = _find_head(text)
     base_ns = (head.top.baseTimeNanoseconds if head.top is not None else None) or 0
     if not 0 <= base_ns < 2**62:
-        raise NoCuts
+        raise NotStreamable
     last = _last_cut(fd, size, head.events_at)
     pieces = _pieces(fd, head.events_at, last[0], max(_PIECE_BYTES, -(-size // _MAX_PIECES)))
     results, remaps = _decode_all(fd, pieces, base_ns, pool, progress, size)
@@ -92,10 +81,7 @@ def _read(fd: int, size: int, pool: StringPool, progress) -> KinetoColumns:
 
 def _cuts_in(fd: int, start: int, stop: int) -> Iterator[tuple[int, int]]:
     """(end of the ``}``, start of the ``{``) of each cut in the file's bytes [start, stop), in order."""
-    window = os.pread(fd, stop - start, start)
-    for m in _CUT.finditer(window):
-        if b"\n" in m.group(1) or m.group(2):
-            yield start + m.start() + 1, start + m.start(1) + len(m.group(1))
+    return trusted_cuts(os.pread(fd, stop - start, start), start)
 
 
 def _last_cut(fd: int, size: int, events_at: int) -> tuple[int, int]:
@@ -110,7 +96,7 @@ def _last_cut(fd: int, size: int, events_at: int) -> tuple[int, int]:
         if found is not None:
             return found
         if start == events_at or span >= _SEARCH_LIMIT:
-            raise NoCuts
+            raise NotStreamable
         span *= 4
 
 
@@ -123,7 +109,7 @@ def _first_cut(fd: int, at: int, stop: int) -> tuple[int, int] | None:
         for cut in _cuts_in(fd, max(at, start - 64), end):
             return cut
         if end - at > _SEARCH_LIMIT:
-            raise NoCuts
+            raise NotStreamable
         start = end
     return None
 

@@ -7,6 +7,10 @@ the cut lies between two events (a cut inside a string leaves that string
 unterminated, and the decode fails). Each piece is decoded into column
 arrays and its text dropped, here or in a forked worker fed through a pipe,
 so memory holds a few blocks and the columns, whatever the file's size.
+A piece for a worker is cut at the text's last trusted gap instead
+(:func:`mlprof.parse.kineto_cuts.trusted_cuts`) and proven by the worker's
+own decode, so this process, which also gunzips, does not decode it too.
+Plain files are first read by offsets (:mod:`mlprof.parse.kineto_ranges`).
 
 The fast path never decides an error: a layout it does not expect (no
 ``traceEvents`` key near the start, keys after it that hold objects) and
@@ -26,26 +30,22 @@ import zlib
 from collections.abc import Callable, Iterator
 from functools import partial
 
-import msgspec
 import numpy as np
 
 from mlprof.errors import TraceFormatError
 from mlprof.parse.memory import release_freed_memory
+from mlprof.parse.kineto_cuts import BAD_INPUT, as_array, decoded_cut, proven_cut, trusted_cuts
 from mlprof.parse.kineto_events import (
-    EVENTS_DECODER, LIST_DECODER, TOP_DECODER, Accumulator, KinetoColumns, StringPool, StringTooLongError,
-    TimeRangeError, TopLevel, split_chunk)
+    EVENTS_DECODER, LIST_DECODER, TOP_DECODER, Accumulator, KinetoColumns, StringPool, TopLevel, split_chunk)
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["NotStreamable", "read_stream", "gunzip_blocks", "MAX_EXPANDED_ENV", "block_bytes_for",
-           "DEFAULT_MEMORY_BUDGET_BYTES", "ACCUMULATED", "CHUNK_EVENTS", "BAD_INPUT"]
+           "DEFAULT_MEMORY_BUDGET_BYTES", "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "take_worker_pieces"]
 
 # Events decoded per msgspec call: small enough to stay in cache.
 CHUNK_EVENTS = 10_000
 ACCUMULATED = ("host", "runtime", "device", "collectives", "flows", "memory", "instants",
                "device_annotations", "counters")
-# Errors of hostile or corrupt input that msgspec and numpy raise as such.
-BAD_INPUT = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError,
-             OverflowError, TimeRangeError, StringTooLongError)
 
 DEFAULT_MEMORY_BUDGET_BYTES = 2**30
 # Text held per block: a 64th of the budget (blocks, the piece being cut and
@@ -130,80 +130,10 @@ def _plain_blocks(fh, block: int) -> Iterator[tuple[bytes, int]]:
         yield data, done
 
 
-# -- cutting the events array into pieces ---------------------------------------
+# -- the head and the tail of the events array ---------------------------------
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
-_COMMA = re.compile(rb"\s*,")
 _CLOSE = re.compile(rb"\s*\]")
 _SPACE = re.compile(rb"\s*")
-
-
-_CUT = re.compile(rb"\}\s*,")
-
-
-def _last_cut(buf: bytes, lo: int = 0, hi: int | None = None) -> int | None:
-    """Where the rest starts after the last ``}`` + ``,`` of buf[lo:hi] (None: there is none)."""
-    hi = len(buf) if hi is None else hi
-    while (i := buf.rfind(b"}", lo, hi)) >= 0:
-        m = _COMMA.match(buf, i + 1)
-        if m is not None:
-            return m.end()
-        hi = i
-    return None
-
-
-def _as_array(text, lo: int = 0, hi: int | None = None) -> bytes:
-    """``[`` + text[lo:hi] + ``]``, with one copy of the text (a block is megabytes)."""
-    return b"".join((b"[", memoryview(text)[lo:hi], b"]"))
-
-
-def _proven_cut(buf: bytes) -> tuple[int, list] | None:
-    """(start of the rest, decoded events) of the longest provable piece of buf; None: read more.
-
-    Candidates are the ``}`` + ``,`` of buf. The last one nearly always
-    proves; when it lies inside a string (an op name holding ``}, {``) the
-    decode fails and a bisection over the candidates finds a later one that
-    proves. None of them proving means malformed text or one event longer
-    than buf.
-    """
-    last = _last_cut(buf)
-    if last is None:
-        return None
-    try:  # the common case: one decode, no scan of the whole block for candidates
-        return last, LIST_DECODER.decode(_as_array(buf, 0, buf.rindex(b"}", 0, last) + 1))
-    except BAD_INPUT:
-        pass
-    ends = [m.end() for m in _CUT.finditer(buf)][:-1]
-    lo, hi, best = 0, len(ends) - 1, None
-    while lo <= hi:
-        k = (lo + hi + 1) // 2
-        at = ends[k]
-        close = buf.rindex(b"}", 0, at) + 1
-        try:
-            raws = LIST_DECODER.decode(b"[" + buf[:close] + b"]")
-        except BAD_INPUT:
-            hi = k - 1
-            continue
-        best = (at, raws)
-        lo = k + 1
-    return best
-
-
-def _decoded_cut(buf: bytes, lo: int, hi: int) -> tuple[int, list] | None:
-    """(start of the rest, decoded events) when the events of buf[lo:] up to the last cut before
-    ``hi`` decode; None: there is no such cut, or they do not decode.
-
-    For a piece decoded in this process: decoding its events proves the cut
-    as the decode of their raw text would (the same text, the same JSON), so
-    that text is not decoded twice. None sends the caller to
-    :func:`_proven_cut`, which finds the cut (or the bad event) as always.
-    """
-    last = _last_cut(buf, lo, min(hi, len(buf)))
-    if last is None:
-        return None
-    try:
-        return last, EVENTS_DECODER.decode(_as_array(buf, lo, buf.rindex(b"}", lo, last) + 1))
-    except BAD_INPUT:
-        return None
 
 
 class _Head:
@@ -275,13 +205,13 @@ class _LazyRaws:
 
     def slice(self, start: int, stop: int) -> list:
         if self.raws is None:
-            self.raws = LIST_DECODER.decode(_as_array(self.text))
+            self.raws = LIST_DECODER.decode(as_array(self.text))
         return self.raws[start:stop]
 
 
 def _decode_events(view: memoryview) -> list:
     try:
-        return EVENTS_DECODER.decode(_as_array(view))
+        return EVENTS_DECODER.decode(as_array(view))
     except BAD_INPUT:
         raise NotStreamable from None  # the whole-file reader names the event
 
@@ -292,7 +222,7 @@ def _parts(text: bytes) -> Iterator[tuple[memoryview, list, None]]:
     is decoded with all the rest of the piece."""
     pos, n = 0, len(text)
     while pos < n:
-        decoded = _decoded_cut(text, pos, pos + _LOCAL_PIECE_BYTES) if n - pos > _LOCAL_PIECE_BYTES else None
+        decoded = decoded_cut(text, pos, pos + _LOCAL_PIECE_BYTES) if n - pos > _LOCAL_PIECE_BYTES else None
         if decoded is None:
             yield memoryview(text)[pos:], _decode_events(memoryview(text)[pos:]), None
             return
@@ -513,7 +443,7 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
             # the way every piece went before: proven by its raw text.
             pos = 0
             while worker is None:
-                decoded = _decoded_cut(buf, pos, pos + _LOCAL_PIECE_BYTES)
+                decoded = decoded_cut(buf, pos, pos + _LOCAL_PIECE_BYTES)
                 if decoded is None:
                     break
                 rest_at, events = decoded
@@ -525,7 +455,16 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
                 worker = pieces.idle_worker()
             if pos:
                 buf = buf[pos:]
-            cut = _proven_cut(buf)
+            gap = _last_trusted_cut(buf) if worker is not None else None
+            if gap is not None:
+                # The worker's decode proves it (a failed one sends the file to the whole-file reader).
+                pieces.send(worker, buf[:gap[0]])
+                cut_any = True
+                buf = buf[gap[1]:]
+                if progress is not None:
+                    progress(done, size)
+                continue
+            cut = proven_cut(buf)
             if cut is None:
                 pieces.spare = worker
                 if len(buf) > _REST_LIMIT:
@@ -570,6 +509,16 @@ def columns_of(results: list[dict], remaps: dict[int, np.ndarray], base_ns: int,
     _merge(results, remaps, cols, cols.base_time_ns - base_ns)
     cols.event_count = sum(r["events"] for r in results)
     return cols
+
+
+def _last_trusted_cut(buf: bytes) -> tuple[int, int] | None:
+    """The last trusted gap in the last 64 KiB of buf (None: none there): a cut for a worker's piece
+    that this process need not decode to prove."""
+    lo = max(0, len(buf) - 2**16)
+    found = None
+    for found in trusted_cuts(memoryview(buf)[lo:], lo):
+        pass
+    return found
 
 
 def _chain_first(blocks) -> Iterator[tuple[bytes, int]]:
