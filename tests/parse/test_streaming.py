@@ -86,14 +86,14 @@ def test_trace_read_in_small_blocks_gives_the_whole_file_readers_columns(
     text = gzip.decompress(path.read_bytes()) if name.endswith(".gz") else path.read_bytes()
     assert len(text) > 20 * _BLOCK
     seen = []
-    real = kineto_stream._decode_piece
+    real = kineto_stream.decode_piece
 
     def spy(*args, **kwargs):
         got = real(*args, **kwargs)
         seen.append(got["events"])
         return got
 
-    monkeypatch.setattr(kineto_stream, "_decode_piece", spy)
+    monkeypatch.setattr(kineto_stream, "decode_piece", spy)
     pool_s, pool_w = StringPool(), StringPool()
     streamed = kineto_stream.read_stream(path, pool_s, None, None)
     whole = _read(path, pool_w, None)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from diagnosis_busy import start_busy, stop_busy
 
-__all__ = ["Case", "CASES", "Run", "Verdict", "runs_of", "run_one", "judge", "score", "top_finding"]
+__all__ = ["Case", "CASES", "ALARMS", "Run", "Verdict", "runs_of", "run_one", "advise_one", "score", "top_finding"]
 
 JOBS = Path(__file__).with_name("diagnosis_jobs.py")
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}

@@ -87,13 +87,15 @@ def facts_from_metadata(meta: dict) -> dict:
 def _batch_shape(store: TableStore) -> str | None:
     """Input shapes of the first op with shapes in forward time (any forward span: the first one may be
     a sliver before a GC pause or a Python gap)."""
+    # The host spans of one thread do not overlap, so the forward span an op starts in is the last
+    # one starting before it: an ASOF join (sorted, linear), not a range join over every pair
+    # (2.6 s on 200K ops, minutes on millions).
     rows = store.rows("""
         SELECT h.name, h.input_dims FROM host_ops h
-        JOIN (SELECT window_index, tid, start_ns, end_ns FROM phase_spans
-              WHERE view = 'host' AND phase = 'forward') p
-          ON h.window_index = p.window_index AND h.tid = p.tid
-         AND h.start_ns >= p.start_ns AND h.start_ns < p.end_ns
-        WHERE h.input_dims IS NOT NULL AND h.input_dims NOT IN ('[]', '[[]]')
+        ASOF JOIN (SELECT window_index, tid, start_ns, end_ns FROM phase_spans
+                   WHERE view = 'host' AND phase = 'forward') p
+          ON h.window_index = p.window_index AND h.tid = p.tid AND h.start_ns >= p.start_ns
+        WHERE h.start_ns < p.end_ns AND h.input_dims IS NOT NULL AND h.input_dims NOT IN ('[]', '[[]]')
         ORDER BY h.window_index, h.start_ns, h.depth LIMIT 1""")
     return f"{rows[0][0]} {rows[0][1]}" if rows else None
 

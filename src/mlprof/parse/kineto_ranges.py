@@ -24,7 +24,7 @@ from functools import partial
 from mlprof.parse.kineto_events import KinetoColumns, StringPool
 from mlprof.parse.kineto_cuts import BAD_INPUT, trusted_cuts
 from mlprof.parse.kineto_stream import (
-    NotStreamable, _decode_piece, _decode_tail, _find_head, columns_of, take_worker_pieces)
+    NotStreamable, decode_piece, decode_tail, find_head, columns_of, take_worker_pieces)
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["read_ranges"]
@@ -63,16 +63,16 @@ def _read(fd: int, size: int, pool: StringPool, progress) -> KinetoColumns:
         if not more or len(text) > _HEAD_LIMIT:
             raise NotStreamable
         text += more
-        head = _find_head(text)
+        head = find_head(text)
     base_ns = (head.top.baseTimeNanoseconds if head.top is not None else None) or 0
     if not 0 <= base_ns < 2**62:
         raise NotStreamable
     last = _last_cut(fd, size, head.events_at)
     pieces = _pieces(fd, head.events_at, last[0], max(_PIECE_BYTES, -(-size // _MAX_PIECES)))
     results, remaps = _decode_all(fd, pieces, base_ns, pool, progress, size)
-    tail, last_events = _decode_tail(os.pread(fd, size - last[1], last[1]), head.bare, True)
+    tail, last_events = decode_tail(os.pread(fd, size - last[1], last[1]), head.bare, True)
     if last_events:
-        results[len(pieces)] = _decode_piece(b",".join(last_events), base_ns, bool(base_ns), pool, last_events)
+        results[len(pieces)] = decode_piece(b",".join(last_events), base_ns, bool(base_ns), pool, last_events)
     cols = columns_of([results[i] for i in range(len(results))], remaps, base_ns, head.top, tail)
     if progress is not None:
         progress(size, size)
@@ -133,7 +133,7 @@ def _decode_range(fd: int, piece: tuple[int, int], base_ns: int, pool: StringPoo
     if len(text) != end - start:  # the file shrank under us
         raise NotStreamable
     try:
-        return _decode_piece(text, base_ns, bool(base_ns), pool)
+        return decode_piece(text, base_ns, bool(base_ns), pool)
     except BAD_INPUT:
         raise NotStreamable from None
 

@@ -40,7 +40,8 @@ from mlprof.parse.kineto_events import (
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["NotStreamable", "read_stream", "gunzip_blocks", "MAX_EXPANDED_ENV", "block_bytes_for",
-           "DEFAULT_MEMORY_BUDGET_BYTES", "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "take_worker_pieces"]
+           "DEFAULT_MEMORY_BUDGET_BYTES", "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "take_worker_pieces",
+           "decode_piece", "decode_tail", "find_head"]
 
 # Events decoded per msgspec call: small enough to stay in cache.
 CHUNK_EVENTS = 10_000
@@ -143,7 +144,7 @@ class _Head:
         self.top, self.events_at, self.bare = top, events_at, bare
 
 
-def _find_head(buf: bytes) -> _Head | None:
+def find_head(buf: bytes) -> _Head | None:
     """The head of the text read so far; None: read more. NotStreamable: give up."""
     start = _SPACE.match(buf).end()
     if start == len(buf):
@@ -163,7 +164,7 @@ def _find_head(buf: bytes) -> _Head | None:
 
 
 # -- decoding pieces -------------------------------------------------------------
-def _decode_piece(text: bytes, base_ns: int, relative: bool, pool: StringPool, raws: list | None = None,
+def decode_piece(text: bytes, base_ns: int, relative: bool, pool: StringPool, raws: list | None = None,
                   events: list | None = None) -> dict:
     """One piece's events -> its columns (per accumulated kind), threads and unknown counts.
 
@@ -261,7 +262,7 @@ def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool) 
         if index < 0:
             break
         try:  # the parent proved the piece; this decode is its own copy of the events
-            pieces[index] = _decode_piece(_read_exact(text_fd, length), base_ns, relative, pool)
+            pieces[index] = decode_piece(_read_exact(text_fd, length), base_ns, relative, pool)
         except BAD_INPUT:
             return {"failed": True}
         except NotStreamable:
@@ -315,7 +316,7 @@ class _Pieces:
         """One piece decoded in this process (its events, or their raw text, if already decoded)."""
         index = self.count
         self.count += 1
-        self.results[index] = _decode_piece(text, self.base_ns, self.relative, self.pool, raws, events)
+        self.results[index] = decode_piece(text, self.base_ns, self.relative, self.pool, raws, events)
 
     def add(self, text: bytes, raws: list) -> None:
         """One piece: its text and its events (decoded as msgspec.Raw), to an idle worker or here."""
@@ -415,7 +416,7 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
     buf, head, done = b"", None, 0
     for data, done in blocks:
         buf = buf + data if buf else data
-        head = _find_head(buf)
+        head = find_head(buf)
         if head is not None:
             break
         if len(buf) > _HEAD_LIMIT:
@@ -482,7 +483,7 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
             buf = buf[rest_at:]
             if progress is not None:
                 progress(done, size)
-        tail, last = _decode_tail(buf, head.bare, cut_any)
+        tail, last = decode_tail(buf, head.bare, cut_any)
         if last:
             pieces.add(b",".join(last), last)
         results = pieces.finish()
@@ -527,7 +528,7 @@ def _chain_first(blocks) -> Iterator[tuple[bytes, int]]:
     yield from blocks
 
 
-def _decode_tail(buf: bytes, bare: bool, cut_any: bool) -> tuple[TopLevel | None, list]:
+def decode_tail(buf: bytes, bare: bool, cut_any: bool) -> tuple[TopLevel | None, list]:
     """The last events and the top-level keys after the array, from the text left at the end."""
     if cut_any and _CLOSE.match(buf):
         raise NotStreamable  # a comma before "]": not JSON; the whole-file reader says so
