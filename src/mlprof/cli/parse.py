@@ -13,6 +13,7 @@ from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatErr
 from mlprof.export import (EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE, ExportOptions,
                            run_exports)
 from mlprof.parse import ParseOptions, parse_path
+from mlprof.tables.budget import parse_size
 
 __all__ = ["register", "run", "summary_line"]
 
@@ -35,7 +36,7 @@ def register(sub) -> None:
                    help=f"write {TRACE_VIEW_FILE} even for a trace of over {PARSE_TRACE_VIEW_MAX_EVENTS:,} events "
                         "(by default `mlprof export` writes it for those, when asked)")
     p.add_argument("--memory-budget", type=_size, default=None, metavar="SIZE",
-                   help="memory one parse aims to stay under, e.g. 512M, 2G (default 1G; see docs/cli.md)")
+                   help="memory one parse aims to stay under, e.g. 512M, 2G (default: $MLPROF_MEMORY_BUDGET, else 1G; see docs/cli.md)")
     p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv",
                    help="summary files as csv or json (default csv)")
     p.add_argument("--export-type", choices=EXPORT_TYPES, action=ListOption, default=None,
@@ -46,20 +47,12 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
 def _size(text: str) -> int:
     """'512M', '2G', '1.5G' or bytes -> bytes (argparse type)."""
-    value = text.strip().upper().removesuffix("B").removesuffix("I")
-    unit = value[-1:] if value[-1:] in _UNITS else ""
-    try:
-        number = float(value[:len(value) - len(unit)])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)") from None
-    if not number > 0 or number != number or number * _UNITS[unit] > 2**50:
+    size = parse_size(text)
+    if size is None:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)")
-    return int(number * _UNITS[unit])
+    return size
 
 
 def run(args: argparse.Namespace) -> int:

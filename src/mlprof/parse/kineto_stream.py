@@ -37,10 +37,11 @@ from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.kineto_cuts import BAD_INPUT, as_array, decoded_cut, proven_cut, trusted_cuts
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, LIST_DECODER, TOP_DECODER, Accumulator, KinetoColumns, StringPool, TopLevel, split_chunk)
+from mlprof.tables.budget import memory_budget_bytes
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["NotStreamable", "read_stream", "gunzip_blocks", "MAX_EXPANDED_ENV", "block_bytes_for",
-           "DEFAULT_MEMORY_BUDGET_BYTES", "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "take_worker_pieces",
+           "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "take_worker_pieces",
            "decode_piece", "decode_tail", "find_head"]
 
 # Events decoded per msgspec call: small enough to stay in cache.
@@ -48,7 +49,6 @@ CHUNK_EVENTS = 10_000
 ACCUMULATED = ("host", "runtime", "device", "collectives", "flows", "memory", "instants",
                "device_annotations", "counters")
 
-DEFAULT_MEMORY_BUDGET_BYTES = 2**30
 # Text held per block: a 64th of the budget (blocks, the piece being cut and
 # the workers' copies stay a small part of it), between 1 and 32 MiB.
 _BLOCK_SHARE = 64
@@ -62,8 +62,8 @@ _LOCAL_PIECE_BYTES = 4 * 2**20
 _REST_LIMIT = 256 * 2**20
 
 
-def block_bytes_for(memory_budget_bytes: int | None) -> int:
-    budget = memory_budget_bytes or DEFAULT_MEMORY_BUDGET_BYTES
+def block_bytes_for(budget_bytes: int | None) -> int:
+    budget = memory_budget_bytes(budget_bytes)
     return int(min(_MAX_BLOCK, max(_MIN_BLOCK, budget // _BLOCK_SHARE)))
 
 

@@ -31,6 +31,7 @@ from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.parse.memory import release_freed_memory
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.tables.layout import PARSE_INFO_FILE, TABLES_DIR, WINDOW_CACHE_FILE, WINDOWS_DIR, tables_schema
+from mlprof.tables.budget import MIN_MEMORY_BUDGET_BYTES
 from mlprof.tables.schema import TABLES
 from mlprof.tables.store import combine_tables, named_write_errors, write_tables
 
@@ -55,7 +56,7 @@ class ParseOptions:
     # With several inputs: "raise" stops at the first bad one; "continue"
     # parses the others and records the failure in that input's result.
     on_error: str = "raise"
-    # Memory the parse of one input aims to stay under (bytes; None: 1 GiB).
+    # Memory the parse of one input aims to stay under (bytes; None: $MLPROF_MEMORY_BUDGET, else 1 GiB).
     # It sizes the blocks the trace is streamed in and how many worker
     # processes decode at once (docs/cli.md says what it does not bound yet).
     memory_budget_bytes: int | None = None
@@ -66,7 +67,7 @@ class ParseOptions:
         if self.on_error not in ("raise", "continue"):
             raise ConfigError(f"on_error must be 'raise' or 'continue', not {self.on_error!r}")
         budget = self.memory_budget_bytes
-        if budget is not None and (not isinstance(budget, int) or budget < 64 * 2**20):
+        if budget is not None and (not isinstance(budget, int) or budget < MIN_MEMORY_BUDGET_BYTES):
             raise ConfigError(f"memory budget must be at least 64 MiB, not {budget!r}")
 
 

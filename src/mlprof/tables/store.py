@@ -8,9 +8,12 @@ a half-written table.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,12 +22,32 @@ import duckdb
 import numpy as np
 
 from mlprof.errors import MlprofError
+from mlprof.tables.budget import MEMORY_BUDGET_ENV, query_memory_bytes
 from mlprof.tables.schema import ID_SPACES, TABLES, TableSchema
 
 __all__ = ["TableStore", "write_tables", "combine_tables", "replace_table", "MISSING_INT", "named_write_errors",
            "remove_temporaries"]
 
 MISSING_INT = int(np.iinfo(np.int64).min)
+
+
+_spill_dirs = itertools.count()
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB held to its share of the memory budget (:mod:`mlprof.tables.budget`).
+
+    Past its limit DuckDB spills joins and sorts to a directory of its own
+    under the system's temporary directory (made on the first spill, removed
+    when the connection closes), not to ``.tmp`` in the working directory.
+    """
+    con = duckdb.connect()
+    # Progress is ours to show (on stderr, when asked), not DuckDB's.
+    con.execute("SET enable_progress_bar = false")
+    con.execute(f"SET memory_limit = '{query_memory_bytes()}B'")
+    spill = Path(tempfile.gettempdir()) / f"mlprof-spill-{os.getpid()}-{next(_spill_dirs)}"
+    con.execute(f"SET temp_directory = '{_sql_str(spill)}'")
+    return con
 
 
 class TableStore:
@@ -34,9 +57,8 @@ class TableStore:
         self.tables_dir = Path(tables_dir)
         if not self.tables_dir.is_dir():
             raise MlprofError(f"{self.tables_dir}: no parsed tables here; run `mlprof parse` first")
-        self.con = duckdb.connect()
-        # Progress is ours to show (on stderr, when asked), not DuckDB's.
-        self.con.execute("SET enable_progress_bar = false")
+        self.con = connect()
+        self.over_budget = False
         for name in TABLES:
             path = self.tables_dir / f"{name}.parquet"
             if path.is_file():
@@ -50,18 +72,30 @@ class TableStore:
                 self.con.execute(TABLES[name].create_sql())
 
     def sql(self, query: str, params: list | None = None) -> duckdb.DuckDBPyRelation:
-        return self.con.execute(query, params or [])
+        try:
+            return self.con.execute(query, params or [])
+        except duckdb.OutOfMemoryException:
+            # A few operators (a top-N heap, a pinned hash table) cannot spill: an answer
+            # over the budget beats none. Said once, on stderr; later queries run unlimited.
+            if self.over_budget:
+                raise
+            self.over_budget = True
+            share = self.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+            self.con.execute("RESET memory_limit")
+            sys.stderr.write(f"mlprof: a query needed more than DuckDB's {share} share of the memory budget and "
+                             f"ran without it (set {MEMORY_BUDGET_ENV} higher to keep to it)\n")
+            return self.con.execute(query, params or [])
 
     def rows(self, query: str, params: list | None = None) -> list[tuple]:
-        return self.con.execute(query, params or []).fetchall()
+        return self.sql(query, params).fetchall()
 
     def dicts(self, query: str, params: list | None = None) -> list[dict]:
-        cur = self.con.execute(query, params or [])
+        cur = self.sql(query, params)
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def count(self, table: str) -> int:
-        return self.con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
+        return self.rows(f'SELECT count(*) FROM "{table}"')[0][0]
 
     def close(self) -> None:
         self.con.close()
@@ -101,8 +135,7 @@ def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray]) -
     schema = TABLES[name]
     frame = {col.name: columns[col.name] for col in schema.columns if col.name in columns}
     target = _sql_str(tables_dir / f"{name}.parquet")
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    con = connect()
     try:
         if frame and len(next(iter(frame.values()))):
             con.register("_frame", frame)
@@ -179,8 +212,7 @@ def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, s
     the row count of each table.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    con = connect()
     counts: dict[str, int] = {}
     try:
         rows = {name: [con.execute(f"SELECT count(*) FROM read_parquet('{_sql_str(p / f'{name}.parquet')}')")

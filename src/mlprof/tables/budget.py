@@ -1,0 +1,55 @@
+"""The memory budget: what one parse, or one process reading parsed tables, aims to stay under.
+
+``mlprof parse --memory-budget SIZE`` sets it for a parse; the
+``MLPROF_MEMORY_BUDGET`` environment variable sets it for every command and
+the dashboard; else it is 1 GiB. A process reading tables lets DuckDB hold
+half of it for its joins, sorts and scans (:func:`query_memory_bytes`); past
+that DuckDB spills to a private temporary directory instead of growing. By
+default DuckDB takes up to 80% of the machine's memory: on a 4.5M-event run
+``mlprof compare`` peaked at 1.4 GB and ``mlprof advise`` at 0.98 GB.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mlprof.errors import ConfigError
+
+__all__ = ["DEFAULT_MEMORY_BUDGET_BYTES", "MIN_MEMORY_BUDGET_BYTES", "MEMORY_BUDGET_ENV", "parse_size",
+           "memory_budget_bytes", "query_memory_bytes"]
+
+DEFAULT_MEMORY_BUDGET_BYTES = 2**30
+MIN_MEMORY_BUDGET_BYTES = 64 * 2**20
+MEMORY_BUDGET_ENV = "MLPROF_MEMORY_BUDGET"
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str) -> int | None:
+    """'512M', '2G', '1.5G', '512MiB' or bytes -> bytes; None: not a size."""
+    value = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = value[-1:] if value[-1:] in _UNITS else ""
+    try:
+        number = float(value[:len(value) - len(unit)])
+    except ValueError:
+        return None
+    if not number > 0 or number != number or number * _UNITS[unit] > 2**50:
+        return None
+    return int(number * _UNITS[unit])
+
+
+def memory_budget_bytes(explicit: int | None = None) -> int:
+    """The budget: ``explicit`` (a command's option), else the environment's, else 1 GiB."""
+    if explicit is not None:
+        return explicit
+    text = os.environ.get(MEMORY_BUDGET_ENV, "").strip()
+    if not text:
+        return DEFAULT_MEMORY_BUDGET_BYTES
+    size = parse_size(text)
+    if size is None or size < MIN_MEMORY_BUDGET_BYTES:
+        raise ConfigError(f"{MEMORY_BUDGET_ENV}={text!r} is not a memory size of at least 64M (e.g. 512M, 2G)")
+    return size
+
+
+def query_memory_bytes() -> int:
+    """What DuckDB may hold while tables are read: half the budget (the rest is for the answers)."""
+    return memory_budget_bytes() // 2

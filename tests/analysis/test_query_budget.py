@@ -1,0 +1,81 @@
+"""Reading tables stays inside the memory budget: DuckDB gets half of it and
+spills past that into a directory of its own, which is gone once the store
+closes; the budget is one setting for every command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from mlprof.errors import ConfigError
+from mlprof.parse import ParseOptions, parse_path
+from mlprof.tables.budget import MEMORY_BUDGET_ENV, memory_budget_bytes, parse_size
+from mlprof.tables.store import TableStore
+from tests.parse.test_streaming import _events, _write
+
+
+@pytest.fixture(scope="module")
+def parsed(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("budget")
+    trace = _write(root / "t.json", _events(300), indent=2)
+    (result,) = parse_path(trace, ParseOptions(output_dir=root / "out"))
+    return Path(result.output_dir)
+
+
+@pytest.mark.parametrize("text, size", [("512M", 512 * 2**20), ("2G", 2 * 2**30), ("1.5g", 3 * 2**29),
+                                        ("512MiB", 512 * 2**20), ("4096", 4096), ("", None), ("lots", None),
+                                        ("-1G", None), ("nanG", None)])
+def test_sizes_are_read_as_the_cli_writes_them(text, size):
+    assert parse_size(text) == size
+
+
+def test_the_budget_is_the_option_else_the_environment_else_one_gib(monkeypatch):
+    monkeypatch.delenv(MEMORY_BUDGET_ENV, raising=False)
+    assert memory_budget_bytes() == 2**30
+    monkeypatch.setenv(MEMORY_BUDGET_ENV, "256M")
+    assert memory_budget_bytes() == 256 * 2**20
+    assert memory_budget_bytes(2**31) == 2**31
+    for bad in ("lots", "1M"):  # not a size; under the 64 MiB floor
+        monkeypatch.setenv(MEMORY_BUDGET_ENV, bad)
+        with pytest.raises(ConfigError, match=MEMORY_BUDGET_ENV):
+            memory_budget_bytes()
+
+
+def test_duckdb_holds_half_the_budget_and_spills_outside_the_working_directory(parsed, monkeypatch, tmp_path):
+    monkeypatch.setenv(MEMORY_BUDGET_ENV, "64M")
+    monkeypatch.chdir(tmp_path)
+    with TableStore(parsed / "tables") as store:
+        assert store.rows("SELECT current_setting('memory_limit')")[0][0] == "32.0 MiB"
+        spill = Path(store.rows("SELECT current_setting('temp_directory')")[0][0])
+        assert spill.parent == Path(tempfile.gettempdir())
+        # Grouping 10M rows into 4M groups does not fit 32 MiB: DuckDB spills instead of failing or growing.
+        rows = store.rows("SELECT count(*), sum(n) FROM (SELECT i % 4000000 AS k, count(*) AS n "
+                          "FROM range(10000000) t(i) GROUP BY k)")
+        assert rows == [(4000000, 10000000)] and not store.over_budget
+        assert spill.is_dir()
+    assert not spill.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_query_that_cannot_spill_runs_over_the_budget_and_says_so(parsed, monkeypatch, capsys):
+    monkeypatch.setenv(MEMORY_BUDGET_ENV, "64M")
+    with TableStore(parsed / "tables") as store:
+        # A top-N heap of 9M rows is held whole: out of DuckDB's 32 MiB.
+        top = ("SELECT count(*), min(j) FROM (SELECT i, i * 2 AS j FROM range(10000000) t(i) "
+               "ORDER BY hash(i) LIMIT 9000000)")
+        assert store.rows(top)[0][0] == 9000000 and store.over_budget
+        assert store.rows(top)[0][0] == 9000000
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "32.0 MiB share of the memory budget" in err and MEMORY_BUDGET_ENV in err
+
+
+def test_a_bad_budget_in_the_environment_is_one_line_and_exit_2(parsed):
+    env = {**os.environ, MEMORY_BUDGET_ENV: "a lot"}
+    got = subprocess.run([sys.executable, "-m", "mlprof", "advise", str(parsed)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert got.returncode == 2, got.stderr
+    assert got.stderr.count("\n") == 1 and MEMORY_BUDGET_ENV in got.stderr and "Traceback" not in got.stderr
