@@ -64,11 +64,10 @@ def test_duckdb_holds_half_the_budget_and_spills_outside_the_working_directory(p
 def test_a_query_that_cannot_spill_runs_over_the_budget_and_says_so(parsed, monkeypatch, capsys):
     monkeypatch.setenv(MEMORY_BUDGET_ENV, "64M")
     with TableStore(parsed / "tables") as store:
-        # A top-N heap of 9M rows is held whole: out of DuckDB's 32 MiB.
-        top = ("SELECT count(*), min(j) FROM (SELECT i, i * 2 AS j FROM range(10000000) t(i) "
-               "ORDER BY hash(i) LIMIT 9000000)")
-        assert store.rows(top)[0][0] == 9000000 and store.over_budget
-        assert store.rows(top)[0][0] == 9000000
+        # One list of 5M values (40 MB) is one value, held whole: out of DuckDB's 32 MiB.
+        whole = "SELECT len(list(i)) FROM range(5000000) t(i)"
+        assert store.rows(whole) == [(5000000,)] and store.over_budget
+        assert store.rows(whole) == [(5000000,)]
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "32.0 MiB share of the memory budget" in err and MEMORY_BUDGET_ENV in err
 
@@ -79,3 +78,22 @@ def test_a_bad_budget_in_the_environment_is_one_line_and_exit_2(parsed):
                          text=True, timeout=120)
     assert got.returncode == 2, got.stderr
     assert got.stderr.count("\n") == 1 and MEMORY_BUDGET_ENV in got.stderr and "Traceback" not in got.stderr
+
+
+def test_a_parse_holds_its_duckdb_connections_to_its_own_budget(tmp_path, monkeypatch):
+    """`mlprof parse --memory-budget 128M` limits the DuckDB that writes and attributes the tables too."""
+    from mlprof.tables import store as store_module
+
+    monkeypatch.setenv(MEMORY_BUDGET_ENV, "4G")
+    limits = []
+    real = store_module.connect
+
+    def spy(budget_bytes=None):
+        con = real(budget_bytes)
+        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+        return con
+
+    monkeypatch.setattr(store_module, "connect", spy)
+    trace = _write(tmp_path / "t.json", _events(100), indent=2)
+    parse_path(trace, ParseOptions(output_dir=tmp_path / "out", memory_budget_bytes=128 * 2**20))
+    assert limits and set(limits) == {"64.0 MiB"}

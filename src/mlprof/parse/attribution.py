@@ -497,11 +497,11 @@ def _attribute_steps(steps: list[tuple], inputs: tuple, has_device: bool) -> dic
     return parts
 
 
-def write_attribution(tables_dir) -> None:
+def write_attribution(tables_dir, budget_bytes: int | None = None) -> None:
     """Add ``phase_spans`` to a tables directory being built, from its other tables.
 
     Every parser calls this once its tables are written, before they are published.
     """
-    with TableStore(tables_dir) as store:
+    with TableStore(tables_dir, budget_bytes) as store:
         spans = attribute_phases(store)
-    replace_table(tables_dir, "phase_spans", spans)
+    replace_table(tables_dir, "phase_spans", spans, budget_bytes)

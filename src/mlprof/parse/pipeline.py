@@ -181,7 +181,8 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
         raise
 
 
-def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: ParseResult, started: float) -> None:
+def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: ParseResult, started: float,
+                 budget_bytes: int | None = None) -> None:
     """Write one input's tables, add the attribution, publish them with parse_info.json (every parser's last step).
 
     ``columns`` is emptied as the tables are written (``write_tables`` drops
@@ -193,7 +194,7 @@ def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: Parse
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         write_tables(tmp, columns, strings)
         release_freed_memory()
-        write_attribution(tmp)
+        write_attribution(tmp, budget_bytes)
         release_freed_memory()
         _publish_tables(tmp, out_dir, result, started)
 
@@ -216,7 +217,7 @@ def _parse_ascend(item: AscendInput, options: ParseOptions) -> ParseResult:
     out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
     result = ParseResult(source=str(item.path), output_dir=str(out_dir), kind=f"ascend_{item.format}", windows=[0])
     columns, strings = read_ascend(item, result)
-    write_parsed(out_dir, columns, strings, result, started)
+    write_parsed(out_dir, columns, strings, result, started, options.memory_budget_bytes)
     return result
 
 
@@ -232,7 +233,7 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     del k
     release_freed_memory()
     result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
-    write_parsed(out_dir, columns, pool.values(), result, started)
+    write_parsed(out_dir, columns, pool.values(), result, started, options.memory_budget_bytes)
     return result
 
 
@@ -328,8 +329,9 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
         host_counters = read_host_counters(item.capture_dir, int(item.manifest.get("pid") or 0))
         scalars = read_scalar_columns(item.scalar_segments, result.skipped)
         counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
-                                host_counters, {"scalars": scalars} if scalars else None)
-        write_attribution(tmp)
+                                host_counters, {"scalars": scalars} if scalars else None,
+                                budget_bytes=options.memory_budget_bytes)
+        write_attribution(tmp, options.memory_budget_bytes)
         result.table_rows = {name: n for name, n in counts.items() if n}
         _publish_tables(tmp, out_dir, result, started)
     return result

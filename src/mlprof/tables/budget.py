@@ -50,6 +50,6 @@ def memory_budget_bytes(explicit: int | None = None) -> int:
     return size
 
 
-def query_memory_bytes() -> int:
-    """What DuckDB may hold while tables are read: half the budget (the rest is for the answers)."""
-    return memory_budget_bytes() // 2
+def query_memory_bytes(explicit: int | None = None) -> int:
+    """What DuckDB may hold while tables are read or written: half the budget (the rest is for the answers)."""
+    return memory_budget_bytes(explicit) // 2

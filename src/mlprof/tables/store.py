@@ -34,8 +34,9 @@ MISSING_INT = int(np.iinfo(np.int64).min)
 _spill_dirs = itertools.count()
 
 
-def connect() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB held to its share of the memory budget (:mod:`mlprof.tables.budget`).
+def connect(budget_bytes: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB held to its share of the memory budget (:mod:`mlprof.tables.budget`;
+    ``budget_bytes``: a command's own budget, else the environment's or the default).
 
     Past its limit DuckDB spills joins and sorts to a directory of its own
     under the system's temporary directory (made on the first spill, removed
@@ -44,7 +45,7 @@ def connect() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     # Progress is ours to show (on stderr, when asked), not DuckDB's.
     con.execute("SET enable_progress_bar = false")
-    con.execute(f"SET memory_limit = '{query_memory_bytes()}B'")
+    con.execute(f"SET memory_limit = '{query_memory_bytes(budget_bytes)}B'")
     spill = Path(tempfile.gettempdir()) / f"mlprof-spill-{os.getpid()}-{next(_spill_dirs)}"
     con.execute(f"SET temp_directory = '{_sql_str(spill)}'")
     return con
@@ -53,11 +54,11 @@ def connect() -> duckdb.DuckDBPyConnection:
 class TableStore:
     """Read access to a directory of table files through an embedded DuckDB."""
 
-    def __init__(self, tables_dir: Path) -> None:
+    def __init__(self, tables_dir: Path, budget_bytes: int | None = None) -> None:
         self.tables_dir = Path(tables_dir)
         if not self.tables_dir.is_dir():
             raise MlprofError(f"{self.tables_dir}: no parsed tables here; run `mlprof parse` first")
-        self.con = connect()
+        self.con = connect(budget_bytes)
         self.over_budget = False
         for name in TABLES:
             path = self.tables_dir / f"{name}.parquet"
@@ -130,12 +131,12 @@ def _select_list(schema: TableSchema, present: set[str], coded: set[str]) -> str
     return ", ".join(parts)
 
 
-def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray]) -> None:
+def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray], budget_bytes: int | None = None) -> None:
     """Write one table of a tables directory being built (text columns as object arrays)."""
     schema = TABLES[name]
     frame = {col.name: columns[col.name] for col in schema.columns if col.name in columns}
     target = _sql_str(tables_dir / f"{name}.parquet")
-    con = connect()
+    con = connect(budget_bytes)
     try:
         if frame and len(next(iter(frame.values()))):
             con.register("_frame", frame)
@@ -201,7 +202,8 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
 
 def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, str]],
                    capture_counters: dict[str, np.ndarray] | None = None,
-                   capture_rows: dict[str, dict[str, np.ndarray]] | None = None) -> dict[str, int]:
+                   capture_rows: dict[str, dict[str, np.ndarray]] | None = None,
+                   budget_bytes: int | None = None) -> dict[str, int]:
     """Stack per-window table directories into one set of tables in ``out_dir``.
 
     Each part numbers its row ids from 0; ids are shifted by the rows of the
@@ -212,7 +214,7 @@ def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, s
     the row count of each table.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    con = connect()
+    con = connect(budget_bytes)
     counts: dict[str, int] = {}
     try:
         rows = {name: [con.execute(f"SELECT count(*) FROM read_parquet('{_sql_str(p / f'{name}.parquet')}')")
