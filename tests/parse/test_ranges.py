@@ -14,7 +14,7 @@ from mlprof.errors import TraceFormatError
 from mlprof.parse import kineto_ranges
 from mlprof.parse.kineto_stream import NotStreamable
 from mlprof.parse.kineto import StringPool, _read, read_kineto
-from tests.parse.test_streaming import _events, _same, _write
+from tests.parse.test_streaming import _events, _same, _write, events_per_piece
 
 _PIECE = 4096
 
@@ -29,16 +29,7 @@ def small_pieces(monkeypatch):
 @pytest.fixture
 def pieces_seen(monkeypatch):
     """Event counts of the pieces decoded in this process (a worker's are decoded in its own)."""
-    seen = []
-    real = kineto_ranges._decode_range
-
-    def spy(*args, **kwargs):
-        got = real(*args, **kwargs)
-        seen.append(got["events"])
-        return got
-
-    monkeypatch.setattr(kineto_ranges, "_decode_range", spy)
-    return seen
+    return events_per_piece(monkeypatch, kineto_ranges, "_decode_range")
 
 
 def _bare(path, events, indent=None):

@@ -58,6 +58,20 @@ def _write(path, events, base_first=True, indent=None):
     return path
 
 
+def events_per_piece(monkeypatch, module, name: str) -> list[int]:
+    """The event counts of the pieces ``module.name`` decodes in this process, in order."""
+    seen = []
+    real = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        got = real(*args, **kwargs)
+        seen.append(got["events"])
+        return got
+
+    monkeypatch.setattr(module, name, spy)
+    return seen
+
+
 def _same(a, b, pool_a, pool_b) -> None:
     va = np.array(pool_a.values() + [None], dtype=object)
     vb = np.array(pool_b.values() + [None], dtype=object)
@@ -85,15 +99,7 @@ def test_trace_read_in_small_blocks_gives_the_whole_file_readers_columns(
     path = _write(tmp_path / name, _events(600), base_first, indent)
     text = gzip.decompress(path.read_bytes()) if name.endswith(".gz") else path.read_bytes()
     assert len(text) > 20 * _BLOCK
-    seen = []
-    real = kineto_stream.decode_piece
-
-    def spy(*args, **kwargs):
-        got = real(*args, **kwargs)
-        seen.append(got["events"])
-        return got
-
-    monkeypatch.setattr(kineto_stream, "decode_piece", spy)
+    seen = events_per_piece(monkeypatch, kineto_stream, "decode_piece")
     pool_s, pool_w = StringPool(), StringPool()
     streamed = kineto_stream.read_stream(path, pool_s, None, None)
     whole = _read(path, pool_w, None)
