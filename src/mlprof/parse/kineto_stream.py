@@ -33,12 +33,12 @@ from functools import partial
 import numpy as np
 
 from mlprof.errors import TraceFormatError
-from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.kineto_cuts import BAD_INPUT, as_array, decoded_cut, proven_cut, trusted_cuts
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, LIST_DECODER, TOP_DECODER, Accumulator, KinetoColumns, StringPool, TopLevel, split_chunk)
-from mlprof.tables.budget import memory_budget_bytes
+from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
+from mlprof.tables.budget import memory_budget_bytes
 
 __all__ = ["NotStreamable", "read_stream", "gunzip_blocks", "MAX_EXPANDED_ENV", "block_bytes_for",
            "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "take_worker_pieces",
