@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mlprof.parse import hierarchy
-from mlprof.parse.hierarchy import nest_host_events
+from mlprof.parse.hierarchy import assign_steps, fold_duplicates, nest_host_events
 
 SLICE_SIZES = [1, 3, 50, hierarchy._SLICE]
 
@@ -144,3 +144,27 @@ def test_only_leaves_and_nothing_at_all():
     np.testing.assert_array_equal(nest.parent, [-1])
     np.testing.assert_array_equal(nest.depth, [-1])
     np.testing.assert_array_equal(nest.self_ns, [4])
+
+
+@pytest.mark.parametrize("slice_size", SLICE_SIZES)
+def test_points_get_the_step_they_fall_in(slice_size, monkeypatch):
+    monkeypatch.setattr(hierarchy, "_SLICE", slice_size)
+    start, end, number = np.array([10, 20, 40]), np.array([20, 30, 50]), np.array([5, 6, 8])
+    ts = np.array([0, 10, 19, 20, 29, 30, 35, 40, 49, 50, 99, 15])
+    np.testing.assert_array_equal(assign_steps(ts, start, end, number, -1),
+                                  [-1, 5, 5, 6, 6, -1, -1, 8, 8, -1, -1, 5])
+    assert assign_steps(ts, start[:0], end[:0], number[:0], -1).tolist() == [-1] * len(ts)
+
+
+@pytest.mark.parametrize("slice_size", SLICE_SIZES)
+def test_an_op_calling_only_itself_folds_into_its_parent(slice_size, monkeypatch):
+    """torch's rule: a > a > a folds all the way up; a calling a twice, or b calling a, does not fold."""
+    monkeypatch.setattr(hierarchy, "_SLICE", slice_size)
+    # 0: a > 1: a > 2: a;  3: a > (4: a, 5: a);  6: b > 7: a
+    name = np.array([0, 0, 0, 0, 0, 0, 1, 0], dtype=np.int32)
+    parent = np.array([-1, 0, 1, -1, 3, 3, -1, 6])
+    depth = np.array([0, 1, 2, 0, 1, 1, 0, 1], dtype=np.int32)
+    self_ns = np.array([1, 2, 4, 8, 16, 32, 64, 128])
+    folded, folded_self = fold_duplicates(name, parent, depth, self_ns)
+    np.testing.assert_array_equal(folded, [False, True, True, False, False, False, False, False])
+    np.testing.assert_array_equal(folded_self, [7, 6, 4, 8, 16, 32, 64, 128])

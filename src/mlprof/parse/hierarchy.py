@@ -249,15 +249,19 @@ def assign_steps(ts_ns: np.ndarray, step_start: np.ndarray, step_end: np.ndarray
                  step_number: np.ndarray, missing: int) -> np.ndarray:
     """Step number of each time point (``missing`` outside every step).
 
-    Steps must be sorted by start and not overlap.
+    Steps must be sorted by start and not overlap. Points are looked up a
+    slice at a time: the result is the only array as long as ``ts_ns``.
     """
-    if len(step_start) == 0 or len(ts_ns) == 0:
-        return np.full(len(ts_ns), missing, dtype=np.int64)
-    idx = np.searchsorted(step_start, ts_ns, side="right") - 1
-    ok = idx >= 0
-    safe = np.where(ok, idx, 0)
-    ok &= ts_ns < step_end[safe]
-    return np.where(ok, step_number[safe], missing).astype(np.int64)
+    out = np.full(len(ts_ns), missing, dtype=np.int64)
+    if len(step_start) == 0:
+        return out
+    for a, b in _slices(len(ts_ns)):
+        idx = np.searchsorted(step_start, ts_ns[a:b], side="right") - 1
+        ok = idx >= 0
+        safe = np.where(ok, idx, 0)
+        ok &= ts_ns[a:b] < step_end[safe]
+        out[a:b][ok] = step_number[safe[ok]]
+    return out
 
 
 def fold_duplicates(name: np.ndarray, parent: np.ndarray, depth: np.ndarray,
@@ -269,10 +273,12 @@ def fold_duplicates(name: np.ndarray, parent: np.ndarray, depth: np.ndarray,
     its self time is added to the parent's. Returns (folded, folded_self_ns).
     """
     n = len(name)
-    has_parent = parent >= 0
-    safe_parent = np.where(has_parent, parent, 0)
-    children = np.bincount(parent[has_parent], minlength=n) if n else np.zeros(0, np.int64)
-    folded = has_parent & (name == name[safe_parent]) & (children[safe_parent] == 1)
+    only_child = np.bincount(parent[parent >= 0], minlength=n) == 1
+    folded = np.zeros(n, dtype=bool)
+    for a, b in _slices(n):  # the parent's name and child count are gathered a slice at a time
+        up = parent[a:b]
+        safe = np.where(up >= 0, up, 0)
+        folded[a:b] = (up >= 0) & (name[a:b] == name[safe]) & only_child[safe]
     folded_self = self_ns.copy()
     if folded.any():
         # Deepest first, so a chain a > a > a folds all the way up.
