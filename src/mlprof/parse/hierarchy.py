@@ -78,13 +78,14 @@ def _sorted_ops(clock: _Clock, pid: np.ndarray, tid: np.ndarray, start_ns: np.nd
     for a, b in _slices(len(start_ns)):
         key[a:b] = np.where(tree[a:b], clock.key(pid[a:b], tid[a:b], start_ns[a:b]), _NO_KEY)
     order = np.argsort(key, kind="stable")
-    tied = []
+    in_run = np.zeros(n_tree + 1, dtype=bool)
     for a, b in _slices(n_tree):
         k = key[order[a:b + 1]]  # one past the slice: a run may cross its end
-        tied.append(np.flatnonzero(k[1:] == k[:-1]) + a)
-    tied = np.concatenate(tied)
+        same = np.flatnonzero(k[1:] == k[:-1]) + a
+        in_run[same] = in_run[same + 1] = True
+    tied = np.flatnonzero(in_run)
+    del in_run
     if len(tied):
-        tied = np.union1d(tied, tied + 1)
         ops = order[tied]
         order[tied] = ops[np.lexsort((-dur_ns[ops], key[ops]))]
     del key
