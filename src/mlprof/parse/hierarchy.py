@@ -23,55 +23,178 @@ class Nesting:
     leaf_owner: list[np.ndarray]  # per leaf group: index of the innermost host op, -1 if none
 
 
-def _thread_codes(pids: list[np.ndarray], tids: list[np.ndarray]) -> list[np.ndarray]:
-    """One code per (pid, tid) pair, the same across the parts.
+_SLICE = 1 << 16  # sorted ops nested at a time: a slice's temporaries are a few MB whatever the trace's size
+_NO_KEY = np.iinfo(np.int64).max  # sorts after every key
 
-    Codes are looked up in the few distinct values (not an inverse of
-    ``np.unique`` over all parts stacked, whose sort and copies were the
-    nesting's peak: 0.3 GB on 4.5M ops).
+
+@dataclass
+class _Clock:
+    """Threads laid end to end on one time axis: one sortable int64 key per (thread, time)."""
+
+    pid_values: np.ndarray
+    tid_values: np.ndarray
+    t0: int
+    span: int
+
+    def thread(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.pid_values, pid) * len(self.tid_values) + np.searchsorted(self.tid_values, tid)
+
+    def key(self, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        return self.thread(pid, tid) * self.span + (ts - self.t0)
+
+
+def _slices(n: int) -> list[tuple[int, int]]:
+    """Bounds [a, b) of consecutive slices covering range(n); one empty slice when n == 0."""
+    return [(a, min(a + _SLICE, n)) for a in range(0, n, _SLICE)] or [(0, 0)]
+
+
+def _clock(pid: np.ndarray, tid: np.ndarray, start_ns: np.ndarray, dur_ns: np.ndarray, tree: np.ndarray,
+           points: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> _Clock | None:
+    """The clock over the tree ops and the points; None when there is nothing to nest or place."""
+    times = [ts for _, _, ts in points if len(ts)]
+    if not tree.any() and not times:
+        return None
+    pid_values = np.unique(np.concatenate([np.unique(pid[tree])] + [np.unique(p) for p, _, _ in points]))
+    tid_values = np.unique(np.concatenate([np.unique(tid[tree])] + [np.unique(t) for _, t, _ in points]))
+    t0 = min([int(start_ns.min(where=tree, initial=_NO_KEY))] + [int(ts.min()) for ts in times])
+    t1 = max([int((start_ns + dur_ns).max(where=tree, initial=t0))] + [int(ts.max()) for ts in times])
+    clock = _Clock(pid_values, tid_values, t0, t1 - t0 + 1)
+    top = max([int(clock.thread(pid[a:b], tid[a:b]).max(where=tree[a:b], initial=-1)) for a, b in _slices(len(pid))]
+              + [int(clock.thread(p, t).max()) for p, t, ts in points if len(ts)])
+    if (top + 1) * clock.span >= 2**62:
+        raise OverflowError("trace spans too long a time to nest")
+    return clock
+
+
+def _sorted_ops(clock: _Clock, pid: np.ndarray, tid: np.ndarray, start_ns: np.ndarray, dur_ns: np.ndarray,
+                tree: np.ndarray, n_tree: int) -> np.ndarray:
+    """Indices of the ``n_tree`` tree ops, by thread, then start, longer first.
+
+    One stable argsort of the keys (a trace already in time order costs one
+    pass), then only the runs of equal keys are ordered by duration:
+    ``np.lexsort`` sorted every duration first, the nesting's slowest step.
     """
-    pid_values = np.unique(np.concatenate([np.unique(p) for p in pids]))
-    tid_values = np.unique(np.concatenate([np.unique(t) for t in tids]))
-    return [np.searchsorted(pid_values, p) * len(tid_values) + np.searchsorted(tid_values, t)
-            for p, t in zip(pids, tids)]
+    key = np.empty(len(start_ns), dtype=np.int64)
+    for a, b in _slices(len(start_ns)):
+        key[a:b] = np.where(tree[a:b], clock.key(pid[a:b], tid[a:b], start_ns[a:b]), _NO_KEY)
+    order = np.argsort(key, kind="stable")
+    in_run = np.zeros(n_tree + 1, dtype=bool)
+    for a, b in _slices(n_tree):
+        k = key[order[a:b + 1]]  # one past the slice: a run may cross its end
+        same = np.flatnonzero(k[1:] == k[:-1]) + a
+        in_run[same] = in_run[same + 1] = True
+    tied = np.flatnonzero(in_run)
+    del in_run
+    if len(tied):
+        ops = order[tied]
+        order[tied] = ops[np.lexsort((-dur_ns[ops], key[ops]))]
+    del key
+    # Held through the whole sweep, beside its outputs: int32 where op indices fit.
+    return order[:n_tree].astype(np.int32 if len(start_ns) < 2**31 else np.int64)
 
 
-def _last_at_depth(depth_sorted: np.ndarray, want_depth: np.ndarray, before: np.ndarray) -> np.ndarray:
-    """For each query: the last sorted position p < before[q] with depth p == want_depth[q] (-1 if none)."""
-    out = np.full(len(want_depth), -1, dtype=np.int64)
-    valid = want_depth >= 0
-    if not valid.any():
-        return out
-    order = np.argsort(depth_sorted, kind="stable")  # positions grouped by depth, ascending inside
-    bounds = np.searchsorted(depth_sorted[order], np.arange(depth_sorted.max() + 2))
-    for d in np.unique(want_depth[valid]).tolist():
-        positions = order[bounds[d]:bounds[d + 1]]
-        q = np.flatnonzero(want_depth == d)
+@dataclass
+class _Levels:
+    """Positions grouped by level (a depth), each group in ascending order."""
+
+    order: np.ndarray
+    bounds: np.ndarray  # level d is order[bounds[d - low]:bounds[d - low + 1]]
+    low: int
+
+    @classmethod
+    def of(cls, level: np.ndarray) -> _Levels:
+        if not len(level):
+            return cls(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), 0)
+        low = int(level.min())
+        order = np.argsort(level, kind="stable")
+        return cls(order, np.searchsorted(level[order], np.arange(low, int(level.max()) + 2)), low)
+
+    @property
+    def high(self) -> int:
+        return self.low + len(self.bounds) - 2
+
+    def shifted(self, by: int) -> _Levels:
+        return _Levels(self.order, self.bounds, self.low + by)
+
+    def at(self, d: int) -> np.ndarray:
+        i = d - self.low
+        if not 0 <= i < len(self.bounds) - 1:
+            return self.order[:0]
+        return self.order[self.bounds[i]:self.bounds[i + 1]]
+
+
+def _innermost(ops: np.ndarray, levels: _Levels, last_op: np.ndarray, want: _Levels,
+               before: np.ndarray) -> np.ndarray:
+    """Per query (grouped by ``want`` level): the last op of the slice at that level before
+    position ``before``, else the last op at that level in the slices before (-1: none)."""
+    out = np.full(len(before), -1, dtype=np.int64)
+    for d in range(max(want.low, 0), want.high + 1):
+        q = want.at(d)
+        positions = levels.at(d)
         k = np.searchsorted(positions, before[q], side="left") - 1
-        ok = k >= 0
-        out[q[ok]] = positions[k[ok]]
+        inside = k >= 0
+        out[q[inside]] = ops[positions[k[inside]]]
+        if d < len(last_op):
+            out[q[~inside]] = last_op[d]
     return out
 
 
-def _parents_sorted(depth_sorted: np.ndarray) -> np.ndarray:
-    """For each sorted position: the last earlier position one level up (-1 at depth 0).
+@dataclass
+class _Points:
+    """Time points to place among the ops (zero-length ops, leaves), in key order."""
 
-    The same answer as ``_last_at_depth(d, d - 1, arange)``, without its three
-    per-op query arrays: the children of depth d are the positions at d + 1.
+    key: np.ndarray
+    order: np.ndarray  # into the caller's arrays
+    owner: np.ndarray  # innermost op open at the point, -1 if none
+    open_count: np.ndarray  # ops open at the point
+
+    @classmethod
+    def of(cls, clock: _Clock, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray) -> _Points:
+        key = clock.key(pid, tid, ts)
+        order = np.argsort(key, kind="stable")
+        return cls(key[order], order, np.full(len(ts), -1, dtype=np.int64), np.zeros(len(ts), dtype=np.int64))
+
+
+def _sweep(clock: _Clock, order: np.ndarray, pid: np.ndarray, tid: np.ndarray, start_ns: np.ndarray,
+           dur_ns: np.ndarray, parent: np.ndarray, depth: np.ndarray, child_ns: np.ndarray,
+           points: list[_Points]) -> None:
+    """Nest the sorted tree ops and place the points, one slice of the order at a time.
+
+    Each slice is nested as a whole; what it needs from the slices before is
+    small: the ends of the ops still open at its first start, and per depth
+    the last op there. A point goes to the slice that holds the ops started
+    before it.
     """
-    out = np.full(len(depth_sorted), -1, dtype=np.int64)
-    if not len(depth_sorted):
-        return out
-    order = np.argsort(depth_sorted, kind="stable")
-    top = int(depth_sorted.max())
-    bounds = np.searchsorted(depth_sorted[order], np.arange(top + 2))
-    for d in range(top):
-        positions = order[bounds[d]:bounds[d + 1]]
-        children = order[bounds[d + 1]:bounds[d + 2]]
-        k = np.searchsorted(positions, children, side="left") - 1
-        ok = k >= 0
-        out[children[ok]] = positions[k[ok]]
-    return out
+    bounds = _slices(len(order))
+    firsts = order[[a for a, _ in bounds[1:]]]
+    first_keys = clock.key(pid[firsts], tid[firsts], start_ns[firsts])
+    cuts = [np.concatenate([[0], np.searchsorted(p.key, first_keys, side="left"), [len(p.key)]]) for p in points]
+    carry = np.zeros(0, dtype=np.int64)  # ends of earlier ops still open
+    last_op = np.zeros(0, dtype=np.int64)  # per depth: the last earlier op there, -1 if none
+    for s, (a, b) in enumerate(bounds):
+        ops = order[a:b]
+        ks = clock.key(pid[ops], tid[ops], start_ns[ops])
+        ends = np.sort(np.concatenate([carry, ks + dur_ns[ops]]))
+        level = len(carry) + np.arange(b - a) - np.searchsorted(ends, ks, side="right")
+        levels = _Levels.of(level)
+        up = _innermost(ops, levels, last_op, levels.shifted(-1), np.arange(b - a))
+        depth[ops] = level
+        inside = up >= 0
+        parent[ops[inside]] = up[inside]
+        np.add.at(child_ns, up[inside], dur_ns[ops[inside]])
+        for p, cut in zip(points, cuts):
+            lo, hi = cut[s], cut[s + 1]
+            before = np.searchsorted(ks, p.key[lo:hi], side="right")
+            p.open_count[lo:hi] = len(carry) + before - np.searchsorted(ends, p.key[lo:hi], side="right")
+            p.owner[lo:hi] = _innermost(ops, levels, last_op, _Levels.of(p.open_count[lo:hi] - 1), before)
+        if levels.high >= len(last_op):
+            last_op = np.concatenate([last_op, np.full(levels.high + 1 - len(last_op), -1, dtype=np.int64)])
+        for d in range(levels.low, levels.high + 1):
+            at = levels.at(d)
+            if len(at):
+                last_op[d] = ops[at[-1]]
+        if s + 1 < len(bounds):
+            carry = ends[np.searchsorted(ends, first_keys[s], side="right"):]
 
 
 def nest_host_events(
@@ -89,82 +212,37 @@ def nest_host_events(
     Vectorised, no loop per event: on one thread, sorted by start (longer
     first), an op's depth is the number of earlier ops still open at its
     start, and its parent is the last earlier op one level up. Ops of zero
-    duration cannot contain anything and are placed like leaves.
+    duration cannot contain anything and are placed like leaves. The sorted
+    ops are nested in slices, so that the temporaries stay small beside the
+    outputs on traces of millions of ops.
     """
+    tree = in_tree & (dur_ns > 0)
+    point_idx = np.flatnonzero(in_tree & ~tree)
+    groups = [(pid[point_idx], tid[point_idx], start_ns[point_idx])] + [leaf[:3] for leaf in leaves]
+    clock = _clock(pid, tid, start_ns, dur_ns, tree, groups)
+    order = _sorted_ops(clock, pid, tid, start_ns, dur_ns, tree, int(tree.sum())) if clock else None
+    del tree
+    # The outputs are made after the sort, whose keys are the other large arrays.
     n_ops = len(start_ns)
     parent = np.full(n_ops, -1, dtype=np.int64)
     depth = np.full(n_ops, -1, dtype=np.int32)
-    child_ns = np.zeros(n_ops, dtype=np.int64)
     owners = [np.full(len(leaf[2]), -1, dtype=np.int64) for leaf in leaves]
-    tree_idx = np.flatnonzero(in_tree & (dur_ns > 0))
-    point_idx = np.flatnonzero(in_tree & (dur_ns <= 0))
-    groups = [(pid[point_idx], tid[point_idx], start_ns[point_idx])] + [(lf[0], lf[1], lf[2]) for lf in leaves]
-    threads = _thread_codes([pid[tree_idx]] + [g[0] for g in groups], [tid[tree_idx]] + [g[1] for g in groups])
-    all_times = [start_ns[tree_idx]] + [g[2] for g in groups]
-    present = [t for t in all_times if len(t)]
-    del all_times
-    if not present:
+    if clock is None:
         return Nesting(parent, depth, dur_ns.copy(), owners)
-    t0 = min(int(t.min()) for t in present)
-    t1 = max(int((start_ns[tree_idx] + dur_ns[tree_idx]).max()) if len(tree_idx) else t0,
-             max(int(t.max()) for t in present))
-    del present
-    # One sortable key per (thread, time): threads laid end to end on one axis.
-    span = t1 - t0 + 1
-    n_threads = max(int(t.max()) for t in threads if len(t)) + 1
-    if n_threads * span >= 2**62:
-        raise OverflowError("trace spans too long a time to nest")
-
-    def key(thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        return thread * span + (ts - t0)
-
-    # Each temporary is dropped as soon as it is used: on a 4M-op trace every
-    # one of these arrays is 32 MB, and they set the parse's peak memory.
-    tdur = dur_ns[tree_idx]
-    kstart = key(threads[0], start_ns[tree_idx])
-    threads[0] = None
-    order = np.lexsort((-tdur, kstart))
-    ks = kstart[order]
-    del kstart
-    tdur_sorted = tdur[order]
-    del tdur
-    op_of_sorted = tree_idx[order]
-    del order, tree_idx
-    ends_sorted = np.sort(ks + tdur_sorted)
-    del tdur_sorted  # read again from dur_ns below, for the ops that have a parent
-    d_sorted = np.arange(len(ks)) - np.searchsorted(ends_sorted, ks, side="right")
-    parent_sorted = _parents_sorted(d_sorted)
-    depth[op_of_sorted] = d_sorted
-    has_parent = parent_sorted >= 0
-    child = op_of_sorted[has_parent]
-    parent[child] = op_of_sorted[parent_sorted[has_parent]]
-    del parent_sorted, has_parent
-    np.add.at(child_ns, parent[child], dur_ns[child])
-    del child
-
-    def place(thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(innermost op open at ts, number of ops open) for points."""
-        k = key(thread, ts)
-        if not len(ks):  # no op with a duration on any thread: nothing to be inside
-            return np.full(len(k), -1, dtype=np.int64), np.zeros(len(k), dtype=np.int64)
-        before = np.searchsorted(ks, k, side="right")
-        open_count = before - np.searchsorted(ends_sorted, k, side="right")
-        pos = _last_at_depth(d_sorted, open_count - 1, before)
-        return np.where(pos >= 0, op_of_sorted[np.maximum(pos, 0)], -1), open_count
-
-    if len(point_idx):
-        owner, open_count = place(threads[1], start_ns[point_idx])
-        parent[point_idx] = owner
-        depth[point_idx] = open_count
-    for g, leaf in enumerate(leaves):
-        if not len(leaf[2]):
-            continue
-        owner, _ = place(threads[g + 2], leaf[2])
-        owners[g] = owner
+    points = [_Points.of(clock, *group) for group in groups]
+    del groups
+    child_ns = np.zeros(n_ops, dtype=np.int64)
+    _sweep(clock, order, pid, tid, start_ns, dur_ns, parent, depth, child_ns, points)
+    del order
+    placed = points.pop(0)
+    parent[point_idx[placed.order]] = placed.owner
+    depth[point_idx[placed.order]] = placed.open_count
+    for leaf, owner, p in zip(leaves, owners, points):
+        owner[p.order] = p.owner
         if leaf[4]:
-            sel = owner >= 0
-            np.add.at(child_ns, owner[sel], leaf[3][sel])
-    self_ns = dur_ns - child_ns
+            inside = owner >= 0
+            np.add.at(child_ns, owner[inside], leaf[3][inside])
+    self_ns = np.subtract(dur_ns, child_ns, out=child_ns)  # in place: the child time is not needed past here
     return Nesting(parent, depth, self_ns, owners)
 
 
@@ -172,15 +250,19 @@ def assign_steps(ts_ns: np.ndarray, step_start: np.ndarray, step_end: np.ndarray
                  step_number: np.ndarray, missing: int) -> np.ndarray:
     """Step number of each time point (``missing`` outside every step).
 
-    Steps must be sorted by start and not overlap.
+    Steps must be sorted by start and not overlap. Points are looked up a
+    slice at a time: the result is the only array as long as ``ts_ns``.
     """
-    if len(step_start) == 0 or len(ts_ns) == 0:
-        return np.full(len(ts_ns), missing, dtype=np.int64)
-    idx = np.searchsorted(step_start, ts_ns, side="right") - 1
-    ok = idx >= 0
-    safe = np.where(ok, idx, 0)
-    ok &= ts_ns < step_end[safe]
-    return np.where(ok, step_number[safe], missing).astype(np.int64)
+    out = np.full(len(ts_ns), missing, dtype=np.int64)
+    if len(step_start) == 0:
+        return out
+    for a, b in _slices(len(ts_ns)):
+        idx = np.searchsorted(step_start, ts_ns[a:b], side="right") - 1
+        ok = idx >= 0
+        safe = np.where(ok, idx, 0)
+        ok &= ts_ns[a:b] < step_end[safe]
+        out[a:b][ok] = step_number[safe[ok]]
+    return out
 
 
 def fold_duplicates(name: np.ndarray, parent: np.ndarray, depth: np.ndarray,
@@ -192,10 +274,12 @@ def fold_duplicates(name: np.ndarray, parent: np.ndarray, depth: np.ndarray,
     its self time is added to the parent's. Returns (folded, folded_self_ns).
     """
     n = len(name)
-    has_parent = parent >= 0
-    safe_parent = np.where(has_parent, parent, 0)
-    children = np.bincount(parent[has_parent], minlength=n) if n else np.zeros(0, np.int64)
-    folded = has_parent & (name == name[safe_parent]) & (children[safe_parent] == 1)
+    only_child = np.bincount(parent[parent >= 0], minlength=n) == 1
+    folded = np.zeros(n, dtype=bool)
+    for a, b in _slices(n):  # the parent's name and child count are gathered a slice at a time
+        up = parent[a:b]
+        safe = np.where(up >= 0, up, 0)
+        folded[a:b] = (up >= 0) & (name[a:b] == name[safe]) & only_child[safe]
     folded_self = self_ns.copy()
     if folded.any():
         # Deepest first, so a chain a > a > a folds all the way up.

@@ -188,8 +188,10 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
                 coded = {c.name for c in schema.columns
                          if c.name in frame and c.sql_type == "VARCHAR" and frame[c.name].dtype != object}
                 con.register("_frame", frame)
+                # DuckDB holds a row group or two while it encodes them; half its default
+                # (122,880 rows) held 20 MB less beside host_ops, files of the same size.
                 con.execute(f"COPY (SELECT {_select_list(schema, set(frame), coded)} FROM _frame f) "
-                            f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+                            f"TO '{target}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 65536)")
                 con.unregister("_frame")
                 del frame
             else:
