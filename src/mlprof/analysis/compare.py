@@ -170,9 +170,7 @@ def _delta(name: str, base: float, new: float, step_delta: float | None, **detai
 
 
 def _mark_steps(store: TableStore, steps: list[StepBreakdown]) -> None:
-    store.con.execute("CREATE OR REPLACE TEMP TABLE _cmp_steps (window_index INTEGER, step BIGINT)")
-    if steps:
-        store.con.executemany("INSERT INTO _cmp_steps VALUES (?, ?)", [(s.window, s.step) for s in steps])
+    store.temp_table("_cmp_steps", "window_index INTEGER, step BIGINT", [(s.window, s.step) for s in steps])
 
 
 def _per_step(store: TableStore, query: str, n: int) -> dict[tuple, dict]:

@@ -47,8 +47,7 @@ def gpu_metrics(store: TableStore, step: int | None = None) -> dict | None:
     sms = _sm_counts(store)
     sm_eff = None
     if sms:
-        store.con.execute("CREATE OR REPLACE TEMP TABLE _sm_counts (device INTEGER, sms BIGINT)")
-        store.con.executemany("INSERT INTO _sm_counts VALUES (?, ?)", list(sms.items()))
+        store.temp_table("_sm_counts", "device INTEGER, sms BIGINT", list(sms.items()))
         # grid is JSON text "[x, y, z]": blocks = x * y * z. Kernels on several streams overlap:
         # at each instant the SMs in use are capped at all of them, so sweep the starts and ends.
         weighted, devices = store.rows(f"""

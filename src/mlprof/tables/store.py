@@ -95,6 +95,25 @@ class TableStore:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row)) for row in cur.fetchall()]
 
+    def temp_table(self, name: str, columns: str, rows: list[tuple]) -> None:
+        """``CREATE OR REPLACE TEMP TABLE name (columns)`` holding ``rows``, in one scan.
+
+        ``columns`` is the column list as in SQL (``"window_index INTEGER, step BIGINT"``).
+        DuckDB's ``executemany`` runs one INSERT a row: 8 s for the 20,000 steps of a
+        10M-event run, where this takes milliseconds.
+        """
+        names_types = [c.strip().split(None, 1) for c in columns.split(",")]
+        if not rows:
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({columns})")
+            return
+        values = {f"c{i}": np.array(col, dtype=object) for i, col in enumerate(zip(*rows))}
+        self.con.register("_temp_rows", values)
+        try:
+            select = ", ".join(f"CAST(c{i} AS {sql_type}) AS {col}" for i, (col, sql_type) in enumerate(names_types))
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select} FROM _temp_rows")
+        finally:
+            self.con.unregister("_temp_rows")
+
     def count(self, table: str) -> int:
         return self.rows(f'SELECT count(*) FROM "{table}"')[0][0]
 

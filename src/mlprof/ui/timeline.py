@@ -134,10 +134,7 @@ def build_index(store: TableStore) -> TimelineIndex:
         "SELECT DISTINCT 'memory', coalesce(device_type, -1), coalesce(device_id, -1) FROM memory_events "
         "WHERE total_allocated_bytes IS NOT NULL ORDER BY 2, 3")
     counter_names = store.rows("SELECT DISTINCT name, series FROM counters ORDER BY 1, 2")
-    con.execute("DROP TABLE IF EXISTS _tl_tracks")
-    con.execute("CREATE TEMP TABLE _tl_tracks (kind VARCHAR, a BIGINT, b BIGINT, track INTEGER)")
-    if keymap:
-        con.executemany("INSERT INTO _tl_tracks VALUES (?, ?, ?, ?)", keymap)
+    store.temp_table("_tl_tracks", "kind VARCHAR, a BIGINT, b BIGINT, track INTEGER", keymap)
     con.execute("DROP TABLE IF EXISTS _tl")
     # src codes follow SOURCES; id is the row's id in that table. Sorted by
     # start so that DuckDB's zone maps skip row groups outside a window.

@@ -63,14 +63,14 @@ def recompilation(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """torch.compile recompiling inside the profiled steps (dynamic shapes, guards failing)."""
     regions = ctx.store.rows("""
         SELECT name, count(*) FROM host_ops WHERE step IS NOT NULL AND name LIKE 'Torch-Compiled Region:%'
-        GROUP BY name""")
+        GROUP BY name ORDER BY name""")
     recompiles = sorted({m.group(0) for name, _ in regions if (m := _COMPILED.search(name)) and int(m.group(2)) > 0})
     compile_rows = ctx.store.dicts("""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM host_ops
         WHERE step IS NOT NULL AND category <> 'python_function' AND (name LIKE '%_compile.compile_inner%'
               OR name LIKE 'TorchDynamo%compil%' OR name LIKE 'compile_fx%' OR name LIKE '%CompileFunction%'
               OR name LIKE 'dynamo%compile%' OR name = 'torch._dynamo.convert_frame._compile')
-        GROUP BY name ORDER BY total_ns DESC""")
+        GROUP BY name ORDER BY total_ns DESC, name""")
     compile_ns = max((r["total_ns"] for r in compile_rows), default=0)
     share = ctx.share(compile_ns)
     severity = severity_for(share, th.compile_warn_share, th)

@@ -123,10 +123,8 @@ def _loop_site(ctx: AdvisorContext, envelopes: list[dict], module_loop: bool) ->
     """
     if not envelopes or not ctx.store.rows("SELECT count(*) FROM python_samples")[0][0]:
         return None
-    ctx.store.con.execute("CREATE OR REPLACE TEMP TABLE _storm_env (window_index INTEGER, tid BIGINT, "
-                          "start_ns BIGINT, end_ns BIGINT)")
-    ctx.store.con.executemany("INSERT INTO _storm_env VALUES (?, ?, ?, ?)",
-                              [(e["window_index"], e["tid"], e["start_ns"], e["end_ns"]) for e in envelopes])
+    ctx.store.temp_table("_storm_env", "window_index INTEGER, tid BIGINT, start_ns BIGINT, end_ns BIGINT",
+                         [(e["window_index"], e["tid"], e["start_ns"], e["end_ns"]) for e in envelopes])
     # Backward samples only show the `.backward()` call: the loop is seen in the other phases.
     rows = ctx.store.rows("""
         SELECT k.user_frames, p.phase = 'backward' AS in_backward, count(*) FROM python_samples s

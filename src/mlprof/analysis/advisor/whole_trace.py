@@ -32,9 +32,8 @@ def whole_trace_store(store: TableStore) -> TableStore | None:
             continue
         whole.con.execute(f'CREATE TEMP VIEW "{name}" AS SELECT * REPLACE (coalesce(step, {WHOLE_TRACE_STEP}) '
                           f'AS step) FROM "{db}".main."{name}"')
-    whole.con.execute("CREATE TEMP TABLE _whole_steps (window_index INTEGER, step BIGINT, start_ns BIGINT, "
-                      "end_ns BIGINT, dur_ns BIGINT, source VARCHAR)")
-    whole.con.executemany("INSERT INTO _whole_steps VALUES (?, ?, ?, ?, ?, 'whole_trace')",
-                          [(w, WHOLE_TRACE_STEP, lo, hi, hi - lo) for w, lo, hi in spans])
+    whole.temp_table("_whole_steps", "window_index INTEGER, step BIGINT, start_ns BIGINT, end_ns BIGINT, "
+                     "dur_ns BIGINT, source VARCHAR",
+                     [(w, WHOLE_TRACE_STEP, lo, hi, hi - lo, "whole_trace") for w, lo, hi in spans])
     whole.con.execute("CREATE TEMP VIEW steps AS SELECT * FROM _whole_steps")
     return whole
