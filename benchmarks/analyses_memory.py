@@ -176,7 +176,8 @@ def main() -> int:
         ("callsites", ["callsites", str(out)]),
         ("compare (itself)", ["compare", str(out), str(out)]),
         ("export (text)", ["export", str(out), "--output", str(workdir / "export_text")]),
-        ("export --export-type db", ["export", str(out), "--export-type", "db", "--output", str(workdir / "export_db")]),
+        ("export --export-type db",
+         ["export", str(out), "--export-type", "db", "--output", str(workdir / "export_db")]),
     ]:
         rows.append(run_command(label, cmd))
     rows += dashboard(out.parent, top_op)

@@ -192,7 +192,7 @@ def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: Parse
     make_private_dir(out_dir)
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
-        write_tables(tmp, columns, strings)
+        write_tables(tmp, columns, strings, budget_bytes)
         release_freed_memory()
         write_attribution(tmp, budget_bytes)
         release_freed_memory()
@@ -275,7 +275,7 @@ def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, opti
     del win, k
     release_freed_memory()
     tmp = out_dir / f".tmp_window_{wf.window_index}_{os.getpid()}"
-    write_tables(tmp, columns, pool.values())
+    write_tables(tmp, columns, pool.values(), options.memory_budget_bytes)
     atomic_write(tmp / WINDOW_CACHE_FILE, json.dumps(info))
     replace_dir(tmp, cache)
     return info

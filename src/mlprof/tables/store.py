@@ -150,7 +150,8 @@ def _select_list(schema: TableSchema, present: set[str], coded: set[str]) -> str
     return ", ".join(parts)
 
 
-def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray], budget_bytes: int | None = None) -> None:
+def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray],
+                  budget_bytes: int | None = None) -> None:
     """Write one table of a tables directory being built (text columns as object arrays)."""
     schema = TABLES[name]
     frame = {col.name: columns[col.name] for col in schema.columns if col.name in columns}
@@ -168,7 +169,8 @@ def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray], b
         con.close()
 
 
-def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strings: list[str]) -> None:
+def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strings: list[str],
+                 budget_bytes: int | None = None) -> None:
     """Write every declared table to ``out_dir/<name>.parquet``.
 
     ``columns`` maps a table name to its column arrays: integer columns use
@@ -182,8 +184,7 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
     else is held.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    con = connect(budget_bytes)
     # One thread: each table is one sequential COPY from numpy, and every
     # extra thread holds its own row groups while they fill (on a 4.5M-event
     # trace, 2 threads peaked at 1.07 GB, 1 thread at 0.70 GB, in the same time).
