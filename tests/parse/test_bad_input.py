@@ -48,8 +48,8 @@ def test_full_disk_while_writing_tables_names_the_file_and_leaves_nothing(tmp_pa
 
     real = pipeline.write_tables
 
-    def write_then_fail(out_dir, columns, strings):
-        real(out_dir, columns, strings)
+    def write_then_fail(out_dir, columns, strings, budget_bytes=None):
+        real(out_dir, columns, strings, budget_bytes)
         raise duckdb.IOException(f'IO Error: {{"exception_message":"Could not write file \\"{out_dir}/steps.parquet'
                                  f'\\": No space left on device","errno":"28"}}')
 
