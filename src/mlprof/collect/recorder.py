@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlprof.collect.schedstat import open_schedstat, run_delay_ns
+
 
 __all__ = ["HostRecorder", "active_recorder", "range_record"]
 
@@ -160,20 +162,13 @@ class StepCpuClock:
 
     def __init__(self) -> None:
         self._tid = threading.get_ident()
-        self._fd: int | None = None
-        try:
-            self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
-        except OSError:
-            pass
+        self._fd = open_schedstat()
 
     def read(self) -> tuple[int, int | None]:
         cpu_ns = time.process_time_ns()
-        if self._fd is None or threading.get_ident() != self._tid:
+        if threading.get_ident() != self._tid:
             return cpu_ns, None
-        try:
-            return cpu_ns, int(os.pread(self._fd, 128, 0).split()[1])
-        except (OSError, ValueError, IndexError):
-            return cpu_ns, None
+        return cpu_ns, run_delay_ns(self._fd)
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

@@ -29,6 +29,8 @@ import threading
 import time
 from typing import Any
 
+from mlprof.collect.schedstat import open_schedstat, run_delay_ns
+
 __all__ = ["StackSampler", "MAX_STACK_DEPTH", "MAX_SAMPLES", "THREAD_NAME", "mostly_waited"]
 
 logger = logging.getLogger("mlprof")
@@ -84,7 +86,7 @@ class StackSampler:
         # interpreter's switch interval, 5 ms, while the job runs Python) makes the
         # next wait shorter, so the rate stays near 1/interval.
         next_ns = time.monotonic_ns() + self.interval_ns
-        sched = _open_schedstat(self.target_tid)
+        sched = open_schedstat(self.target_tid)
         last = _read_wait(sched)
         try:
             while not self._stop.wait(max(0, next_ns - time.monotonic_ns()) / 1e9):
@@ -165,21 +167,10 @@ class StackSampler:
         }
 
 
-def _open_schedstat(tid: int) -> int | None:
-    try:
-        return os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
-    except OSError:  # not Linux, or the thread is gone
-        return None
-
-
 def _read_wait(fd: int | None) -> tuple[int, int] | None:
     """(monotonic ns, the thread's total run-queue delay ns), or None where not measured."""
-    if fd is None:
-        return None
-    try:
-        return time.monotonic_ns(), int(os.pread(fd, 128, 0).split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+    delay = run_delay_ns(fd)
+    return None if delay is None else (time.monotonic_ns(), delay)
 
 
 def mostly_waited(before: tuple[int, int] | None, after: tuple[int, int] | None) -> bool:

@@ -17,7 +17,7 @@ from typing import Union
 import msgspec
 import numpy as np
 
-from mlprof.parse.kineto_times import (_EMPTY, MAX_US, TimeRangeError, decimal_us_to_ns, dur_column, exact_times,
+from mlprof.parse.kineto_times import (EMPTY_RAW, MAX_US, TimeRangeError, decimal_us_to_ns, dur_column, exact_times,
                                       needs_exact_times, ns_column)
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
@@ -27,7 +27,6 @@ __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START"
 # Sentinel of absent integer fields inside the numpy columns (turned to NULL
 # when the tables are written). No real id, size or time takes this value.
 MISSING = np.iinfo(np.int64).min
-# An absent Raw field: msgspec cannot put Raw in a union with None.
 
 # Numeric args are accepted as strings too (ROCm writes "stream": "0x0").
 Num = Union[int, float, str, None]
@@ -42,13 +41,13 @@ class _Args(msgspec.Struct, gc=False):
     correlation: Num = _M
     device: Num = _M
     stream: Num = _M
-    grid: msgspec.Raw = _EMPTY
-    block: msgspec.Raw = _EMPTY
+    grid: msgspec.Raw = EMPTY_RAW
+    block: msgspec.Raw = EMPTY_RAW
     bytes: Num = _M
     sequence_number: Num = msgspec.field(default=_M, name="Sequence number")
     fwd_thread_id: Num = msgspec.field(default=_M, name="Fwd thread id")
-    input_dims: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Dims")
-    input_types: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input type")
+    input_dims: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Input type")
     registers: Num = msgspec.field(default=_M, name="registers per thread")
     shared_memory: Num = msgspec.field(default=_M, name="shared memory")
     occupancy: Num = msgspec.field(default=_M, name="est. achieved occupancy %")
@@ -57,11 +56,11 @@ class _Args(msgspec.Struct, gc=False):
     out_nelems: Num = msgspec.field(default=_M, name="Out msg nelems")
     group_size: Num = msgspec.field(default=_M, name="Group size")
     dtype: Loose = None
-    in_split: msgspec.Raw = msgspec.field(default=_EMPTY, name="In split size")
-    out_split: msgspec.Raw = msgspec.field(default=_EMPTY, name="Out split size")
+    in_split: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="In split size")
+    out_split: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Out split size")
     pg_name: Loose = msgspec.field(default=None, name="Process Group Name")
     pg_desc: Loose = msgspec.field(default=None, name="Process Group Description")
-    pg_ranks: msgspec.Raw = msgspec.field(default=_EMPTY, name="Process Group Ranks")
+    pg_ranks: msgspec.Raw = msgspec.field(default=EMPTY_RAW, name="Process Group Ranks")
     # [memory] instant events
     device_type: Num = msgspec.field(default=_M, name="Device Type")
     device_id: Num = msgspec.field(default=_M, name="Device Id")
@@ -96,14 +95,14 @@ class TopLevel(msgspec.Struct, gc=False):
     # None: the key is absent, so this is no Kineto/Chrome trace at all.
     traceEvents: Union[list[msgspec.Raw], None] = None
     baseTimeNanoseconds: Union[int, None] = None
-    schemaVersion: msgspec.Raw = _EMPTY
-    deviceProperties: msgspec.Raw = _EMPTY
-    distributedInfo: msgspec.Raw = _EMPTY
-    traceName: msgspec.Raw = _EMPTY
-    displayTimeUnit: msgspec.Raw = _EMPTY
-    record_shapes: msgspec.Raw = _EMPTY
-    trace_id: msgspec.Raw = _EMPTY
-    host_name: msgspec.Raw = _EMPTY
+    schemaVersion: msgspec.Raw = EMPTY_RAW
+    deviceProperties: msgspec.Raw = EMPTY_RAW
+    distributedInfo: msgspec.Raw = EMPTY_RAW
+    traceName: msgspec.Raw = EMPTY_RAW
+    displayTimeUnit: msgspec.Raw = EMPTY_RAW
+    record_shapes: msgspec.Raw = EMPTY_RAW
+    trace_id: msgspec.Raw = EMPTY_RAW
+    host_name: msgspec.Raw = EMPTY_RAW
 
 
 TOP_DECODER = msgspec.json.Decoder(TopLevel)

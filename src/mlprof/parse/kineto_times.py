@@ -13,9 +13,10 @@ import msgspec
 import numpy as np
 
 __all__ = ["MAX_US", "TimeRangeError", "decimal_us_to_ns", "needs_exact_times", "exact_times", "ns_column",
-           "dur_column"]
+           "dur_column", "EMPTY_RAW"]
 
-_EMPTY = msgspec.Raw()
+# An absent Raw field: msgspec cannot put Raw in a union with None.
+EMPTY_RAW = msgspec.Raw()
 
 
 # Largest |µs| a time or duration may have: 2**62 ns, about 146 years, so
@@ -34,7 +35,7 @@ _EXACT_FROM_US = float(2**40)
 
 
 class _Times(msgspec.Struct, gc=False):
-    ts: msgspec.Raw = _EMPTY
+    ts: msgspec.Raw = EMPTY_RAW
 
 
 _TIMES_DECODER = msgspec.json.Decoder(list[_Times])
