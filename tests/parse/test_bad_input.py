@@ -44,16 +44,16 @@ def test_full_disk_while_writing_tables_names_the_file_and_leaves_nothing(tmp_pa
     import duckdb
 
     from mlprof.errors import MlprofError
-    from mlprof.parse import pipeline
+    from mlprof.parse import table_writer
 
-    real = pipeline.write_tables
+    real = table_writer.write_tables
 
-    def write_then_fail(out_dir, columns, strings, budget_bytes=None):
-        real(out_dir, columns, strings, budget_bytes)
+    def write_then_fail(out_dir, columns, strings, budget_bytes=None, only=None):
+        real(out_dir, columns, strings, budget_bytes, only)
         raise duckdb.IOException(f'IO Error: {{"exception_message":"Could not write file \\"{out_dir}/steps.parquet'
                                  f'\\": No space left on device","errno":"28"}}')
 
-    monkeypatch.setattr(pipeline, "write_tables", write_then_fail)
+    monkeypatch.setattr(table_writer, "write_tables", write_then_fail)
     trace = tmp_path / "in" / "t.pt.trace.json"
     trace.parent.mkdir()
     trace.write_text('{"traceEvents":[' + _EV % "" + "]}")
@@ -65,7 +65,7 @@ def test_full_disk_while_writing_tables_names_the_file_and_leaves_nothing(tmp_pa
 
 def test_failed_rewrite_keeps_the_previous_complete_tables(tmp_path, monkeypatch):
     from mlprof.errors import MlprofError
-    from mlprof.parse import pipeline
+    from mlprof.parse import table_writer
 
     trace = tmp_path / "t.pt.trace.json"
     trace.write_text('{"traceEvents":[' + _EV % "" + "]}")
@@ -76,7 +76,7 @@ def test_failed_rewrite_keeps_the_previous_complete_tables(tmp_path, monkeypatch
     def fail(*_a, **_k):
         raise OSError(28, "No space left on device", str(out / ".tmp_tables_1" / "host_ops.parquet"))
 
-    monkeypatch.setattr(pipeline, "write_tables", fail)
+    monkeypatch.setattr(table_writer, "write_tables", fail)
     with pytest.raises(MlprofError, match="host_ops.parquet: cannot write: No space left"):
         parse_path(trace, ParseOptions(output_dir=out))
     assert (out / "parse_info.json").read_text() == info

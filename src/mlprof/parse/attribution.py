@@ -31,11 +31,11 @@ The spans of a step partition it exactly: they sum to the step in each view.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
+from mlprof.parse.host_view import NEUTRAL, PHASE_CODE, StepSegments, covered, disjoint_runs, host_segments, union_intervals
 from mlprof.parse.phase_rules import idle_cause, is_sync_call, span_phase
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 from mlprof.tables.phases import HOST_PHASES, window_extents
@@ -43,210 +43,15 @@ from mlprof.tables.store import TableStore, replace_table
 
 __all__ = ["attribute_phases", "write_attribution"]
 
-_NONE = -1  # no op covers the moment
-_NEUTRAL = -2  # ops cover it, none defines a phase
-_CODE = {p: i for i, p in enumerate(HOST_PHASES)}
+_CODE = PHASE_CODE
 _DEVICE_LABELS = ("compute", "communication", "memcpy", "memset")
 _SPAN_COLUMNS = ("window_index", "step", "view", "phase", "cause", "start_ns", "end_ns", "dur_ns", "tid",
                  "overlapped")
 _MISSING = -(2**63)  # NULL in integer columns
 
 
-@dataclass
-class _Partition:
-    """Contiguous labelled segments covering [lo, hi)."""
-
-    start: np.ndarray
-    end: np.ndarray
-    label: np.ndarray
-
-    def merged(self) -> "_Partition":
-        if len(self.label) <= 1:
-            return self
-        keep = np.ones(len(self.label), dtype=bool)
-        keep[1:] = self.label[1:] != self.label[:-1]
-        idx = np.flatnonzero(keep)
-        ends = np.append(self.start[idx[1:]], self.end[-1])
-        return _Partition(self.start[idx], ends, self.label[idx])
-
-
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted disjoint intervals covering the same time."""
-    if len(starts) == 0:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > run_end[:-1]
-    idx = np.flatnonzero(new)
-    return s[idx], np.append(run_end[idx[1:] - 1], run_end[-1])
-
-
-def _covered(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Whether each point lies in one of the sorted disjoint intervals."""
-    if len(starts) == 0:
-        return np.zeros(len(points), dtype=bool)
-    i = np.searchsorted(starts, points, side="right") - 1
-    return (i >= 0) & (points < ends[np.clip(i, 0, None)])
-
-
-def _overlay(part: _Partition, starts: np.ndarray, ends: np.ndarray, label: int,
-             only: tuple[int, ...] | None = None) -> _Partition:
-    """Relabel the parts of ``part`` covered by the intervals (only segments labelled ``only``)."""
-    if len(starts) == 0:
-        return part
-    lo, hi = part.start[0], part.end[-1]
-    s, e = _union(np.clip(starts, lo, hi), np.clip(ends, lo, hi))
-    cuts = np.unique(np.concatenate([part.start, [hi], s, e]))
-    cuts = cuts[(cuts >= lo) & (cuts <= hi)]
-    pieces_s, pieces_e = cuts[:-1], cuts[1:]
-    labels = part.label[np.searchsorted(part.start, pieces_s, side="right") - 1].copy()
-    hit = _covered(pieces_s, s, e)
-    if only is not None:
-        hit &= np.isin(labels, only)
-    labels[hit] = label
-    return _Partition(pieces_s, pieces_e, labels).merged()
-
-
-# -- host view ------------------------------------------------------------------
-def _sweep(lo: int, hi: int, s: np.ndarray, e: np.ndarray, phase: np.ndarray) -> tuple[_Partition, int | None]:
-    """Innermost-defining-span labelling of one step; returns it and the first backward start."""
-    order = np.lexsort((-e, s))
-    # Plain Python ints, clipped to the step, in sweep order: the loop below
-    # runs once per span, and numpy scalars cost several times a list item.
-    starts = np.maximum(s[order], lo).tolist()
-    ends = np.minimum(e[order], hi).tolist()
-    phases = phase[order].tolist()
-    owner_of = order.tolist()
-    seg_s: list[int] = []
-    seg_e: list[int] = []
-    seg_l: list[int] = []
-    owners: list[int] = []
-    # Open spans, innermost last: their ends, effective labels, owners (the
-    # defining span's index) and own phases, one list each.
-    st_end: list[int] = []
-    st_label: list[int] = []
-    st_owner: list[int] = []
-    st_phase: list[int] = []
-    opt_first_bwd: dict[int, int] = {}
-    def close_until(limit: int | None, t: int) -> int:
-        """Pop the open spans ending at or before ``limit`` (all of them: None), cutting a segment for
-        each one's uncovered tail; returns the new cursor."""
-        while st_end and (limit is None or st_end[-1] <= limit):
-            until = st_end.pop()
-            if until > t:
-                seg_s.append(t)
-                seg_e.append(until)
-                seg_l.append(st_label[-1])
-                owners.append(st_owner[-1])
-                t = until
-            st_label.pop()
-            st_owner.pop()
-            st_phase.pop()
-        return t
-
-    t = lo
-    first_bwd = None
-    bwd = _CODE["backward"]
-    opt = _CODE["optimizer"]
-    for a, b, p, k in zip(starts, ends, phases, owner_of):
-        if b <= a:
-            continue
-        if st_end and st_end[-1] <= a:  # close the spans that end before this one starts
-            t = close_until(a, t)
-        if a > t:
-            seg_s.append(t)
-            seg_e.append(a)
-            if st_end:
-                seg_l.append(st_label[-1])
-                owners.append(st_owner[-1])
-            else:
-                seg_l.append(_NONE)
-                owners.append(-1)
-            t = a
-        if st_end:
-            if st_end[-1] < b:
-                b = st_end[-1]  # keep proper nesting
-            if p >= 0:
-                label, owner = p, k
-            else:
-                label, owner = st_label[-1], st_owner[-1]
-        elif p >= 0:
-            label, owner = p, k
-        else:
-            label, owner = _NEUTRAL, -1
-        if p == bwd:
-            first_bwd = a if first_bwd is None else min(first_bwd, a)
-            for frame_phase, frame_owner in zip(st_phase, st_owner):
-                if frame_phase == opt and frame_owner not in opt_first_bwd:
-                    opt_first_bwd[frame_owner] = a
-        st_end.append(b)
-        st_label.append(label)
-        st_owner.append(owner)
-        st_phase.append(p)
-    if st_end:
-        t = close_until(None, t)
-    if hi > t:
-        seg_s.append(t)
-        seg_e.append(hi)
-        seg_l.append(_NONE)
-        owners.append(-1)
-    labels = np.array(seg_l, dtype=np.int64)
-    if opt_first_bwd:
-        # Optimizer.step(closure): what runs in it before its backward is the forward.
-        own = np.array(owners, dtype=np.int64)
-        ends_arr = np.array(seg_e, dtype=np.int64)
-        for owner, bwd_start in opt_first_bwd.items():
-            labels[(own == owner) & (ends_arr <= bwd_start) & (labels == opt)] = _CODE["forward"]
-    return _Partition(np.array(seg_s, dtype=np.int64), np.array(seg_e, dtype=np.int64), labels), first_bwd
-
-
-def _host_partition(lo: int, hi: int, spans: _Spans, other: _Spans, gc: _Spans) -> _Partition:
-    mine = spans.overlapping(lo, hi)
-    part, first_bwd = _sweep(lo, hi, mine["start_ns"], mine["end_ns"], mine["phase"])
-    other = other.overlapping(lo, hi)
-    obwd = other["phase"] == _CODE["backward"]
-    if obwd.any():
-        start = int(other["start_ns"][obwd].min())
-        first_bwd = start if first_bwd is None else min(first_bwd, start)
-    neutral = part.label == _NEUTRAL
-    if neutral.any():
-        before = part.end <= (first_bwd if first_bwd is not None else hi)
-        part.label[neutral & before] = _CODE["forward"]
-        part.label[neutral & ~before] = _CODE["other"]
-    for phase in ("backward", "communication"):
-        m = other["phase"] == _CODE[phase]
-        part = _overlay(part, other["start_ns"][m], other["end_ns"][m], _CODE[phase], only=(_NONE,))
-    _engine_gaps_are_backward(part)
-    part.label[part.label == _NONE] = _CODE["python"]
-    gc = gc.overlapping(lo, hi)
-    part = _overlay(part, gc["start_ns"], gc["end_ns"], _CODE["gc"])
-    return part.merged()
-
-
-def _engine_gaps_are_backward(part: _Partition) -> None:
-    """A gap between two backward nodes is the autograd engine's own work, not Python."""
-    label = part.label
-    n = len(label)
-    gap = label == _NONE
-    if not gap.any():
-        return
-    # Runs of gap segments [first, last], vectorised (a step has thousands of segments).
-    first = np.flatnonzero(gap & ~np.r_[False, gap[:-1]])
-    last = np.flatnonzero(gap & ~np.r_[gap[1:], False])
-    inner = (first > 0) & (last < n - 1)
-    first, last = first[inner], last[inner]
-    bwd = _CODE["backward"]
-    between = (label[first - 1] == bwd) & (label[last + 1] == bwd)
-    mark = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(mark, first[between], 1)
-    np.add.at(mark, last[between] + 1, -1)
-    label[np.cumsum(mark[:-1]) > 0] = bwd
-
-
 # -- device view ----------------------------------------------------------------
-def _device_partition(lo: int, hi: int, dev: _Spans, host: _Partition, syncs: tuple) -> list[list]:
+def _device_partition(lo: int, hi: int, dev: _Spans, host: StepSegments, syncs: tuple) -> list[list]:
     """Rows of ``[(label code, overlapped, idle cause), start_ns, end_ns]`` partitioning the step."""
     dev = dev.overlapping(lo, hi)
     s, e, kind = np.clip(dev["start_ns"], lo, hi), np.clip(dev["end_ns"], lo, hi), dev["kind"]
@@ -257,8 +62,8 @@ def _device_partition(lo: int, hi: int, dev: _Spans, host: _Partition, syncs: tu
     overlapped = np.zeros(len(ps), dtype=bool)
     cover = {}
     for code in range(len(_DEVICE_LABELS) - 1, -1, -1):  # lowest code (compute) wins
-        us, ue = _union(s[kind == code], e[kind == code])
-        cover[code] = _covered(ps, us, ue)
+        us, ue = union_intervals(s[kind == code], e[kind == code])
+        cover[code] = covered(ps, us, ue)
         label[cover[code]] = code
     overlapped = cover[0] & cover[1]
     # Idle pieces take the host phase at their start as cause.
@@ -270,7 +75,7 @@ def _device_partition(lo: int, hi: int, dev: _Spans, host: _Partition, syncs: tu
         idle = label == len(_DEVICE_LABELS)
         # An idle gap that began while the host waited in a sync: the sync emptied the queue.
         gap_start = idle & np.r_[True, ~idle[:-1]]
-        in_sync = _covered(ps, *_union(sync_s[ssel], sync_e[ssel])) & gap_start
+        in_sync = covered(ps, *union_intervals(sync_s[ssel], sync_e[ssel])) & gap_start
         gap_id = np.cumsum(gap_start)
         synced_gaps = set(gap_id[in_sync].tolist())
         causes[idle & np.isin(gap_id, list(synced_gaps))] = "synchronization"
@@ -292,7 +97,7 @@ def _phase_codes(names: np.ndarray, annotation: np.ndarray) -> np.ndarray:
     codes = {}
     for key in dict.fromkeys(keys):
         phase = span_phase(key[0], key[1])
-        codes[key] = _CODE[phase] if phase else _NEUTRAL
+        codes[key] = _CODE[phase] if phase else NEUTRAL
     return np.fromiter(map(codes.__getitem__, keys), dtype=np.int64, count=len(keys))
 
 
@@ -353,7 +158,7 @@ def _step_threads(store: TableStore) -> dict[int, int]:
     return out
 
 
-def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[_Spans, _Spans, _Spans]:
+def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dict, dict, dict]:
     where = """h.window_index = ? AND h.name NOT LIKE 'ProfilerStep#%' AND h.dur_ns >= 0
                AND (h.category <> 'python_function' OR h.name LIKE 'nn.Module:%')"""
     # Phases are decided per distinct (name, annotation) here, then joined in
@@ -399,7 +204,7 @@ def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[_Sp
     gc = _arrays(store, "SELECT start_ns, start_ns + dur_ns AS end_ns FROM gc_pauses WHERE window_index = ? "
                         "AND (tid IS NULL OR tid = ?)", [window, tid if tid is not None else -1])
     gc = {k: v.astype(np.int64) for k, v in gc.items()}
-    return _Spans(spans), _Spans(other), _Spans(gc)
+    return spans, other, gc
 
 
 def _device_inputs(store: TableStore, window: int) -> tuple[dict, tuple]:
@@ -420,8 +225,8 @@ def _device_inputs(store: TableStore, window: int) -> tuple[dict, tuple]:
 _STEPS_PER_WORKER = 200
 
 
-def attribute_phases(store: TableStore) -> dict[str, np.ndarray]:
-    """The ``phase_spans`` table's columns for every step of ``store``."""
+def attribute_phases(store: TableStore, cores_taken: int = 0) -> dict[str, np.ndarray]:
+    """The ``phase_spans`` table's columns for every step of ``store`` (``cores_taken``: see ``worker_count``)."""
     threads = _step_threads(store)
     has_device = store.rows("SELECT count(*) FROM device_ops WHERE kind IN ('kernel', 'memcpy', 'memset')")[0][0] > 0
     steps = store.rows("SELECT window_index, step, start_ns, end_ns FROM steps WHERE end_ns > start_ns "
@@ -440,7 +245,7 @@ def attribute_phases(store: TableStore) -> dict[str, np.ndarray]:
                   *(_device_inputs(store, window) if has_device else (None, None)))
         # Steps are independent once the window's spans are loaded: the later
         # ones go to forked workers (both cores; one process on one core).
-        n_parts = worker_count(len(rows), _STEPS_PER_WORKER)
+        n_parts = worker_count(len(rows), _STEPS_PER_WORKER, cores_taken)
         bounds = [len(rows) * i // n_parts for i in range(n_parts + 1)]
         children = []
         try:
@@ -464,17 +269,18 @@ def attribute_phases(store: TableStore) -> dict[str, np.ndarray]:
 
 
 def _attribute_steps(steps: list[tuple], inputs: tuple, has_device: bool) -> dict[str, list[np.ndarray]]:
-    """Rows of ``phase_spans`` for some steps of one window, as per-step arrays per column."""
+    """Rows of ``phase_spans`` for some steps of one window (sorted by start), as arrays per column."""
     tid, spans, other, gc, dev, syncs = inputs
-    # Per step, arrays of rows (not one Python call per row: a long trace has
-    # hundreds of thousands of spans).
+    # Arrays of rows, many steps' at once (not one Python call per row: a long
+    # trace has hundreds of thousands of spans).
     parts: dict[str, list[np.ndarray]] = {k: [] for k in _SPAN_COLUMNS}
 
     def add(window, step, view: str, phase: np.ndarray, cause: np.ndarray, start: np.ndarray, end: np.ndarray,
             tid, overlapped: np.ndarray) -> None:
         n = len(start)
         for key, value in (("window_index", np.full(n, _MISSING if window is None else window, np.int64)),
-                           ("step", np.full(n, _MISSING if step is None else step, np.int64)),
+                           ("step", step if isinstance(step, np.ndarray) else
+                            np.full(n, _MISSING if step is None else step, np.int64)),
                            ("view", np.full(n, view, dtype=object)), ("phase", phase), ("cause", cause),
                            ("start_ns", start), ("end_ns", end), ("dur_ns", end - start),
                            ("tid", np.full(n, _MISSING if tid is None else tid, np.int64)),
@@ -483,13 +289,24 @@ def _attribute_steps(steps: list[tuple], inputs: tuple, has_device: bool) -> dic
 
     host_names = np.array(HOST_PHASES, dtype=object)
     device_names = np.array(_DEVICE_LABELS + ("idle",), dtype=object)
-    for window, step, lo, hi in steps:
-        host = _host_partition(lo, hi, spans, other, gc)
-        n = len(host.start)
-        add(window, step, "host", host_names[host.label.astype(np.int64)], np.full(n, None, dtype=object),
-            host.start.astype(np.int64), host.end.astype(np.int64), tid, np.zeros(n, dtype=bool))
-        if has_device:
-            rows = _device_partition(lo, hi, dev, host, syncs)
+    lo_all = np.array([row[2] for row in steps], dtype=np.int64)
+    hi_all = np.array([row[3] for row in steps], dtype=np.int64)
+    numbers = np.array([_MISSING if row[1] is None else row[1] for row in steps], dtype=np.int64)
+    for first, last in disjoint_runs(lo_all, hi_all):
+        host = host_segments(lo_all[first:last], hi_all[first:last], spans, other, gc)
+        window = steps[first][0]
+        if not has_device:  # the host rows of the whole run, in step then time order
+            n = len(host.start)
+            add(window, numbers[first:last][host.step], "host", host_names[host.label], np.full(n, None, dtype=object),
+                host.start, host.end, tid, np.zeros(n, dtype=bool))
+            continue
+        bounds = np.searchsorted(host.step, np.arange(last - first + 1)).tolist()
+        for i, (window, step, lo, hi) in enumerate(steps[first:last]):
+            a, b = bounds[i], bounds[i + 1]
+            mine = StepSegments(host.step[a:b], host.start[a:b], host.end[a:b], host.label[a:b])
+            add(window, step, "host", host_names[mine.label], np.full(b - a, None, dtype=object),
+                mine.start, mine.end, tid, np.zeros(b - a, dtype=bool))
+            rows = _device_partition(lo, hi, dev, mine, syncs)
             codes = np.array([r[0][0] for r in rows], dtype=np.int64)
             add(window, step, "device", device_names[codes], np.array([r[0][2] for r in rows], dtype=object),
                 np.array([r[1] for r in rows], dtype=np.int64), np.array([r[2] for r in rows], dtype=np.int64),
@@ -497,11 +314,15 @@ def _attribute_steps(steps: list[tuple], inputs: tuple, has_device: bool) -> dic
     return parts
 
 
-def write_attribution(tables_dir, budget_bytes: int | None = None) -> None:
+def write_attribution(tables_dir, budget_bytes: int | None = None,
+                      in_memory: dict[str, dict[str, np.ndarray]] | None = None, strings: list[str] | None = None,
+                      cores_taken: int = 0) -> None:
     """Add ``phase_spans`` to a tables directory being built, from its other tables.
 
-    Every parser calls this once its tables are written, before they are published.
+    Every parser calls this once its tables are written, before they are
+    published; ``in_memory`` tables (codes into ``strings``) are read from
+    memory while their files are still being written.
     """
-    with TableStore(tables_dir, budget_bytes) as store:
-        spans = attribute_phases(store)
+    with TableStore(tables_dir, budget_bytes, in_memory, strings) as store:
+        spans = attribute_phases(store, cores_taken)
     replace_table(tables_dir, "phase_spans", spans, budget_bytes)

@@ -22,6 +22,7 @@ from mlprof.capture import layout
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.attribution import write_attribution
+from mlprof.parse.table_writer import write_tables_and_attribution
 from mlprof.parse.capture_files import read_gc, read_markers, read_modules, read_python_samples, read_steps
 from mlprof.parse.host_samples import read_host_counters
 from mlprof.parse.scalars import read_scalar_columns
@@ -192,10 +193,7 @@ def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: Parse
     make_private_dir(out_dir)
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
-        write_tables(tmp, columns, strings, budget_bytes)
-        release_freed_memory()
-        write_attribution(tmp, budget_bytes)
-        release_freed_memory()
+        write_tables_and_attribution(tmp, columns, strings, budget_bytes)
         _publish_tables(tmp, out_dir, result, started)
 
 

@@ -54,15 +54,22 @@ def connect(budget_bytes: int | None = None) -> duckdb.DuckDBPyConnection:
 class TableStore:
     """Read access to a directory of table files through an embedded DuckDB."""
 
-    def __init__(self, tables_dir: Path, budget_bytes: int | None = None) -> None:
+    def __init__(self, tables_dir: Path, budget_bytes: int | None = None,
+                 in_memory: dict[str, dict[str, np.ndarray]] | None = None, strings: list[str] | None = None) -> None:
+        """``in_memory``: tables of a parse not on disk yet, as :func:`write_tables` takes them
+        (string columns as codes into ``strings``); they read exactly as their files will."""
         self.tables_dir = Path(tables_dir)
         if not self.tables_dir.is_dir():
             raise MlprofError(f"{self.tables_dir}: no parsed tables here; run `mlprof parse` first")
         self.con = connect(budget_bytes)
         self.over_budget = False
+        if in_memory:
+            _load_strings(self.con, strings or [])
         for name in TABLES:
             path = self.tables_dir / f"{name}.parquet"
-            if path.is_file():
+            if in_memory and name in in_memory:
+                self.con.execute(f'CREATE VIEW "{name}" AS {_frame_select(self.con, name, in_memory[name])}')
+            elif path.is_file():
                 source = f"read_parquet('{_sql_str(path)}')"
                 present = {row[0] for row in self.con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
                 # Tables an older mlprof wrote lack newer columns: they read as NULL, not as a binder error.
@@ -169,9 +176,31 @@ def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray],
         con.close()
 
 
+def _load_strings(con: duckdb.DuckDBPyConnection, strings: list[str]) -> None:
+    """The parse's string pool as one DuckDB list, for :func:`_frame_select`'s code lookups."""
+    con.register("_strings_src", {"code": np.arange(len(strings), dtype=np.int32),
+                                  "value": np.array(strings, dtype=object)})
+    con.execute("CREATE TABLE _strlist AS SELECT list(value ORDER BY code) AS l FROM _strings_src")
+    con.unregister("_strings_src")
+
+
+def _frame_select(con: duckdb.DuckDBPyConnection, name: str, data: dict[str, np.ndarray]) -> str:
+    """Register one table's in-memory columns; the SELECT that gives its rows as its file holds them.
+
+    The one definition of how decoded columns become a table (NULLs, types,
+    string codes), shared by the writer and by a store over tables not yet written.
+    """
+    schema = TABLES[name]
+    frame = {col.name: data[col.name] for col in schema.columns if col.name in data}
+    coded = {c.name for c in schema.columns
+             if c.name in frame and c.sql_type == "VARCHAR" and frame[c.name].dtype != object}
+    con.register(f"_frame_{name}", frame)
+    return f"SELECT {_select_list(schema, set(frame), coded)} FROM _frame_{name} f"
+
+
 def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strings: list[str],
-                 budget_bytes: int | None = None) -> None:
-    """Write every declared table to ``out_dir/<name>.parquet``.
+                 budget_bytes: int | None = None, only: tuple[str, ...] | None = None) -> None:
+    """Write every declared table (or those named in ``only``) to ``out_dir/<name>.parquet``.
 
     ``columns`` maps a table name to its column arrays: integer columns use
     :data:`MISSING_INT` for NULL, string columns are int32 codes into
@@ -190,30 +219,22 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
     # trace, 2 threads peaked at 1.07 GB, 1 thread at 0.70 GB, in the same time).
     con.execute("SET threads = 1")
     try:
-        con.register("_strings_src", {"code": np.arange(len(strings), dtype=np.int32),
-                                      "value": np.array(strings, dtype=object)})
-        con.execute("CREATE TABLE _strlist AS SELECT list(value ORDER BY code) AS l FROM _strings_src")
-        con.unregister("_strings_src")
+        _load_strings(con, strings)
+
         def held_bytes(name: str) -> int:
             return sum(getattr(a, "nbytes", 0) for a in (columns.get(name) or {}).values())
 
-        for name in sorted(TABLES, key=held_bytes):
+        for name in sorted(TABLES if only is None else only, key=held_bytes):
             schema = TABLES[name]
             data = columns.pop(name, None) or {}
-            frame = {col.name: data[col.name] for col in schema.columns if col.name in data}
-            del data
             target = _sql_str(out_dir / f"{name}.parquet")
-            n_rows = len(next(iter(frame.values()))) if frame else 0
-            if n_rows:
-                coded = {c.name for c in schema.columns
-                         if c.name in frame and c.sql_type == "VARCHAR" and frame[c.name].dtype != object}
-                con.register("_frame", frame)
+            if len(next((data[c.name] for c in schema.columns if c.name in data), ())):
+                select = _frame_select(con, name, data)
+                del data
                 # DuckDB holds a row group or two while it encodes them; half its default
                 # (122,880 rows) held 20 MB less beside host_ops, files of the same size.
-                con.execute(f"COPY (SELECT {_select_list(schema, set(frame), coded)} FROM _frame f) "
-                            f"TO '{target}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 65536)")
-                con.unregister("_frame")
-                del frame
+                con.execute(f"COPY ({select}) TO '{target}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 65536)")
+                con.unregister(f"_frame_{name}")
             else:
                 con.execute(schema.create_sql())
                 con.execute(f"COPY \"{name}\" TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
