@@ -320,6 +320,41 @@ def _build_flows(k: KinetoColumns, w: int, tables: _Tables) -> None:
     fl = k.flows
     if not fl:
         return
+    pairs = _paired_flows(fl["ph"], fl["category"], fl["flow_id"])
+    if pairs is None:
+        pairs = _paired_flows_in_order(fl)
+    if not len(pairs[0]):
+        return
+    a, b = pairs
+    tables.add("flows", w, {
+        "flow_id": fl["flow_id"][a], "category": fl["category"][a],
+        "start_pid": fl["pid"][a], "start_tid": fl["tid"][a], "start_ns": fl["ts_ns"][a],
+        "end_pid": fl["pid"][b], "end_tid": fl["tid"][b], "end_ns": fl["ts_ns"][b],
+    })
+
+
+def _paired_flows(ph: np.ndarray, category: np.ndarray, flow_id: np.ndarray) -> tuple | None:
+    """(start rows, end rows) of the flows, in the order their second event comes, when every
+    (category, id) has exactly one start and one end (Kineto's flows); else None."""
+    rows = np.flatnonzero((ph == FLOW_START) | (ph == FLOW_END))
+    if len(rows) % 2:
+        return None
+    rows = rows[np.lexsort((rows, flow_id[rows], category[rows]))]
+    first, second = rows[0::2], rows[1::2]
+    if not ((category[first] == category[second]).all() and (flow_id[first] == flow_id[second]).all()
+            and (ph[first] != ph[second]).all()):
+        return None
+    if len(first) > 1:  # two events a key, not more: the next pair's key differs
+        if ((category[second[:-1]] == category[first[1:]]) & (flow_id[second[:-1]] == flow_id[first[1:]])).any():
+            return None
+    order = np.argsort(second, kind="stable")
+    first, second = first[order], second[order]
+    starts_first = ph[first] == FLOW_START
+    return np.where(starts_first, first, second), np.where(starts_first, second, first)
+
+
+def _paired_flows_in_order(fl: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The general pairing, event by event (repeated or unmatched ids)."""
     ph = fl["ph"].tolist()
     cat = fl["category"].tolist()
     fid = fl["flow_id"].tolist()
@@ -341,15 +376,7 @@ def _build_flows(k: KinetoColumns, w: int, tables: _Tables) -> None:
                 ends[key] = i
             else:
                 pairs.append((j, i))
-    if not pairs:
-        return
-    a = np.array([p[0] for p in pairs])
-    b = np.array([p[1] for p in pairs])
-    tables.add("flows", w, {
-        "flow_id": fl["flow_id"][a], "category": fl["category"][a],
-        "start_pid": fl["pid"][a], "start_tid": fl["tid"][a], "start_ns": fl["ts_ns"][a],
-        "end_pid": fl["pid"][b], "end_tid": fl["tid"][b], "end_ns": fl["ts_ns"][b],
-    })
+    return (np.array([p[0] for p in pairs], dtype=np.int64), np.array([p[1] for p in pairs], dtype=np.int64))
 
 
 def _build_misc(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables) -> None:
