@@ -92,7 +92,9 @@ def write_tables_and_attribution(out_dir: Path, columns: dict[str, dict[str, np.
     try:
         write_tables(out_dir, columns, strings, budget_bytes, tuple(name for name in TABLES if name != overlapped))
         write_attribution(out_dir, budget_bytes, {overlapped: table}, strings, cores_taken=1)
-    finally:
-        del table
-        writer.result()
+    except BaseException:
+        writer.join()  # nothing may still write into out_dir once the caller removes it; this error wins
+        raise
+    del table
+    writer.result()
     release_freed_memory()
