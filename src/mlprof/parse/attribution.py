@@ -27,6 +27,7 @@ GC, communication, or ``launch`` when the host was busy issuing work), or
 a synchronizing call (the device drained because the host waited on it).
 
 The spans of a step partition it exactly: they sum to the step in each view.
+The host view is worked out for a run of steps at once (:mod:`mlprof.parse.host_view`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from functools import partial
 
 import numpy as np
 
-from mlprof.parse.host_view import NEUTRAL, PHASE_CODE, StepSegments, covered, disjoint_runs, host_segments, union_intervals
+from mlprof.parse.host_view import (
+    NEUTRAL, PHASE_CODE, StepSegments, covered, disjoint_runs, host_segments, union_intervals)
 from mlprof.parse.phase_rules import idle_cause, is_sync_call, span_phase
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 from mlprof.tables.phases import HOST_PHASES, window_extents
@@ -43,7 +45,6 @@ from mlprof.tables.store import TableStore, replace_table
 
 __all__ = ["attribute_phases", "write_attribution"]
 
-_CODE = PHASE_CODE
 _DEVICE_LABELS = ("compute", "communication", "memcpy", "memset")
 _SPAN_COLUMNS = ("window_index", "step", "view", "phase", "cause", "start_ns", "end_ns", "dur_ns", "tid",
                  "overlapped")
@@ -97,7 +98,7 @@ def _phase_codes(names: np.ndarray, annotation: np.ndarray) -> np.ndarray:
     codes = {}
     for key in dict.fromkeys(keys):
         phase = span_phase(key[0], key[1])
-        codes[key] = _CODE[phase] if phase else NEUTRAL
+        codes[key] = PHASE_CODE[phase] if phase else NEUTRAL
     return np.fromiter(map(codes.__getitem__, keys), dtype=np.int64, count=len(keys))
 
 
@@ -180,8 +181,8 @@ def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dic
             ({on_thread} AND (coalesce(h.depth = 0, false) OR f.phase >= 0
                               OR coalesce(h.parent_op_id IN (SELECT op_id FROM host_ops
                                                              WHERE name LIKE 'ProfilerStep#%'), false)))
-            OR (NOT {on_thread} AND coalesce(h.depth = 0, false) AND f.phase IN ({_CODE["backward"]},
-                                                                               {_CODE["communication"]})))
+            OR (NOT {on_thread} AND coalesce(h.depth = 0, false) AND f.phase IN ({PHASE_CODE["backward"]},
+                                                                               {PHASE_CODE["communication"]})))
         ORDER BY h.op_id""", [tid, window, tid, tid])
     store.con.unregister("_phases")
     mine = ops["on_thread"].astype(bool)
@@ -189,7 +190,7 @@ def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dic
     parts = [(ops["start_ns"][mine], ops["end_ns"][mine], phase[mine])]
     mods = _arrays(store, "SELECT start_ns, end_ns FROM module_calls WHERE window_index = ? AND tid = ? "
                           "AND end_ns IS NOT NULL", [window, tid if tid is not None else -1])
-    parts.append((mods["start_ns"], mods["end_ns"], np.full(len(mods["start_ns"]), _CODE["forward"])))
+    parts.append((mods["start_ns"], mods["end_ns"], np.full(len(mods["start_ns"]), PHASE_CODE["forward"])))
     ranges = _arrays(store, "SELECT start_ns, end_ns, name FROM markers WHERE window_index = ? AND kind = 'range' "
                             "AND end_ns IS NOT NULL AND end_ns >= start_ns AND tid = ?",
                      [window, tid if tid is not None else -1])
