@@ -114,7 +114,7 @@ class AdvisorContext:
                      AND f.start_ns <= o.start_ns AND f.end_ns >= o.end_ns
                 GROUP BY o.op_id, o.folded_self_ns)
             SELECT call_site, module, count(*) AS count, sum(folded_self_ns) AS self_ns
-            FROM hit GROUP BY call_site, module ORDER BY self_ns DESC LIMIT {int(limit)}""", params)
+            FROM hit GROUP BY call_site, module ORDER BY self_ns DESC, call_site, module LIMIT {int(limit)}""", params)
 
     def sampled_call_sites(self, op_filter_sql: str, params: list, limit: int = 3) -> list[dict]:
         """The user's lines the Python sampler saw while the matching host ops ran (on any thread
@@ -130,4 +130,4 @@ class AdvisorContext:
             SELECT k.call_site, any_value(k.leaf) AS leaf, count(*) AS samples, sum(h.weight_ns) AS self_ns
             FROM hit h JOIN python_stacks k ON k.window_index = h.window_index AND k.stack_id = h.stack_id
             WHERE k.call_site IS NOT NULL
-            GROUP BY k.call_site ORDER BY samples DESC LIMIT {int(limit)}""", params)
+            GROUP BY k.call_site ORDER BY samples DESC, k.call_site LIMIT {int(limit)}""", params)

@@ -50,7 +50,7 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         key = (r["window_index"], r["step"])
         m["per_step"][key] = m["per_step"].get(key, 0) + ns
     findings = []
-    for m in sorted(modules.values(), key=lambda m: -m["self_ns"])[:3]:
+    for m in sorted(modules.values(), key=lambda m: (-m["self_ns"], m["module"]))[:3]:
         share = ctx.share(m["self_ns"])
         if share < th.dominant_op_warn_share:
             break
@@ -62,7 +62,7 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         # A Linear/Conv layer spending its time in its matmul is doing its job.
         severity = "info" if compute_bound else severity_for(judged, th.dominant_op_warn_share, th)
         name = m["module"].removeprefix("nn.Module: ")
-        ops = sorted(m["ops"].values(), key=lambda o: -(o["self_ns"] or 0))[:8]
+        ops = sorted(m["ops"].values(), key=lambda o: (-(o["self_ns"] or 0), o["name"]))[:8]
         findings.append(Finding(
             id="dominant_module", severity=severity, share=round(share, 4), impact_ns=int(m["self_ns"]),
             title=f"Module {name} takes {share:.0%} of step time (forward ops' self time)",
