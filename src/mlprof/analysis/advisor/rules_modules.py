@@ -28,9 +28,10 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                    FROM host_ops WHERE category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL),
         m AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name FROM host_ops
               WHERE category = 'python_function' AND name LIKE 'nn.Module:%' AND step IS NOT NULL),
+        -- Innermost: the latest start, then the first end (nested modules can start in the same us).
         inner_most AS (
             SELECT o.op_id, o.window_index, o.step, o.name AS op, o.folded_self_ns,
-                   arg_max(m.name, m.start_ns) AS module
+                   arg_max(m.name, (m.start_ns, -m.end_ns, m.name)) AS module
             FROM o JOIN m ON m.window_index = o.window_index AND m.tid = o.tid
                  AND m.start_ns <= o.start_ns AND m.end_ns >= o.end_ns
             GROUP BY o.op_id, o.window_index, o.step, o.name, o.folded_self_ns)
