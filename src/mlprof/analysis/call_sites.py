@@ -56,7 +56,9 @@ def call_sites(store: TableStore, phase: str | None = None, step: int | None = N
         all_time AS (SELECT sum(phase_ns) AS steps_ns FROM phase_time),
         per_site AS (
             SELECT phase, call_site, any_value(call_site_file) AS file, any_value(call_site_line) AS line,
-                   any_value(call_site_function) AS function, mode(leaf) AS leaf, count(*) AS samples
+                   any_value(call_site_function) AS function, count(*) AS samples,
+                   -- Ties go to the first leaf by name: plain mode() kept whichever it met first.
+                   mode() WITHIN GROUP (ORDER BY leaf) AS leaf
             FROM sampled GROUP BY phase, call_site),
         per_phase AS (SELECT phase, count(DISTINCT (window_index, ts_ns)) AS phase_samples FROM sampled GROUP BY phase)
         SELECT s.phase, s.call_site, s.file, s.line, s.function, s.leaf, s.samples,

@@ -51,12 +51,12 @@ def _comm_ops(store: TableStore) -> tuple[str, list[dict]]:
     """("device"|"host", ops): communication ops in steps with name, group, start, dur, bytes."""
     rows = store.dicts("""
         SELECT coalesce(collective_name, name) AS name, coalesce(group_name, '') AS grp, step,
-               start_ns, dur_ns, size_bytes FROM collectives WHERE step IS NOT NULL ORDER BY start_ns""")
+               start_ns, dur_ns, size_bytes FROM collectives WHERE step IS NOT NULL ORDER BY start_ns, device_op_id""")
     if rows:
         return "device", rows
     rows = store.dicts(f"""
         SELECT name, '' AS grp, step, start_ns, dur_ns, input_dims, input_types FROM host_ops
-        WHERE step IS NOT NULL AND regexp_matches(name, '{HOST_COMM_PATTERN}') ORDER BY start_ns""")
+        WHERE step IS NOT NULL AND regexp_matches(name, '{HOST_COMM_PATTERN}') ORDER BY start_ns, op_id""")
     for r in rows:
         r["size_bytes"] = _message_bytes(r.pop("input_dims"), r.pop("input_types"))
     return "host", rows

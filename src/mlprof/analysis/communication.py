@@ -29,12 +29,12 @@ def communication_summary(store: TableStore, step: int | None = None) -> dict:
         SELECT collective_name, count(*) AS count, sum(dur_ns) AS total_ns,
                sum(size_bytes) AS total_bytes,
                sum(size_bytes) / nullif(sum(dur_ns), 0) AS bandwidth_gb_per_s
-        FROM collectives {cond} GROUP BY collective_name ORDER BY total_ns DESC""", params)
+        FROM collectives {cond} GROUP BY collective_name ORDER BY total_ns DESC, collective_name""", params)
     ops = store.dicts(f"""
         SELECT step, name, collective_name, group_name, group_desc, group_ranks, group_size, dtype,
                in_nelems, out_nelems, size_bytes, device, stream, start_ns, dur_ns,
                size_bytes / nullif(dur_ns, 0) AS bandwidth_gb_per_s
-        FROM collectives {cond} ORDER BY start_ns""", params)
+        FROM collectives {cond} ORDER BY start_ns, device_op_id""", params)
     return {"rank": rank_of(store), "collectives": by_type, "ops": ops}
 
 
@@ -47,7 +47,7 @@ def communication_matrix(store: TableStore, step: int | None = None) -> list[dic
                sum(size_bytes) AS size_bytes, sum(dur_ns) AS time_ns,
                sum(size_bytes) / nullif(sum(dur_ns), 0) AS bandwidth_gb_per_s
         FROM collectives {cond}
-        GROUP BY collective_name, group_name, group_ranks ORDER BY collective_name, group_name""", params)
+        GROUP BY collective_name, group_name, group_ranks ORDER BY collective_name, group_name, group_ranks""", params)
     for row in rows:
         row["src_rank"] = rank
         try:

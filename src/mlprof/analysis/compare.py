@@ -294,7 +294,9 @@ def compare(base: TableStore, new: TableStore, top: int | None = None,
     def section(b: dict, nw: dict, value, label, value_new=None) -> list[Delta]:
         value_new = value_new or value
         rows = []
-        for key in b.keys() | nw.keys():
+        # In key order: _rank keeps ties (a kernel name of two kinds) in the order met, and a set's
+        # order changes with the interpreter's string hashing.
+        for key in sorted(b.keys() | nw.keys(), key=lambda k: [str(v) for v in k]):
             rb, rn = b.get(key) or {}, nw.get(key) or {}
             detail = {"base_count": rb.get("count", 0), "new_count": rn.get("count", 0),
                       "present_in": "both" if rb and rn else "base" if rb else "new"}

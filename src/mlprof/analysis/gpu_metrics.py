@@ -50,9 +50,12 @@ def gpu_metrics(store: TableStore, step: int | None = None) -> dict | None:
         store.temp_table("_sm_counts", "device INTEGER, sms BIGINT", list(sms.items()))
         # grid is JSON text "[x, y, z]": blocks = x * y * z. Kernels on several streams overlap:
         # at each instant the SMs in use are capped at all of them, so sweep the starts and ends.
+        # The weights are summed as decimals: sums of doubles depend on the order DuckDB's threads
+        # add them in, and the last digits changed from run to run.
         weighted, devices = store.rows(f"""
             WITH k AS (SELECT d.device, greatest(d.start_ns, st.start_ns) AS start_ns,
-                              least(d.start_ns + d.dur_ns, st.end_ns) AS end_ns, least(1.0, list_product(g) / s.sms) AS w
+                              least(d.start_ns + d.dur_ns, st.end_ns) AS end_ns,
+                              CAST(least(1.0, list_product(g) / s.sms) AS DECIMAL(38, 18)) AS w
                        FROM (SELECT *, from_json(grid, '["BIGINT"]') AS g FROM device_ops) d
                        JOIN _sm_counts s ON s.device = d.device
                        -- clipped to the steps, as the attribution's device view is
@@ -66,7 +69,9 @@ def gpu_metrics(store: TableStore, step: int | None = None) -> dict | None:
             FROM run WHERE t_next IS NOT NULL""", params)[0]
         weighted = None if not devices or weighted is None else weighted / devices
         sm_eff = None if weighted is None else float(weighted) / total
-    occ = store.rows(f"""SELECT sum(occupancy_pct * dur_ns) / nullif(sum(dur_ns), 0) FROM device_ops
+    # Decimal too: a sum of doubles changes with the order it is added in.
+    occ = store.rows(f"""SELECT sum(CAST(occupancy_pct AS DECIMAL(38, 12)) * dur_ns) / nullif(sum(dur_ns), 0)
+                         FROM device_ops
                          WHERE kind = 'kernel' AND occupancy_pct IS NOT NULL AND step IS NOT NULL{cond}""",
                      params)[0][0]
     return {"step_ns": int(total), "utilization": int(busy or 0) / total, "sm_efficiency": sm_eff,

@@ -60,7 +60,8 @@ def step_host_load(store: TableStore) -> list[dict]:
             row[key] = store.dicts(f"""
                 SELECT series AS name, pid, avg(value) AS cpu_percent FROM counters
                 WHERE name = '{counter}' AND ts_ns > ? AND ts_ns <= ?
-                GROUP BY series, pid ORDER BY cpu_percent DESC LIMIT 5""", [lo if lo is not None else hi - 1, hi])
+                GROUP BY series, pid ORDER BY cpu_percent DESC, series, pid LIMIT 5""",
+                [lo if lo is not None else hi - 1, hi])
         row.pop("to_ns")
     return rows
 

@@ -49,7 +49,7 @@ def job_info(store: TableStore, source: Path, output_dir: Path) -> JobInfo:
         UNION ALL SELECT min(start_ns), max(start_ns + dur_ns) FROM device_ops
         UNION ALL SELECT min(start_ns), max(end_ns) FROM steps)""")[0]
     slowest = store.dicts("SELECT step, window_index AS window, dur_ns FROM steps "
-                          "ORDER BY dur_ns DESC, step LIMIT 5")
+                          "ORDER BY dur_ns DESC, step, window_index LIMIT 5")
     devices = [r[0] for r in store.rows("SELECT DISTINCT device FROM device_ops WHERE device IS NOT NULL ORDER BY 1")]
     raw = Path(source) / RAW_DIR if (Path(source) / RAW_DIR).is_dir() else Path(source)
     # One eventCount row per window: the capture's count is their sum.

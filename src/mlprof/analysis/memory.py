@@ -9,9 +9,12 @@ __all__ = ["memory_record", "operator_memory"]
 
 def memory_record(store: TableStore, step: int | None = None) -> list[dict]:
     cond = "" if step is None else "WHERE step = ?"
+    # Events at one ns (on several devices, a block freed as another is allocated) need an order of
+    # their own: DuckDB's sort is not stable on large inputs, so ties came out differently run to run.
     return store.dicts(f"""
         SELECT ts_ns, device_type, device_id, total_allocated_bytes, total_reserved_bytes
-        FROM memory_events {cond} ORDER BY ts_ns""", [] if step is None else [step])
+        FROM memory_events {cond} ORDER BY ts_ns, window_index, device_type, device_id, addr, size_bytes""",
+        [] if step is None else [step])
 
 
 def operator_memory(store: TableStore, step: int | None = None) -> list[dict]:
@@ -28,4 +31,5 @@ def operator_memory(store: TableStore, step: int | None = None) -> list[dict]:
                a.device_type, a.device_id
         FROM ev a LEFT JOIN host_ops h ON h.op_id = a.host_op_id
         WHERE a.size_bytes > 0 {cond}
-        ORDER BY a.ts_ns""", [] if step is None else [step])
+        ORDER BY a.ts_ns, a.window_index, a.device_type, a.device_id, a.addr""",
+        [] if step is None else [step])

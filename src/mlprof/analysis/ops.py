@@ -105,7 +105,7 @@ def operator_details(store: TableStore, step: int | None = None) -> list[dict]:
         FROM host_ops h LEFT JOIN _op_device d USING (op_id)
         WHERE h.{HOST_OP_FILTER} {cond}
         GROUP BY h.name, h.input_dims, h.input_types
-        ORDER BY host_total_ns DESC, h.name, h.input_dims""", params)
+        ORDER BY host_total_ns DESC, h.name, h.input_dims, h.input_types""", params)
 
 
 def kernel_statistic(store: TableStore, step: int | None = None) -> list[dict]:
@@ -116,7 +116,7 @@ def kernel_statistic(store: TableStore, step: int | None = None) -> list[dict]:
                min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
                100.0 * sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (), 0) AS ratio_pct
         FROM device_ops WHERE kind <> 'sync' {cond}
-        GROUP BY name, kind ORDER BY total_ns DESC, name""", params)
+        GROUP BY name, kind ORDER BY total_ns DESC, name, kind""", params)
 
 
 def api_statistic(store: TableStore, step: int | None = None) -> list[dict]:

@@ -96,7 +96,7 @@ def _batch_shape(store: TableStore) -> str | None:
                    WHERE view = 'host' AND phase = 'forward') p
           ON h.window_index = p.window_index AND h.tid = p.tid AND h.start_ns >= p.start_ns
         WHERE h.start_ns < p.end_ns AND h.input_dims IS NOT NULL AND h.input_dims NOT IN ('[]', '[[]]')
-        ORDER BY h.window_index, h.start_ns, h.depth LIMIT 1""")
+        ORDER BY h.window_index, h.start_ns, h.depth, h.op_id LIMIT 1""")
     return f"{rows[0][0]} {rows[0][1]}" if rows else None
 
 

@@ -132,4 +132,4 @@ def data_loading_spans(store: TableStore, step: int | None = None) -> list[dict]
          AND h.name NOT LIKE 'ProfilerStep#%'
         WHERE p.view = 'host' AND p.phase = 'data_loading' {cond}
         GROUP BY p.window_index, p.step, p.tid, p.start_ns, p.dur_ns
-        ORDER BY p.start_ns""", [] if step is None else [step])
+        ORDER BY p.start_ns, p.window_index, p.tid""", [] if step is None else [step])

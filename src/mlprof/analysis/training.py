@@ -28,7 +28,8 @@ def is_throughput(name: str) -> bool:
 def scalar_rows(store: TableStore, step: int | None = None) -> list[dict]:
     """Every logged value in logging order (training_metrics.csv)."""
     cond, params = ("WHERE step = ?", [step]) if step is not None else ("", [])
-    return store.dicts(f"SELECT step, name, value, source, ts_ns FROM scalars {cond} ORDER BY ts_ns, name", params)
+    return store.dicts(f"SELECT step, name, value, source, ts_ns FROM scalars {cond} "
+                       "ORDER BY ts_ns, name, step, source, value", params)
 
 
 def metrics_by_step(store: TableStore) -> list[dict]:

@@ -61,7 +61,7 @@ def _queries(base: int, step: int | None) -> list[tuple[str, list]]:
             FROM device_ops WHERE true{st}""", p),
         # Host -> device flow arrows: launch (runtime call) to the device op.
         (f"""WITH pairs AS (
-                SELECT row_number() OVER (ORDER BY d.start_ns, d.device_op_id) AS fid, r.pid AS rpid,
+                SELECT row_number() OVER (ORDER BY d.start_ns, d.device_op_id, r.call_id) AS fid, r.pid AS rpid,
                        r.tid AS rtid, r.start_ns AS rts, coalesce(d.device, 0) AS dpid,
                        coalesce(d.stream, 0) AS dtid, d.start_ns AS dts
                 FROM device_ops d JOIN runtime_calls r
@@ -73,7 +73,8 @@ def _queries(base: int, step: int | None) -> list[tuple[str, list]]:
             SELECT to_json({{ph: 'f', id: fid, bp: 'e', cat: 'ac2g', name: 'ac2g', pid: dpid, tid: dtid,
                              ts: {ts % 'dts'}}}) FROM pairs""", p),
         (f"""WITH pairs AS (
-                SELECT 1000000000000 + row_number() OVER (ORDER BY start_ns, end_ns) AS fid, *
+                SELECT 1000000000000 + row_number() OVER (ORDER BY start_ns, end_ns, category, start_pid, start_tid,
+                                                                end_pid, end_tid, flow_id) AS fid, *
                 FROM flows WHERE category NOT IN ({_LAUNCH_FLOWS}) AND start_pid IS NOT NULL
                   AND end_pid IS NOT NULL)
             SELECT to_json({{ph: 's', id: fid, cat: category, name: category, pid: start_pid,
@@ -113,7 +114,7 @@ def _queries(base: int, step: int | None) -> list[tuple[str, list]]:
         # drawn at the moment they were logged, on mlprof's own process.
         (f"""SELECT to_json({{ph: 'C', cat: 'scalar', name: name, pid: {MLPROF_PID}, ts: {ts % 'ts_ns'},
                args: map_from_entries([(name, value)])}})
-            FROM scalars WHERE value IS NOT NULL{st} ORDER BY ts_ns""", p),
+            FROM scalars WHERE value IS NOT NULL{st} ORDER BY ts_ns, name, step, source, value""", p),
     ]
 
 

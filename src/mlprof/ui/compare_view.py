@@ -55,7 +55,8 @@ def _module_waterfall(base: OpenRun, new: OpenRun, steps: tuple[int, int]) -> di
     b, n = per_path(base, steps[0]), per_path(new, steps[1])
     if not b and not n:
         return None
-    deltas = [(path, n.get(path, 0.0) - b.get(path, 0.0)) for path in b.keys() | n.keys()]
+    # Sorted: modules tied on their change keep this order, and a set's changes with string hashing.
+    deltas = [(path, n.get(path, 0.0) - b.get(path, 0.0)) for path in sorted(b.keys() | n.keys())]
     return _waterfall("modules: forward + backward host self time per step", sum(b.values()), sum(n.values()),
                       deltas, "other modules")
 

@@ -144,8 +144,11 @@ def _memory_timeline(store: TableStore, p: Params) -> list[dict]:
 
 def _memory_peak(store: TableStore, p: Params) -> list[dict]:
     cond, params = ("", []) if p.step is None else (" AND step = ?", [p.step])
+    # The peak's time is the first time it was reached: a steady run reaches it every step, and
+    # arg_max gave whichever of those its threads met last.
     rows = store.dicts(f"""SELECT device_type, device_id, max(total_allocated_bytes) AS peak_allocated_bytes,
-               arg_max(ts_ns, total_allocated_bytes) AS peak_ts_ns, max(total_reserved_bytes) AS peak_reserved_bytes,
+               arg_min(ts_ns, (-total_allocated_bytes, ts_ns)) FILTER (WHERE total_allocated_bytes IS NOT NULL)
+               AS peak_ts_ns, max(total_reserved_bytes) AS peak_reserved_bytes,
                count(*) FILTER (WHERE size_bytes > 0) AS allocations, sum(size_bytes) FILTER (WHERE size_bytes > 0)
                AS allocated_bytes_total
         FROM memory_events WHERE true{cond} GROUP BY device_type, device_id ORDER BY 1, 2""", params)
@@ -174,7 +177,8 @@ def _allocations(store: TableStore, p: Params) -> list[dict]:
                a.step, h.op_id AS host_op_id, a.total_allocated_bytes
         FROM ev a LEFT JOIN host_ops h ON h.op_id = a.host_op_id
         WHERE a.size_bytes > 0{cond}{dcond}
-        ORDER BY a.size_bytes DESC, a.ts_ns""", params + dparams)
+        ORDER BY a.size_bytes DESC, a.ts_ns, a.window_index, a.device_type, a.device_id, a.addr""",
+        params + dparams)
 
 
 def _memory_by_op(store: TableStore, p: Params) -> list[dict]:
@@ -192,7 +196,7 @@ def _memory_by_op(store: TableStore, p: Params) -> list[dict]:
         agg["allocations"] += 1
         agg["size_bytes"] += r["size_bytes"] or 0
         agg["max_size_bytes"] = max(agg["max_size_bytes"], r["size_bytes"] or 0)
-    return sorted(by_op.values(), key=lambda r: -r["size_bytes"])
+    return sorted(by_op.values(), key=lambda r: (-r["size_bytes"], r["op_name"]))
 
 
 def _counters(store: TableStore, p: Params) -> list[dict]:

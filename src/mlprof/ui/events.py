@@ -80,9 +80,11 @@ def event_details(store: TableStore, src: int, row_id: int, origin_ns: int) -> d
             links["parent op"] = _links(store, "host_ops", "SELECT op_id AS id, name, dur_ns FROM host_ops "
                                         "WHERE op_id = ?", [row["parent_op_id"]])
         links["device work launched"] = _links(store, "device_ops", """
-            SELECT device_op_id AS id, name, dur_ns FROM device_ops WHERE host_op_id = ? ORDER BY start_ns""", [row_id])
+            SELECT device_op_id AS id, name, dur_ns FROM device_ops WHERE host_op_id = ?
+            ORDER BY start_ns, id""", [row_id])
         links["runtime calls"] = _links(store, "runtime_calls", """
-            SELECT call_id AS id, name, dur_ns FROM runtime_calls WHERE host_op_id = ? ORDER BY start_ns""", [row_id])
+            SELECT call_id AS id, name, dur_ns FROM runtime_calls WHERE host_op_id = ?
+            ORDER BY start_ns, id""", [row_id])
     elif table == "runtime_calls":
         fields = [_field("category", row["category"]), _field("thread", row["tid"]),
                   _field("start", at(row["start_ns"]), "time"), _field("duration", row["dur_ns"], "ns"),

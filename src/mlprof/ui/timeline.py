@@ -202,7 +202,7 @@ def _add_python_frames(store: TableStore) -> None:
         SELECT t.track, h.start_ns, h.start_ns + greatest(h.dur_ns, 0) AS end_ns, h.op_id
         FROM host_ops h JOIN _tl_tracks t ON t.kind = 'python' AND t.a = h.pid AND t.b = h.tid
         WHERE h.category = 'python_function' AND h.start_ns IS NOT NULL
-        ORDER BY t.track, h.start_ns, end_ns DESC""").fetchnumpy()
+        ORDER BY t.track, h.start_ns, end_ns DESC, h.op_id""").fetchnumpy()
     track = np.asarray(got["track"])
     if not len(track):
         return
@@ -220,7 +220,7 @@ def _add_python_frames(store: TableStore) -> None:
 
 def _nest_markers(store: TableStore) -> None:
     """mstx ranges nest and overlap: give each a depth so none hides another."""
-    got = store.sql("SELECT id, start_ns, end_ns FROM _tl WHERE src = 4 ORDER BY start_ns, end_ns DESC"
+    got = store.sql("SELECT id, start_ns, end_ns FROM _tl WHERE src = 4 ORDER BY start_ns, end_ns DESC, id"
                     ).fetchnumpy()
     if not len(got["id"]):
         return
@@ -274,7 +274,8 @@ def _build_flows(store: TableStore) -> int:
             JOIN _tl_tracks s ON s.kind IN ('host', 'device') AND s.a = f.start_pid AND s.b = f.start_tid
             JOIN _tl_tracks e ON e.kind IN ('host', 'device') AND e.a = f.end_pid AND e.b = f.end_tid
             WHERE f.category <> 'ac2g')
-        SELECT * FROM launch UNION ALL SELECT * FROM other ORDER BY from_ns""")
+        SELECT * FROM launch UNION ALL SELECT * FROM other
+        ORDER BY from_ns, to_ns, from_track, to_track, from_depth, to_depth, category""")
     return con.execute("SELECT count(*) FROM _tl_flows").fetchone()[0]
 
 
@@ -299,20 +300,26 @@ def query_window(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int
                 FROM v WHERE end_ns - start_ns >= {bucket}),
         -- Short slices: first one row per (track, depth, bucket), then runs of
         -- consecutive buckets become one block (the window function only sees
-        -- at most px rows per track row, whatever the size of the trace).
+        -- at most px rows per track row, whatever the size of the trace). A block
+        -- is named after its longest slice; of equally long ones the last by name,
+        -- not whichever the threads met first.
         per_bucket AS (SELECT track, depth, (start_ns - {t0_ns}) // {bucket} AS b, min(start_ns) AS start_ns,
-                              max(end_ns) AS end_ns, arg_max(name, end_ns - start_ns) AS name,
+                              max(end_ns) AS end_ns, arg_max(name, (end_ns - start_ns, name)) AS name,
                               max(end_ns - start_ns) AS longest_ns, count(*) AS n, sum(end_ns - start_ns) AS busy_ns,
                               any_value(src) AS src, any_value(id) AS id
                        FROM v WHERE end_ns - start_ns < {bucket} GROUP BY track, depth, b),
         runs AS (SELECT *, b - row_number() OVER (PARTITION BY track, depth ORDER BY b) AS island FROM per_bucket),
         merged AS (SELECT track, depth, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
-                          arg_max(name, longest_ns) AS name, sum(n)::BIGINT AS n, sum(busy_ns)::BIGINT AS busy_ns,
+                          arg_max(name, (longest_ns, name)) AS name, sum(n)::BIGINT AS n,
+                          sum(busy_ns)::BIGINT AS busy_ns,
                           CASE WHEN sum(n) = 1 THEN any_value(src) END AS src,
                           CASE WHEN sum(n) = 1 THEN any_value(id) END AS id
                    FROM runs GROUP BY track, depth, island)
         SELECT * FROM big UNION ALL
         SELECT m.track, m.depth, m.start_ns, m.end_ns, m.name, m.n, m.busy_ns, m.src, m.id FROM merged m
+        -- The merged blocks come from a hash aggregate: without an order the page drew (and its CSV
+        -- listed) them differently on each request, and overlapping slices won the click by chance.
+        ORDER BY track, depth, start_ns, end_ns, name, src, id
         """).fetchnumpy()
     names_arr = rows["name"]
     names, name_idx = np.unique(np.asarray(names_arr, dtype=object).astype(str), return_inverse=True) \
@@ -334,9 +341,9 @@ def query_window(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int
         SELECT track, min(ts_ns) AS ts_ns, max(value) AS value FROM _tl_counters
         WHERE ts_ns >= {t0_ns - bucket} AND ts_ns < {t1_ns + bucket}{track_cond}
         GROUP BY track, (ts_ns - {t0_ns}) // {bucket} ORDER BY track, ts_ns""").fetchnumpy()
-    # The last sample before the window gives the value at its left edge.
-    before = con.execute(f"""SELECT track, arg_max(value, ts_ns) FROM _tl_counters WHERE ts_ns < {t0_ns - bucket}
-                             {track_cond} GROUP BY track""").fetchall()
+    # The last sample before the window gives the value at its left edge (the larger of two at one ns).
+    before = con.execute(f"""SELECT track, arg_max(value, (ts_ns, value)) FROM _tl_counters
+                             WHERE ts_ns < {t0_ns - bucket}{track_cond} GROUP BY track ORDER BY track""").fetchall()
     flows_n = con.execute(f"""SELECT count(*) FROM (SELECT 1 FROM _tl_flows
         WHERE least(from_ns, to_ns) < {t1_ns} AND greatest(from_ns, to_ns) >= {t0_ns} LIMIT {MAX_FLOWS + 1})"""
                           ).fetchone()[0]
@@ -365,7 +372,8 @@ def search(store: TableStore, text: str, limit: int = 1000) -> dict:
     names = store.dicts(f"SELECT name, count(*) AS count, sum(end_ns - start_ns) AS total_ns FROM {both} "
                         "WHERE name ILIKE ? ESCAPE '\\' GROUP BY name ORDER BY count DESC, name LIMIT 50", [pattern])
     hits = store.dicts(f"SELECT track, depth, start_ns, end_ns, name, src, id FROM {both} "
-                       f"WHERE name ILIKE ? ESCAPE '\\' ORDER BY start_ns LIMIT {int(limit)}", [pattern])
+                       f"WHERE name ILIKE ? ESCAPE '\\' ORDER BY start_ns, track, depth, src, id LIMIT {int(limit)}",
+                       [pattern])
     return {"total": total, "names": names, "hits": hits, "truncated": total > len(hits)}
 
 
@@ -382,5 +390,5 @@ def slowest(store: TableStore, name: str, lo_ns: int | None = None, hi_ns: int |
     if lo_ns is not None and hi_ns is not None:
         cond, params = " AND start_ns >= ? AND start_ns < ?", [name, lo_ns, hi_ns]
     rows = store.dicts(f"SELECT track, depth, start_ns, end_ns, name, src, id FROM _tl WHERE name = ?{cond} "
-                       "AND src IS NOT NULL ORDER BY end_ns - start_ns DESC, start_ns LIMIT 1", params)
+                       "AND src IS NOT NULL ORDER BY end_ns - start_ns DESC, start_ns, src, id LIMIT 1", params)
     return rows[0] if rows else None

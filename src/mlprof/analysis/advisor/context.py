@@ -106,15 +106,17 @@ class AdvisorContext:
             frames AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name,
                               name LIKE 'nn.Module:%' AS is_module
                        FROM host_ops WHERE ({USER_FRAME_SQL}) OR name LIKE 'nn.Module:%'),
+            -- The innermost frame: the latest to start, then the first to end. Frames that start in the
+            -- same microsecond (traces in us) tied on start alone, and the pick changed from run to run.
             hit AS (
                 SELECT o.op_id, o.folded_self_ns,
-                       arg_max(f.name, f.start_ns) FILTER (WHERE NOT f.is_module) AS call_site,
-                       arg_max(f.name, f.start_ns) FILTER (WHERE f.is_module) AS module
+                       arg_max(f.name, (f.start_ns, -f.end_ns, f.name)) FILTER (WHERE NOT f.is_module) AS call_site,
+                       arg_max(f.name, (f.start_ns, -f.end_ns, f.name)) FILTER (WHERE f.is_module) AS module
                 FROM o JOIN frames f ON f.window_index = o.window_index AND f.tid = o.tid
                      AND f.start_ns <= o.start_ns AND f.end_ns >= o.end_ns
                 GROUP BY o.op_id, o.folded_self_ns)
             SELECT call_site, module, count(*) AS count, sum(folded_self_ns) AS self_ns
-            FROM hit GROUP BY call_site, module ORDER BY self_ns DESC LIMIT {int(limit)}""", params)
+            FROM hit GROUP BY call_site, module ORDER BY self_ns DESC, call_site, module LIMIT {int(limit)}""", params)
 
     def sampled_call_sites(self, op_filter_sql: str, params: list, limit: int = 3) -> list[dict]:
         """The user's lines the Python sampler saw while the matching host ops ran (on any thread
@@ -127,7 +129,10 @@ class AdvisorContext:
                        WHERE {op_filter_sql}),
             hit AS (SELECT DISTINCT s.window_index, s.ts_ns, s.stack_id, s.weight_ns FROM python_samples s
                     JOIN o ON o.window_index = s.window_index AND s.ts_ns >= o.start_ns AND s.ts_ns < o.end_ns)
-            SELECT k.call_site, any_value(k.leaf) AS leaf, count(*) AS samples, sum(h.weight_ns) AS self_ns
+            -- The site's most frequent leaf (first by name among ties), as call_sites gives it: any_value
+            -- gave whichever leaf the threads met first.
+            SELECT k.call_site, mode() WITHIN GROUP (ORDER BY k.leaf) AS leaf, count(*) AS samples,
+                   sum(h.weight_ns) AS self_ns
             FROM hit h JOIN python_stacks k ON k.window_index = h.window_index AND k.stack_id = h.stack_id
             WHERE k.call_site IS NOT NULL
-            GROUP BY k.call_site ORDER BY samples DESC LIMIT {int(limit)}""", params)
+            GROUP BY k.call_site ORDER BY samples DESC, k.call_site LIMIT {int(limit)}""", params)

@@ -51,12 +51,14 @@ def fresh_tensors(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []  # on a GPU run, device allocations are memory_churn's, from the allocator events
     # Only factory calls the job's own code makes: one inside another op (embedding_dense_backward's zeroed
     # gradient, a loss's new_zeros) is torch's, and there is no buffer the user could hoist out of the loop.
+    # In time order: an op's input_dims below are its first call's, not the first row a hash join gave.
     rows = ctx.store.dicts(f"""
         SELECT h.window_index AS window, h.step, h.name, h.dur_ns, h.input_dims FROM host_ops h
         LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
         WHERE h.step IS NOT NULL AND h.category = 'cpu_op' AND regexp_matches(h.name, '{FACTORY_OP_REGEX}')
           AND (p.op_id IS NULL OR p.category <> 'cpu_op' OR regexp_matches(p.name, '{FACTORY_OP_REGEX}'))
-          AND NOT {UNDER_FACTORY_SQL}""")
+          AND NOT {UNDER_FACTORY_SQL}
+        ORDER BY h.window_index, h.start_ns, h.op_id""")
     if not rows:
         return []
     by_step: dict[tuple[int, int], int] = {}
@@ -74,7 +76,7 @@ def fresh_tensors(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         o = ops.setdefault(r["name"], {"name": r["name"], "count": 0, "total_ns": 0, "input_dims": r["input_dims"]})
         o["count"] += 1
         o["total_ns"] += r["dur_ns"] or 0
-    top = sorted(ops.values(), key=lambda o: -o["total_ns"])
+    top = sorted(ops.values(), key=lambda o: (-o["total_ns"], o["name"]))
     per_step = top[0]["count"] / max(len(ctx.steps), 1)
     sites = ctx.sampled_call_sites(f"step IS NOT NULL AND regexp_matches(name, '{FACTORY_OP_REGEX}')", [])
     where = f" at {sites[0]['call_site']}" if sites else ""

@@ -116,10 +116,10 @@ def communication_overlap(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         kinds = ctx.store.dicts("""
             SELECT coalesce(collective_name, name) AS name, count(*) AS count, sum(dur_ns) AS total_ns,
                    sum(size_bytes) AS size_bytes, sum(size_bytes) / nullif(sum(dur_ns), 0) AS bandwidth_gb_per_s
-            FROM collectives WHERE step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC""")
+            FROM collectives WHERE step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC, 1""")
         if not kinds:
             kinds = ctx.store.dicts("""SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM device_ops
-                WHERE is_communication AND step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC LIMIT 10""")
+                WHERE is_communication AND step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC, 1 LIMIT 10""")
     else:
         per_step = host_exposed_communication(ctx)
         if not per_step:
@@ -129,7 +129,8 @@ def communication_overlap(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         steps = sorted(({"step": st, "window": w, "communication_ns": c, "value_ns": e}
                         for (w, st), (c, e) in per_step.items()), key=lambda r: -r["value_ns"])[:5]
         kinds = ctx.store.dicts(f"""SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM host_ops
-            WHERE step IS NOT NULL AND regexp_matches(name, '{HOST_COMM_PATTERN}') GROUP BY 1 ORDER BY total_ns DESC""")
+            WHERE step IS NOT NULL AND regexp_matches(name, '{HOST_COMM_PATTERN}')
+            GROUP BY 1 ORDER BY total_ns DESC, 1""")
     share = ctx.share(exposed_ns)
     by_step = exposed_by_step(ctx)
     severity = severity_for(ctx.robust_share(lambda s: by_step.get(s.step, 0)), th.communication_warn_share, th)

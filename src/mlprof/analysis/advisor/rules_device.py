@@ -86,11 +86,11 @@ def synchronization(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []
     api = ctx.store.dicts(f"""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns FROM runtime_calls
-        WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_API)}) GROUP BY name ORDER BY total_ns DESC""")
+        WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_API)}) GROUP BY name ORDER BY total_ns DESC, name""")
     ops = ctx.store.dicts(f"""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns FROM host_ops
         WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_OPS)}) AND NOT coalesce(folded, false)
-        GROUP BY name ORDER BY total_ns DESC""")
+        GROUP BY name ORDER BY total_ns DESC, name""")
     # An op such as aten::item contains the runtime sync it makes; count the larger of the two views.
     blocked_ns = max(sum(r["total_ns"] for r in api),
                      sum(r["total_ns"] for r in ops if r["name"] in ("aten::_local_scalar_dense", "aten::nonzero")))
@@ -136,7 +136,7 @@ def memory_churn(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Allocator churn: device malloc/free calls inside steps, or very many allocations per step."""
     api = ctx.store.dicts(f"""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns FROM runtime_calls
-        WHERE step IS NOT NULL AND name IN ({_in_list(_ALLOC_API)}) GROUP BY name ORDER BY total_ns DESC""")
+        WHERE step IS NOT NULL AND name IN ({_in_list(_ALLOC_API)}) GROUP BY name ORDER BY total_ns DESC, name""")
     api_ns = sum(r["total_ns"] for r in api)
     share = ctx.share(api_ns)
     allocs = ctx.store.dicts("""
@@ -158,7 +158,7 @@ def memory_churn(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     top_ops = ctx.store.dicts("""
         SELECT h.name, count(*) AS allocations, sum(m.size_bytes) AS allocated_bytes
         FROM memory_events m JOIN host_ops h ON h.op_id = m.host_op_id
-        WHERE m.step IS NOT NULL AND m.size_bytes > 0 GROUP BY h.name ORDER BY allocations DESC LIMIT 5""")
+        WHERE m.step IS NOT NULL AND m.size_bytes > 0 GROUP BY h.name ORDER BY allocations DESC, h.name LIMIT 5""")
     title = (f"Device allocator calls take {share:.0%} of step time" if api_ns
              else f"{per_step:.0f} allocations per step")
     if empty_cache[0]:

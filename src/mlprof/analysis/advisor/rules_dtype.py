@@ -56,7 +56,7 @@ def _module_cost(ctx: AdvisorContext) -> tuple[int, list[dict]]:
         modules.append({"module": path, "module_type": slow_paths[path]["module_type"],
                         "dtype": slow_paths[path]["dtype"], "self_ns": ns, "forward_ns": m.total_ns,
                         "backward_ns": m.backward_total_ns, "calls": m.calls})
-    modules.sort(key=lambda r: -(r["forward_ns"] + r["backward_ns"]))
+    modules.sort(key=lambda r: (-(r["forward_ns"] + r["backward_ns"]), r["module"]))
     return cost, modules
 
 
@@ -66,7 +66,7 @@ def _op_cost(ctx: AdvisorContext) -> tuple[int, list[dict]]:
     ops = ctx.store.dicts(f"""
         SELECT name, count(*) AS count, sum(folded_self_ns) AS self_ns FROM host_ops
         WHERE step IS NOT NULL AND category = 'cpu_op' AND NOT coalesce(folded, false) AND ({cond})
-        GROUP BY name ORDER BY self_ns DESC""")
+        GROUP BY name ORDER BY self_ns DESC, name""")
     return sum(r["self_ns"] or 0 for r in ops), ops[:8]
 
 

@@ -78,7 +78,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     rows = [r for r in rows if r["name"] not in comm and not _COLLECTIVE_NAME.match(r["name"])]
     for r in rows:
         r["cost_ns"] = max(r["host_self_ns"] or 0, r["device_ns"] or 0)
-    rows.sort(key=lambda r: -r["cost_ns"])
+    rows.sort(key=lambda r: (-r["cost_ns"], r["name"]))
     findings = []
     for top in rows[:3]:
         share = ctx.share(top["cost_ns"])
@@ -87,7 +87,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         expected = bool(EXPECTED_COMPUTE.match(top["name"]))
         per_step = ctx.store.dicts(f"""
             SELECT window_index AS window, step, sum(folded_self_ns) AS self_ns FROM host_ops h
-            WHERE name = ? AND {_OP_FILTER} AND NOT {UNDER_FACTORY_SQL} GROUP BY 1, 2 ORDER BY self_ns DESC""",
+            WHERE name = ? AND {_OP_FILTER} AND NOT {UNDER_FACTORY_SQL} GROUP BY 1, 2 ORDER BY self_ns DESC, 1, 2""",
             [top["name"]])
         judged = share
         if top["host_self_ns"] >= top["device_ns"]:
@@ -106,7 +106,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                  or ctx.sampled_call_sites(f"name = ? AND {_OP_FILTER}", [top["name"]]))
         shapes = ctx.store.dicts(f"""
             SELECT input_dims, input_types, count(*) AS count, sum(folded_self_ns) AS self_ns FROM host_ops
-            WHERE name = ? AND {_OP_FILTER} GROUP BY 1, 2 ORDER BY self_ns DESC LIMIT 3""", [top["name"]])
+            WHERE name = ? AND {_OP_FILTER} GROUP BY 1, 2 ORDER BY self_ns DESC, 1, 2 LIMIT 3""", [top["name"]])
         # float64 is the classic slow path (seed 002's dropout drew doubles): say so when it is there.
         slow_dtype = next((t for t in ("double", "c10::complex<double>")
                            if shapes and t in str(shapes[0]["input_types"] or "").lower()), None)
@@ -161,7 +161,7 @@ def _builtin_module(ctx: AdvisorContext, op_name: str) -> str | None:
              AND o.start_ns >= m.start_ns AND o.start_ns < m.end_ns
             GROUP BY o.op_id)
         SELECT type, sum(ns) FILTER (WHERE cls LIKE 'torch.%'), (SELECT sum(folded_self_ns) FROM o)
-        FROM inner_most GROUP BY type ORDER BY 2 DESC NULLS LAST LIMIT 1""", [op_name])
+        FROM inner_most GROUP BY type ORDER BY 2 DESC NULLS LAST, type LIMIT 1""", [op_name])
     if not rows or not rows[0][1] or not rows[0][2]:
         return None
     type_name, builtin_ns, total_ns = rows[0]
@@ -174,7 +174,7 @@ def data_loading(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     share = ctx.share(wait_ns)
     loaders = ctx.store.dicts("""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM host_ops
-        WHERE step IS NOT NULL AND name LIKE 'enumerate(DataLoader)%' GROUP BY name ORDER BY total_ns DESC""")
+        WHERE step IS NOT NULL AND name LIKE 'enumerate(DataLoader)%' GROUP BY name ORDER BY total_ns DESC, name""")
     single = any("_SingleProcessDataLoaderIter" in r["name"] for r in loaders)
     workers = any("_MultiProcessingDataLoaderIter" in r["name"] for r in loaders) and not single
     # With worker processes part of every wait is receiving the batch (unpickling, shared-memory
@@ -215,7 +215,7 @@ def gc_pauses(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []
     per_step = ctx.store.dicts("""
         SELECT window_index AS window, step, count(*) AS count, sum(dur_ns) AS pause_ns, max(dur_ns) AS max_ns
-        FROM gc_pauses WHERE step IS NOT NULL GROUP BY 1, 2 ORDER BY pause_ns DESC LIMIT 5""")
+        FROM gc_pauses WHERE step IS NOT NULL GROUP BY 1, 2 ORDER BY pause_ns DESC, 1, 2 LIMIT 5""")
     full = next((r for r in rows if r["generation"] == 2), None)
     steps_n = max(len(ctx.steps), 1)
     hint = ""

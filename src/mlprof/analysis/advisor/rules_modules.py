@@ -28,9 +28,10 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                    FROM host_ops WHERE category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL),
         m AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name FROM host_ops
               WHERE category = 'python_function' AND name LIKE 'nn.Module:%' AND step IS NOT NULL),
+        -- Innermost: the latest start, then the first end (nested modules can start in the same us).
         inner_most AS (
             SELECT o.op_id, o.window_index, o.step, o.name AS op, o.folded_self_ns,
-                   arg_max(m.name, m.start_ns) AS module
+                   arg_max(m.name, (m.start_ns, -m.end_ns, m.name)) AS module
             FROM o JOIN m ON m.window_index = o.window_index AND m.tid = o.tid
                  AND m.start_ns <= o.start_ns AND m.end_ns >= o.end_ns
             GROUP BY o.op_id, o.window_index, o.step, o.name, o.folded_self_ns)
@@ -50,7 +51,7 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         key = (r["window_index"], r["step"])
         m["per_step"][key] = m["per_step"].get(key, 0) + ns
     findings = []
-    for m in sorted(modules.values(), key=lambda m: -m["self_ns"])[:3]:
+    for m in sorted(modules.values(), key=lambda m: (-m["self_ns"], m["module"]))[:3]:
         share = ctx.share(m["self_ns"])
         if share < th.dominant_op_warn_share:
             break
@@ -62,7 +63,7 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         # A Linear/Conv layer spending its time in its matmul is doing its job.
         severity = "info" if compute_bound else severity_for(judged, th.dominant_op_warn_share, th)
         name = m["module"].removeprefix("nn.Module: ")
-        ops = sorted(m["ops"].values(), key=lambda o: -(o["self_ns"] or 0))[:8]
+        ops = sorted(m["ops"].values(), key=lambda o: (-(o["self_ns"] or 0), o["name"]))[:8]
         findings.append(Finding(
             id="dominant_module", severity=severity, share=round(share, 4), impact_ns=int(m["self_ns"]),
             title=f"Module {name} takes {share:.0%} of step time (forward ops' self time)",

@@ -41,7 +41,7 @@ def ai_cpu_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                max(d.dur_ns) AS max_ns, count(DISTINCT d.step) AS steps
         FROM device_ops d JOIN device_op_details x USING (window_index, device_op_id)
         WHERE d.step IS NOT NULL AND (x.accelerator_core = 'AI_CPU' OR x.task_type = 'AI_CPU')
-        GROUP BY 1 ORDER BY total_ns DESC""")
+        GROUP BY 1 ORDER BY total_ns DESC, 1""")
     judged = _judge(ctx, th, ops, th.ai_cpu_warn_share)
     if judged is None:
         return []
@@ -74,7 +74,7 @@ def npu_op_compile(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
           AND NOT EXISTS (SELECT 1 FROM runtime_calls p WHERE p.name IN ({names}) AND p.tid = r.tid
                           AND p.start_ns <= r.start_ns AND r.start_ns + r.dur_ns <= p.start_ns + p.dur_ns
                           AND p.call_id <> r.call_id AND p.dur_ns > r.dur_ns)
-        GROUP BY r.name ORDER BY total_ns DESC""")
+        GROUP BY r.name ORDER BY total_ns DESC, r.name""")
     judged = _judge(ctx, th, calls, th.compile_warn_share)
     if judged is None:
         return []
@@ -85,7 +85,7 @@ def npu_op_compile(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     ops = ctx.store.dicts(f"""
         SELECT regexp_replace(h.name, '^Dequeue@', '') AS name, count(*) AS count, sum(r.dur_ns) AS compile_api_ns
         FROM runtime_calls r JOIN host_ops h ON h.op_id = r.host_op_id
-        WHERE r.step IS NOT NULL AND r.name = '{calls[0]["name"]}' GROUP BY 1 ORDER BY 3 DESC LIMIT 10""")
+        WHERE r.step IS NOT NULL AND r.name = '{calls[0]["name"]}' GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT 10""")
     return [Finding(
         id="npu_op_compile", severity=severity, share=round(share, 4), impact_ns=int(total),
         title=f"Host time in CANN's compile-and-run op path (aclop) inside steps: {share:.0%} of step time "

@@ -103,7 +103,7 @@ def _varying_ops(ctx: AdvisorContext) -> list[dict]:
     steps_n = len(ctx.steps)
     varying = [r for r in rows if r["steps"] >= min(3, steps_n)
                and r["distinct_shapes"] >= max(3, 2 * r["shapes_per_step"])]
-    return sorted(varying, key=lambda r: -(r["self_ns"] or 0))
+    return sorted(varying, key=lambda r: (-(r["self_ns"] or 0), r["name"]))
 
 
 def dynamic_shapes(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:

@@ -68,7 +68,7 @@ def _storm_phases(ctx: AdvisorContext) -> dict[str, int]:
         SELECT ps.phase, sum(o.end_ns - o.start_ns) FROM _storm_ops o
         JOIN phase_spans ps ON ps.window_index = o.window_index AND ps.view = 'host'
          AND o.start_ns >= ps.start_ns AND o.start_ns < ps.end_ns
-        GROUP BY ps.phase ORDER BY 2 DESC""")
+        GROUP BY ps.phase ORDER BY 2 DESC, 1""")
     return {phase: int(ns) for phase, ns in rows}
 
 
@@ -110,7 +110,8 @@ def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
         SELECT o.window_index, o.step, o.tid, o.start_ns, o.end_ns,
                o.op_ns + greatest(coalesce(g.python_ns, 0), 0) AS cost_ns
         FROM op_time o LEFT JOIN gap_python g
-          ON g.window_index = o.window_index AND g.step = o.step AND g.tid = o.tid""")
+          ON g.window_index = o.window_index AND g.step = o.step AND g.tid = o.tid
+        ORDER BY o.window_index, o.step, o.tid""")
     return sum(int(r["cost_ns"]) for r in rows), rows
 
 
@@ -146,7 +147,8 @@ def _loop_site(ctx: AdvisorContext, envelopes: list[dict], module_loop: bool) ->
             total += count
     if not sites:
         return None
-    site, count = sites.most_common(1)[0]
+    # Tied sites: the first by name, not the first the query's (hash-ordered) rows happened to give.
+    site, count = min(sites.items(), key=lambda kv: (-kv[1], kv[0]))
     return {"call_site": site, "samples": count, "share_of_samples": round(count / total, 4)}
 
 
