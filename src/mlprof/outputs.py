@@ -101,7 +101,9 @@ def input_sources(path: Path) -> list[tuple[str, Path]]:
 def _parse(source: str, output: Path | None, progress) -> Path:
     from mlprof.parse.pipeline import ParseOptions, parse_path
 
-    return Path(parse_path(Path(source), ParseOptions(output_dir=output, progress=progress))[0].output_dir)
+    # The CLI's progress bar also says the parse's steps after the read.
+    options = ParseOptions(output_dir=output, progress=progress, on_stage=getattr(progress, "stage", None))
+    return Path(parse_path(Path(source), options)[0].output_dir)
 
 
 def parsed_outputs(path: Path, parse_missing: bool = True, output: Path | None = None,

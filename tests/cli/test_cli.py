@@ -93,6 +93,9 @@ def test_progress_bar_on_request(shared_traces, tmp_path):
     assert result.returncode == 0
     # Honest progress: bytes of the file read, of its size (0.7 MiB gzipped).
     assert "parsing nccl_data.json.gz [" in result.stderr and "100% 0.7/0.7 MiB" in result.stderr
+    # Then what the parse does with no more of the file to read, in order.
+    after = result.stderr.split("100% 0.7/0.7 MiB\n")[-1]
+    assert after == "  building tables ...\n  writing tables and attributing steps ...\n"
     quiet = run_cli("parse", str(shared_traces / NCCL), "--output", str(tmp_path / "q"), "--tables-only")
     assert quiet.stderr == ""
 

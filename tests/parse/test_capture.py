@@ -142,3 +142,17 @@ def test_reparse_after_a_new_window_decodes_only_the_new_one(tmp_path):
                           "WHERE c.window_index = 1") == [("aten::mm", "ProfilerStep#5")]
         assert json.loads(dict(store.rows("SELECT key, value_json FROM metadata WHERE window_index IS NULL"))
                           ["capture.rank"]) == 3
+
+
+def test_the_parse_says_each_step_after_the_read(tmp_path):
+    from .test_golden import EVENTS
+
+    capture = make_capture(tmp_path / "cap", {0: {"events": EVENTS}, 1: {"events": EVENTS}})
+    stages: list[str] = []
+    parse_path(capture, ParseOptions(output_dir=tmp_path / "out", on_stage=stages.append))
+    assert stages == ["window 0: building tables", "window 0: writing tables",
+                      "window 1: building tables", "window 1: writing tables",
+                      "stacking 2 window(s)", "attributing steps"]
+    stages.clear()  # the windows' tables are cached: a second parse only stacks and attributes
+    parse_path(capture, ParseOptions(output_dir=tmp_path / "out", on_stage=stages.append))
+    assert stages == ["stacking 2 window(s)", "attributing steps"]

@@ -64,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
     # Several inputs: each one that fails is reported, the others still parsed.
     if args.output is not None and len(args.paths) > 1:
         raise ConfigError(f"--output needs a single input, got {len(args.paths)} paths")
-    options = ParseOptions(output_dir=args.output, progress=progress_for(args), on_error="continue", jobs=args.jobs,
+    bar = progress_for(args)
+    options = ParseOptions(output_dir=args.output, progress=bar, on_stage=bar.stage if bar else None,
+                           on_error="continue", jobs=args.jobs,
                            memory_budget_bytes=args.memory_budget)
     results = [result for path in args.paths for result in parse_path(path, options)]
     failures = [r for r in results if r.error is not None]

@@ -9,7 +9,10 @@ __all__ = ["ProgressBar"]
 
 
 class ProgressBar:
-    """Callable as ``bar(label, bytes_read, file_bytes)``; redraws at most 10 times a second."""
+    """Callable as ``bar(label, bytes_read, file_bytes)``; redraws at most 10 times a second.
+
+    :meth:`stage` says what the parse does once the file is read.
+    """
 
     def __init__(self, stream=None, width: int = 30) -> None:
         self.stream = stream or sys.stderr
@@ -32,4 +35,9 @@ class ProgressBar:
         self.stream.write(f"\rparsing {label} [{bar}] {frac:4.0%} {done / 2**20:,.1f}/{total / 2**20:,.1f} MiB")
         if finished:
             self.stream.write("\n")
+        self.stream.flush()
+
+    def stage(self, text: str) -> None:
+        """A step of the parse after its file is read (building, writing, attributing): one line each."""
+        self.stream.write(f"  {text} ...\n")
         self.stream.flush()

@@ -40,6 +40,7 @@ __all__ = ["ParseOptions", "ParseResult", "parse_path", "TABLES_DIR", "PARSE_INF
 
 _CACHE_VERSION = 2
 ProgressFn = Callable[[str, int, int], None]
+StageFn = Callable[[str], None]
 # Cached window tables are stale as soon as any table's columns change.
 _SCHEMA_FINGERPRINT = tables_schema()
 
@@ -52,6 +53,11 @@ class ParseOptions:
     # Called as progress(label, bytes_read, file_bytes) while a trace is read
     # (for gzip, compressed bytes).
     progress: ProgressFn | None = None
+    # Called as on_stage(text) when the parse of an input moves on to work
+    # that reads no more of the file ("building tables", "writing tables and
+    # attributing steps", ...): after the last byte is read, a large trace has
+    # a third of its parse still to go.
+    on_stage: StageFn | None = None
     # Inputs parsed at once, each in its own process (several captures/traces).
     jobs: int = 1
     # With several inputs: "raise" stops at the first bad one; "continue"
@@ -109,7 +115,8 @@ def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[Parse
         raise ConfigError(f"{path}: --output needs a single capture or trace, found {len(inputs)}")
     # Progress callbacks do not cross processes; each input reports when done.
     parallel = options.jobs > 1 and len(inputs) > 1
-    work = functools.partial(_parse_one, options=replace(options, progress=None) if parallel else options)
+    work = functools.partial(_parse_one,
+                             options=replace(options, progress=None, on_stage=None) if parallel else options)
     outcomes = run_batch(work, inputs, workers=options.jobs if parallel else 1, on_error=options.on_error)
     results = []
     for item, outcome in zip(inputs, outcomes):
@@ -152,6 +159,11 @@ def _requested_export_types(manifest: dict) -> list[str]:
     return sorted({str(w).split(".")[-1].lower() for w in wanted} & {"text", "db"})
 
 
+def _stage(options: ParseOptions, text: str) -> None:
+    if options.on_stage is not None:
+        options.on_stage(text)
+
+
 def _progress_for(options: ParseOptions, label: str):
     if options.progress is None:
         return None
@@ -183,7 +195,7 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
 
 
 def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: ParseResult, started: float,
-                 budget_bytes: int | None = None) -> None:
+                 budget_bytes: int | None = None, on_stage: StageFn | None = None) -> None:
     """Write one input's tables, add the attribution, publish them with parse_info.json (every parser's last step).
 
     ``columns`` is emptied as the tables are written (``write_tables`` drops
@@ -193,6 +205,8 @@ def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: Parse
     make_private_dir(out_dir)
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
+        if on_stage is not None:
+            on_stage("writing tables and attributing steps")
         write_tables_and_attribution(tmp, columns, strings, budget_bytes)
         _publish_tables(tmp, out_dir, result, started)
 
@@ -215,7 +229,7 @@ def _parse_ascend(item: AscendInput, options: ParseOptions) -> ParseResult:
     out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
     result = ParseResult(source=str(item.path), output_dir=str(out_dir), kind=f"ascend_{item.format}", windows=[0])
     columns, strings = read_ascend(item, result)
-    write_parsed(out_dir, columns, strings, result, started, options.memory_budget_bytes)
+    write_parsed(out_dir, columns, strings, result, started, options.memory_budget_bytes, options.on_stage)
     return result
 
 
@@ -227,11 +241,12 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     pool = StringPool()
     k = read_kineto(item.path, pool, _progress_for(options, item.path.name), options.memory_budget_bytes)
     _count_events(result, k.event_count, [(ph, cat, n) for (ph, cat), n in k.unknown.items()])
+    _stage(options, "building tables")
     columns = build_tables([WindowData(window_index=0, kineto=k)], pool, {"source.path": str(item.path)})
     del k
     release_freed_memory()
     result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
-    write_parsed(out_dir, columns, pool.values(), result, started, options.memory_budget_bytes)
+    write_parsed(out_dir, columns, pool.values(), result, started, options.memory_budget_bytes, options.on_stage)
     return result
 
 
@@ -269,9 +284,11 @@ def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, opti
     info = dict(stamp)
     info["event_count"] = k.event_count if k else 0
     info["unknown"] = [[ph, cat, n] for (ph, cat), n in k.unknown.items()] if k else []
+    _stage(options, f"window {wf.window_index}: building tables")
     columns = build_tables([win], pool, {})
     del win, k
     release_freed_memory()
+    _stage(options, f"window {wf.window_index}: writing tables")
     tmp = out_dir / f".tmp_window_{wf.window_index}_{os.getpid()}"
     write_tables(tmp, columns, pool.values(), options.memory_budget_bytes)
     atomic_write(tmp / WINDOW_CACHE_FILE, json.dumps(info))
@@ -326,9 +343,11 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         host_counters = read_host_counters(item.capture_dir, int(item.manifest.get("pid") or 0))
         scalars = read_scalar_columns(item.scalar_segments, result.skipped)
+        _stage(options, f"stacking {len(parts)} window(s)")
         counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
                                 host_counters, {"scalars": scalars} if scalars else None,
                                 budget_bytes=options.memory_budget_bytes)
+        _stage(options, "attributing steps")
         write_attribution(tmp, options.memory_budget_bytes)
         result.table_rows = {name: n for name, n in counts.items() if n}
         _publish_tables(tmp, out_dir, result, started)
