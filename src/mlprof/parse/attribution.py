@@ -226,8 +226,9 @@ def _device_inputs(store: TableStore, window: int) -> tuple[dict, tuple]:
 _STEPS_PER_WORKER = 200
 
 
-def attribute_phases(store: TableStore, cores_taken: int = 0) -> dict[str, np.ndarray]:
-    """The ``phase_spans`` table's columns for every step of ``store`` (``cores_taken``: see ``worker_count``)."""
+def attribute_phases(store: TableStore, fork_workers: bool = True) -> dict[str, np.ndarray]:
+    """The ``phase_spans`` table's columns for every step of ``store`` (``fork_workers``: may split the
+    steps between forked processes)."""
     threads = _step_threads(store)
     has_device = store.rows("SELECT count(*) FROM device_ops WHERE kind IN ('kernel', 'memcpy', 'memset')")[0][0] > 0
     steps = store.rows("SELECT window_index, step, start_ns, end_ns FROM steps WHERE end_ns > start_ns "
@@ -246,7 +247,7 @@ def attribute_phases(store: TableStore, cores_taken: int = 0) -> dict[str, np.nd
                   *(_device_inputs(store, window) if has_device else (None, None)))
         # Steps are independent once the window's spans are loaded: the later
         # ones go to forked workers (both cores; one process on one core).
-        n_parts = worker_count(len(rows), _STEPS_PER_WORKER, cores_taken)
+        n_parts = worker_count(len(rows), _STEPS_PER_WORKER) if fork_workers else 1
         bounds = [len(rows) * i // n_parts for i in range(n_parts + 1)]
         children = []
         try:
@@ -317,7 +318,7 @@ def _attribute_steps(steps: list[tuple], inputs: tuple, has_device: bool) -> dic
 
 def write_attribution(tables_dir, budget_bytes: int | None = None,
                       in_memory: dict[str, dict[str, np.ndarray]] | None = None, strings: list[str] | None = None,
-                      cores_taken: int = 0) -> None:
+                      fork_workers: bool = True) -> None:
     """Add ``phase_spans`` to a tables directory being built, from its other tables.
 
     Every parser calls this once its tables are written, before they are
@@ -325,5 +326,5 @@ def write_attribution(tables_dir, budget_bytes: int | None = None,
     memory while their files are still being written.
     """
     with TableStore(tables_dir, budget_bytes, in_memory, strings) as store:
-        spans = attribute_phases(store, cores_taken)
+        spans = attribute_phases(store, fork_workers)
     replace_table(tables_dir, "phase_spans", spans, budget_bytes)

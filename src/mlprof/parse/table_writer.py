@@ -91,7 +91,8 @@ def write_tables_and_attribution(out_dir: Path, columns: dict[str, dict[str, np.
     writer.start()
     try:
         write_tables(out_dir, columns, strings, budget_bytes, tuple(name for name in TABLES if name != overlapped))
-        write_attribution(out_dir, budget_bytes, {overlapped: table}, strings, cores_taken=1)
+        # In this process only: the other core is the writer's, and no fork while a thread is inside DuckDB.
+        write_attribution(out_dir, budget_bytes, {overlapped: table}, strings, fork_workers=False)
     except BaseException:
         writer.join()  # nothing may still write into out_dir once the caller removes it; this error wins
         raise

@@ -22,9 +22,8 @@ __all__ = ["worker_count", "ForkedPart", "start_part", "finish_part", "abandon_p
 _MIN_EVENTS_PER_WORKER = 200_000
 
 
-def worker_count(n_events: int, per_worker: int = _MIN_EVENTS_PER_WORKER, cores_taken: int = 0) -> int:
-    """Processes worth using for ``n_events`` units of work (at least ``per_worker`` each);
-    ``cores_taken``: cores this parse keeps busy otherwise meanwhile (a table being written)."""
+def worker_count(n_events: int, per_worker: int = _MIN_EVENTS_PER_WORKER) -> int:
+    """Processes worth using for ``n_events`` units of work (at least ``per_worker`` each)."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return 1
     env = os.environ.get("MLPROF_PARSE_WORKERS")
@@ -33,7 +32,7 @@ def worker_count(n_events: int, per_worker: int = _MIN_EVENTS_PER_WORKER, cores_
             return max(1, int(env))
         except ValueError:
             return 1
-    wanted = min(os.cpu_count() or 1, 4) - cores_taken
+    wanted = min(os.cpu_count() or 1, 4)
     return max(1, min(wanted, n_events // per_worker))
 
 
