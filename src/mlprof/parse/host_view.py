@@ -117,31 +117,31 @@ def _sweep(lo: np.ndarray, hi: np.ndarray, spans: dict[str, np.ndarray]) -> tupl
     first_bwd = hi.tolist()
     opt_first_bwd: dict[int, int] = {}
     bwd, opt = PHASE_CODE["backward"], PHASE_CODE["optimizer"]
+    # Open spans, innermost last: their ends, effective labels, owners (the
+    # defining span's position) and own phases, one list each (empty between steps).
+    st_end: list[int] = []
+    st_label: list[int] = []
+    st_owner: list[int] = []
+    st_phase: list[int] = []
+
+    def close_until(limit: int | None, t: int, step: int) -> int:
+        """Pop the open spans ending at or before ``limit`` (all of them: None), cutting a segment
+        for each one's uncovered tail; returns the new cursor."""
+        while st_end and (limit is None or st_end[-1] <= limit):
+            until = st_end.pop()
+            if until > t:
+                seg_k.append(step)
+                seg_s.append(t)
+                seg_e.append(until)
+                seg_l.append(st_label[-1])
+                owners.append(st_owner[-1])
+                t = until
+            st_label.pop()
+            st_owner.pop()
+            st_phase.pop()
+        return t
+
     for step, (step_lo, step_hi) in enumerate(zip(lo.tolist(), hi.tolist())):
-        # Open spans, innermost last: their ends, effective labels, owners (the
-        # defining span's position) and own phases, one list each.
-        st_end: list[int] = []
-        st_label: list[int] = []
-        st_owner: list[int] = []
-        st_phase: list[int] = []
-
-        def close_until(limit: int | None, t: int) -> int:
-            """Pop the open spans ending at or before ``limit`` (all of them: None), cutting a segment
-            for each one's uncovered tail; returns the new cursor."""
-            while st_end and (limit is None or st_end[-1] <= limit):
-                until = st_end.pop()
-                if until > t:
-                    seg_k.append(step)
-                    seg_s.append(t)
-                    seg_e.append(until)
-                    seg_l.append(st_label[-1])
-                    owners.append(st_owner[-1])
-                    t = until
-                st_label.pop()
-                st_owner.pop()
-                st_phase.pop()
-            return t
-
         t = step_lo
         step_bwd = None
         for j in range(bounds[step], bounds[step + 1]):
@@ -149,7 +149,7 @@ def _sweep(lo: np.ndarray, hi: np.ndarray, spans: dict[str, np.ndarray]) -> tupl
             if b <= a:
                 continue
             if st_end and st_end[-1] <= a:  # close the spans that end before this one starts
-                t = close_until(a, t)
+                t = close_until(a, t, step)
             if a > t:
                 seg_k.append(step)
                 seg_s.append(t)
@@ -182,7 +182,7 @@ def _sweep(lo: np.ndarray, hi: np.ndarray, spans: dict[str, np.ndarray]) -> tupl
             st_owner.append(owner)
             st_phase.append(p)
         if st_end:
-            t = close_until(None, t)
+            t = close_until(None, t, step)
         if step_hi > t:
             seg_k.append(step)
             seg_s.append(t)

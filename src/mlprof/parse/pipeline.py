@@ -159,9 +159,9 @@ def _requested_export_types(manifest: dict) -> list[str]:
     return sorted({str(w).split(".")[-1].lower() for w in wanted} & {"text", "db"})
 
 
-def _stage(options: ParseOptions, text: str) -> None:
-    if options.on_stage is not None:
-        options.on_stage(text)
+def _stage(on_stage: StageFn | None, text: str) -> None:
+    if on_stage is not None:
+        on_stage(text)
 
 
 def _progress_for(options: ParseOptions, label: str):
@@ -205,8 +205,7 @@ def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: Parse
     make_private_dir(out_dir)
     with output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
-        if on_stage is not None:
-            on_stage("writing tables and attributing steps")
+        _stage(on_stage, "writing tables and attributing steps")
         write_tables_and_attribution(tmp, columns, strings, budget_bytes)
         _publish_tables(tmp, out_dir, result, started)
 
@@ -241,7 +240,7 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     pool = StringPool()
     k = read_kineto(item.path, pool, _progress_for(options, item.path.name), options.memory_budget_bytes)
     _count_events(result, k.event_count, [(ph, cat, n) for (ph, cat), n in k.unknown.items()])
-    _stage(options, "building tables")
+    _stage(options.on_stage, "building tables")
     columns = build_tables([WindowData(window_index=0, kineto=k)], pool, {"source.path": str(item.path)})
     del k
     release_freed_memory()
@@ -284,11 +283,11 @@ def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, opti
     info = dict(stamp)
     info["event_count"] = k.event_count if k else 0
     info["unknown"] = [[ph, cat, n] for (ph, cat), n in k.unknown.items()] if k else []
-    _stage(options, f"window {wf.window_index}: building tables")
+    _stage(options.on_stage, f"window {wf.window_index}: building tables")
     columns = build_tables([win], pool, {})
     del win, k
     release_freed_memory()
-    _stage(options, f"window {wf.window_index}: writing tables")
+    _stage(options.on_stage, f"window {wf.window_index}: writing tables")
     tmp = out_dir / f".tmp_window_{wf.window_index}_{os.getpid()}"
     write_tables(tmp, columns, pool.values(), options.memory_budget_bytes)
     atomic_write(tmp / WINDOW_CACHE_FILE, json.dumps(info))
@@ -343,11 +342,11 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         host_counters = read_host_counters(item.capture_dir, int(item.manifest.get("pid") or 0))
         scalars = read_scalar_columns(item.scalar_segments, result.skipped)
-        _stage(options, f"stacking {len(parts)} window(s)")
+        _stage(options.on_stage, f"stacking {len(parts)} window(s)")
         counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
                                 host_counters, {"scalars": scalars} if scalars else None,
                                 budget_bytes=options.memory_budget_bytes)
-        _stage(options, "attributing steps")
+        _stage(options.on_stage, "attributing steps")
         write_attribution(tmp, options.memory_budget_bytes)
         result.table_rows = {name: n for name, n in counts.items() if n}
         _publish_tables(tmp, out_dir, result, started)

@@ -26,7 +26,7 @@ from mlprof.tables.budget import MEMORY_BUDGET_ENV, query_memory_bytes
 from mlprof.tables.schema import ID_SPACES, TABLES, TableSchema
 
 __all__ = ["TableStore", "write_tables", "combine_tables", "replace_table", "MISSING_INT", "named_write_errors",
-           "remove_temporaries"]
+           "remove_temporaries", "table_bytes"]
 
 MISSING_INT = int(np.iinfo(np.int64).min)
 
@@ -176,6 +176,11 @@ def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray],
         con.close()
 
 
+def table_bytes(table: dict[str, np.ndarray] | None) -> int:
+    """Memory a table's column arrays take (a broadcast column counts as if it were whole)."""
+    return sum(getattr(a, "nbytes", 0) for a in (table or {}).values())
+
+
 def _load_strings(con: duckdb.DuckDBPyConnection, strings: list[str]) -> None:
     """The parse's string pool as one DuckDB list, for :func:`_frame_select`'s code lookups."""
     con.register("_strings_src", {"code": np.arange(len(strings), dtype=np.int32),
@@ -220,11 +225,7 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
     con.execute("SET threads = 1")
     try:
         _load_strings(con, strings)
-
-        def held_bytes(name: str) -> int:
-            return sum(getattr(a, "nbytes", 0) for a in (columns.get(name) or {}).values())
-
-        for name in sorted(TABLES if only is None else only, key=held_bytes):
+        for name in sorted(TABLES if only is None else only, key=lambda name: table_bytes(columns.get(name))):
             schema = TABLES[name]
             data = columns.pop(name, None) or {}
             target = _sql_str(out_dir / f"{name}.parquet")

@@ -11,7 +11,16 @@ from mlprof.analysis.host import step_cpu_waits_by_step
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
 from mlprof.tables.store import TableStore
 
-__all__ = ["AdvisorContext", "USER_FRAME_SQL"]
+__all__ = ["AdvisorContext", "USER_FRAME_SQL", "innermost_sql"]
+
+def innermost_sql(frame: str) -> str:
+    """The name of the innermost of the frames (alias ``frame``) around an op, as a GROUP BY aggregate.
+
+    The latest to start, then the first to end, then by name: frames that start in the same
+    microsecond (traces are in us) tied on the start alone, and the pick changed from run to run.
+    """
+    return f"arg_max({frame}.name, ({frame}.start_ns, -{frame}.end_ns, {frame}.name))"
+
 
 # Python frames that are the user's code, not torch's or the profiler's own.
 USER_FRAME_SQL = ("category = 'python_function' AND name NOT LIKE '<built-in%' "
@@ -106,12 +115,10 @@ class AdvisorContext:
             frames AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name,
                               name LIKE 'nn.Module:%' AS is_module
                        FROM host_ops WHERE ({USER_FRAME_SQL}) OR name LIKE 'nn.Module:%'),
-            -- The innermost frame: the latest to start, then the first to end. Frames that start in the
-            -- same microsecond (traces in us) tied on start alone, and the pick changed from run to run.
             hit AS (
                 SELECT o.op_id, o.folded_self_ns,
-                       arg_max(f.name, (f.start_ns, -f.end_ns, f.name)) FILTER (WHERE NOT f.is_module) AS call_site,
-                       arg_max(f.name, (f.start_ns, -f.end_ns, f.name)) FILTER (WHERE f.is_module) AS module
+                       {innermost_sql("f")} FILTER (WHERE NOT f.is_module) AS call_site,
+                       {innermost_sql("f")} FILTER (WHERE f.is_module) AS module
                 FROM o JOIN frames f ON f.window_index = o.window_index AND f.tid = o.tid
                      AND f.start_ns <= o.start_ns AND f.end_ns >= o.end_ns
                 GROUP BY o.op_id, o.folded_self_ns)

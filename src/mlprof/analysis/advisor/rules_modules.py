@@ -8,7 +8,7 @@ records the ``nn.Module: Name_i`` frames.
 
 from __future__ import annotations
 
-from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.context import AdvisorContext, innermost_sql
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.advisor.rules_host import EXPECTED_COMPUTE
 
@@ -22,16 +22,15 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                                  "AND name LIKE 'nn.Module:%' AND step IS NOT NULL")[0][0]
     if not has_modules:
         return []
-    rows = ctx.store.dicts("""
+    rows = ctx.store.dicts(f"""
         WITH o AS (SELECT op_id, window_index, step, tid, start_ns, start_ns + dur_ns AS end_ns, name,
                           folded_self_ns
                    FROM host_ops WHERE category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL),
         m AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name FROM host_ops
               WHERE category = 'python_function' AND name LIKE 'nn.Module:%' AND step IS NOT NULL),
-        -- Innermost: the latest start, then the first end (nested modules can start in the same us).
         inner_most AS (
             SELECT o.op_id, o.window_index, o.step, o.name AS op, o.folded_self_ns,
-                   arg_max(m.name, (m.start_ns, -m.end_ns, m.name)) AS module
+                   {innermost_sql("m")} AS module
             FROM o JOIN m ON m.window_index = o.window_index AND m.tid = o.tid
                  AND m.start_ns <= o.start_ns AND m.end_ns >= o.end_ns
             GROUP BY o.op_id, o.window_index, o.step, o.name, o.folded_self_ns)
