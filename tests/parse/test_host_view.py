@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlprof.parse.host_view import NEUTRAL, PHASE_CODE, disjoint_runs, host_segments
+from mlprof.parse import host_view
+from mlprof.parse.host_view import NEUTRAL, PHASE_CODE, disjoint_runs, host_segments, sorted_unique
 
 BWD, OPT, FWD, COMM = (PHASE_CODE[p] for p in ("backward", "optimizer", "forward", "communication"))
 
@@ -91,3 +92,93 @@ def test_overlapping_steps_are_split_into_runs_of_disjoint_ones():
     assert disjoint_runs(lo, hi) == [(0, 1), (1, 5)]
     assert disjoint_runs(np.array([0, 5]), np.array([10, 20])) == [(0, 1), (1, 2)]
     assert disjoint_runs(np.zeros(0, np.int64), np.zeros(0, np.int64)) == []
+
+
+# -- the sweep in numpy (nested spans) against the sweep with a stack ------------------------------------------
+def _nested(rng, n: int, t_max: int, phases: list[int]) -> dict[str, np.ndarray]:
+    """A random forest of up to ``n`` spans: children inside their parent, some sharing its bounds,
+    some touching their neighbour, a few empty."""
+    out: list[tuple[int, int]] = []
+
+    def fill(a: int, b: int, level: int) -> None:
+        t = a
+        while t < b - 1 and len(out) < n and level < 7:
+            t += int(rng.integers(0, 4)) if rng.random() < 0.4 else 0
+            if t >= b - 1:
+                return
+            end = min(b, t + int(rng.integers(1, max(2, b - t))))
+            out.append((t, end))
+            if rng.random() < 0.15:
+                out.append((t, end))  # the same bounds twice: the first one given is the outer one
+            if rng.random() < 0.05:
+                out.append((t, t))
+            fill(t, end, level + 1)
+            t = end
+
+    fill(0, t_max, 0)
+    bounds = np.array(out or [(0, 0)], dtype=np.int64).reshape(-1, 2)
+    order = rng.permutation(len(bounds))  # the order given only breaks ties of identical bounds
+    return {"start_ns": bounds[order, 0], "end_ns": bounds[order, 1],
+            "phase": rng.choice(phases, len(bounds)).astype(np.int64)}
+
+
+def _sweep_inputs(lo, hi, spans):
+    k, idx = host_view._per_step(lo, hi, spans["start_ns"], spans["end_ns"])
+    s, e = spans["start_ns"][idx], spans["end_ns"][idx]
+    order = np.lexsort((idx, -e, s, k))
+    k, s, e, idx = k[order], s[order], e[order], idx[order]
+    return k, np.maximum(s, lo[k]), np.minimum(e, hi[k]), spans["phase"][idx]
+
+
+def _same_sweep(lo, hi, spans) -> bool:
+    """Whether the numpy sweep took the spans (else None); when it did, it must equal the stack sweep."""
+    inputs = _sweep_inputs(lo, hi, spans)
+    fast = host_view._nested_sweep(lo, hi, *inputs)
+    if fast is None:
+        return False
+    slow = host_view._stack_sweep(lo, hi, *inputs)
+    assert _rows(fast[0], lo, hi) == _rows(slow[0], lo, hi)
+    assert fast[1].tolist() == slow[1].tolist()
+    return True
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_the_numpy_sweep_is_the_stack_sweep_on_nested_spans(seed):
+    rng = np.random.default_rng(1000 + seed)
+    lo, hi = _steps(rng, int(rng.integers(1, 8)))
+    phases = [NEUTRAL, NEUTRAL, NEUTRAL, FWD, BWD, BWD, OPT, PHASE_CODE["data_loading"]]
+    spans = _nested(rng, int(rng.integers(1, 150)), int(hi[-1]) + 20, phases)
+    took = _same_sweep(lo, hi, spans)
+    # A forest cut to disjoint steps still nests, unless a span that crosses a step's start
+    # is cut to it and meets a longer one cut the same way.
+    crosses = ((spans["start_ns"][:, None] < lo) & (spans["end_ns"][:, None] > lo)).any()
+    assert took or crosses
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_spans_that_do_not_nest_go_to_the_stack_sweep(seed):
+    rng = np.random.default_rng(2000 + seed)
+    lo, hi = _steps(rng, int(rng.integers(1, 8)))
+    spans = _spans(rng, int(rng.integers(2, 80)), int(hi[-1]) + 20, [NEUTRAL, FWD, BWD, OPT])
+    _same_sweep(lo, hi, spans)  # equal whenever the numpy sweep takes them
+
+
+def test_an_optimizer_closure_is_forward_up_to_its_backward_in_the_numpy_sweep():
+    lo, hi = np.array([0]), np.array([100])
+    # Optimizer.step [10, 90) runs the closure: forward ops, then backward from 50.
+    spans = {"start_ns": np.array([10, 20, 50, 60]), "end_ns": np.array([90, 30, 70, 65]),
+             "phase": np.array([OPT, NEUTRAL, BWD, NEUTRAL])}
+    inputs = _sweep_inputs(lo, hi, spans)
+    part, first_bwd = host_view._nested_sweep(lo, hi, *inputs)
+    assert _rows(part, lo, hi) == [(0, 100, 0, 10, -1), (0, 100, 10, 20, FWD), (0, 100, 20, 30, FWD),
+                                   (0, 100, 30, 50, FWD), (0, 100, 50, 60, BWD), (0, 100, 60, 65, BWD),
+                                   (0, 100, 65, 70, BWD), (0, 100, 70, 90, OPT), (0, 100, 90, 100, -1)]
+    assert first_bwd.tolist() == [50]
+    assert _same_sweep(lo, hi, spans)
+
+
+def test_sorted_unique_is_numpys_unique():
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 1000):
+        values = rng.integers(-5, 50, n)
+        assert sorted_unique(values).tolist() == np.unique(values).tolist()

@@ -37,7 +37,7 @@ from functools import partial
 import numpy as np
 
 from mlprof.parse.host_view import (
-    NEUTRAL, PHASE_CODE, StepSegments, covered, disjoint_runs, host_segments, union_intervals)
+    NEUTRAL, PHASE_CODE, StepSegments, covered, disjoint_runs, host_segments, sorted_unique, union_intervals)
 from mlprof.parse.phase_rules import idle_cause, is_sync_call, span_phase
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 from mlprof.tables.phases import HOST_PHASES, window_extents
@@ -57,7 +57,7 @@ def _device_partition(lo: int, hi: int, dev: _Spans, host: StepSegments, syncs: 
     dev = dev.overlapping(lo, hi)
     s, e, kind = np.clip(dev["start_ns"], lo, hi), np.clip(dev["end_ns"], lo, hi), dev["kind"]
     # Cut at host phase changes too: an idle gap takes the cause of each host phase it spans.
-    cuts = np.unique(np.concatenate([[lo, hi], s, e, host.start]))
+    cuts = sorted_unique(np.concatenate([[lo, hi], s, e, host.start]))
     ps, pe = cuts[:-1], cuts[1:]
     label = np.full(len(ps), len(_DEVICE_LABELS), dtype=np.int64)  # idle
     overlapped = np.zeros(len(ps), dtype=bool)
