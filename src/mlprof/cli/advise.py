@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-from mlprof.analysis.advisor import AdvisorReport, Thresholds, advise_outputs
 from mlprof.cli.common import add_common, add_paths, add_thresholds, parsed_outputs, print_json, progress_for
 from mlprof.errors import MlprofError
 from mlprof.capture.files import atomic_write
+
+if TYPE_CHECKING:
+    from mlprof.analysis.advisor import AdvisorReport
 
 __all__ = ["register", "run", "ADVISOR_FILE"]
 
@@ -75,6 +78,8 @@ def format_report(source: str, report: AdvisorReport) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.analysis.advisor import Thresholds, advise_outputs
+
     thresholds = Thresholds.from_overrides(args.threshold)
     outputs = parsed_outputs(args.paths, None, progress_for(args))
     reports = advise_outputs(outputs, thresholds)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from mlprof.analysis.call_sites import call_sites
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.tables.phases import HOST_PHASES
 from mlprof.tables.store import TableStore
@@ -31,6 +30,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.analysis.call_sites import call_sites
+
     results = []
     for source, out in parsed_outputs(args.paths, None, progress_for(args)):
         with TableStore(out / TABLES_DIR) as store:

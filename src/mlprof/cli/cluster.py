@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mlprof.analysis.advisor import Thresholds
-from mlprof.analysis.cluster import ClusterReport
 from mlprof.cli.common import add_common, add_thresholds, print_json
 from mlprof.cli.exit_codes import EXIT_PARTIAL
-from mlprof.workflow import cluster
+
+if TYPE_CHECKING:
+    from mlprof.analysis.cluster import ClusterReport
 
 __all__ = ["register", "run"]
 
@@ -82,6 +83,9 @@ def format_cluster(report: ClusterReport) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.analysis.advisor import Thresholds
+    from mlprof.workflow import cluster
+
     report = cluster(args.paths, workers=args.workers, scheduler=args.scheduler,
                      thresholds=Thresholds.from_overrides(args.threshold))
     if args.json:

@@ -6,13 +6,16 @@ import argparse
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mlprof.analysis.compare import Comparison, Delta, compare
 from mlprof.analysis.stats import CPU_MIN_CHANGE, MIN_CHANGE
 from mlprof.cli.common import add_common, finite_float, parsed_outputs, print_json, progress_for
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 from mlprof.tables.layout import TABLES_DIR
+
+if TYPE_CHECKING:
+    from mlprof.analysis.compare import Comparison, Delta
 
 __all__ = ["register", "run", "EXIT_SLOWER", "EXIT_INCONCLUSIVE"]
 
@@ -153,6 +156,8 @@ def _throughput_lines(c: Comparison) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.analysis.compare import compare
+
     progress = progress_for(args)
     (base_src, base_out), (new_src, new_out) = _one(args.base, progress), _one(args.new, progress)
     if args.top is not None and args.top < 0:

@@ -61,6 +61,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Every command's module is loaded to build the parser: each imports what only
+    # its run needs (analyses, the parser, the writers) inside run.
     from mlprof.cli import advise, callsites, cluster, compare, export, modules, op, parse, query, run, ui
 
     parser = _Parser(prog="mlprof", description="mlprof: profile PyTorch training.")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from mlprof.analysis.modules import module_tree
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.tables.store import TableStore
 from mlprof.tables.layout import TABLES_DIR
@@ -31,6 +30,8 @@ def _ms(ns: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.analysis.modules import module_tree
+
     results = []
     for source, out in parsed_outputs(args.paths, None, progress_for(args)):
         with TableStore(out / TABLES_DIR) as store:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mlprof.analysis.op_analyse import op_analysis
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.cli.exit_codes import EXIT_USAGE
 from mlprof.tables.store import TableStore
@@ -33,6 +32,8 @@ def _us(ns: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.analysis.op_analyse import op_analysis
+
     results = []
     for source, out in parsed_outputs(args.paths, None, progress_for(args)):
         with TableStore(out / TABLES_DIR) as store:

@@ -12,7 +12,6 @@ from mlprof.cli.exit_codes import EXIT_PARTIAL
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
 from mlprof.export import (EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE, ExportOptions,
                            run_exports)
-from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.budget import parse_size
 
 __all__ = ["register", "run", "summary_line"]
@@ -56,6 +55,8 @@ def _size(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.parse import ParseOptions, parse_path
+
     export_options = None
     if not args.tables_only:
         export_options = ExportOptions(summary_format=args.summary_format,

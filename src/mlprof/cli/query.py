@@ -6,7 +6,6 @@ import argparse
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mlprof.analysis.job import job_info
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.tables.store import TableStore
 from mlprof.tables.layout import TABLES_DIR
@@ -38,6 +37,8 @@ def _size(n: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.analysis.job import job_info
+
     infos = []
     for source, out in parsed_outputs(args.paths, None, progress_for(args)):
         with TableStore(out / TABLES_DIR) as store:

@@ -11,10 +11,7 @@ from pathlib import Path
 from mlprof.cli.common import print_json
 from mlprof.errors import MlprofError
 from mlprof.export import ExportOptions, run_exports
-from mlprof.parse import ParseOptions, parse_path
 from mlprof.collect.run_options import RunOptions
-from mlprof.collect.runner import parse_environment, run_command
-from mlprof.profile_config import load_profile_config
 
 __all__ = ["register", "run"]
 
@@ -39,6 +36,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.collect.runner import parse_environment, run_command
+
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     options = RunOptions.from_namespace(args)
     off = None
@@ -68,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _with_config(path: Path, flags: RunOptions) -> tuple[RunOptions, str | None]:
     """The config's options, with the flags that differ from their defaults on top; and why profiling is off."""
+    from mlprof.profile_config import load_profile_config
+
     config = load_profile_config(path)
     defaults = RunOptions()
     given = {f.name: getattr(flags, f.name) for f in fields(RunOptions)
@@ -78,6 +79,8 @@ def _with_config(path: Path, flags: RunOptions) -> tuple[RunOptions, str | None]
 
 def _parse(capture: Path, options: RunOptions) -> dict:
     """Parse one capture and write its exports; a bad capture is reported, never fatal."""
+    from mlprof.parse import ParseOptions, parse_path
+
     try:
         results = parse_path(capture, ParseOptions())
         for result in results:

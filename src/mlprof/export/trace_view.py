@@ -13,12 +13,12 @@ import os
 from pathlib import Path
 
 from mlprof.capture.files import publish_file
+from mlprof.export import TRACE_VIEW_FILE
 from mlprof.capture.trace_names import GC_NAME_SQL, STEP_NAME_SQL
 from mlprof.tables.store import TableStore
 
 __all__ = ["write_trace_view", "MLPROF_PID", "TRACE_VIEW_FILE"]
 
-TRACE_VIEW_FILE = "trace_view.json"
 
 # A pseudo-process holding mlprof's own tracks (steps, markers, GC, memory).
 MLPROF_PID = 2_000_000_000
