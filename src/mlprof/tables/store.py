@@ -34,6 +34,12 @@ MISSING_INT = int(np.iinfo(np.int64).min)
 _spill_dirs = itertools.count()
 
 
+# How every table file is written. Parquet's version 2 pages (delta encodings for
+# integers) write the 1.1M host ops of a CPU trace in 0.51-0.55 s instead of
+# 0.62 s, in 9.3 MB instead of 12.5, and read as fast or faster.
+PARQUET_OPTIONS = "FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2"
+
+
 def connect(budget_bytes: int | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB held to its share of the memory budget (:mod:`mlprof.tables.budget`;
     ``budget_bytes``: a command's own budget, else the environment's or the default).
@@ -168,10 +174,10 @@ def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray],
         if frame and len(next(iter(frame.values()))):
             con.register("_frame", frame)
             con.execute(f"COPY (SELECT {_select_list(schema, set(frame), set())} FROM _frame f) "
-                        f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+                        f"TO '{target}' ({PARQUET_OPTIONS})")
         else:
             con.execute(schema.create_sql())
-            con.execute(f"COPY \"{name}\" TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+            con.execute(f"COPY \"{name}\" TO '{target}' ({PARQUET_OPTIONS})")
     finally:
         con.close()
 
@@ -234,11 +240,11 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
                 del data
                 # DuckDB holds a row group or two while it encodes them; half its default
                 # (122,880 rows) held 20 MB less beside host_ops, files of the same size.
-                con.execute(f"COPY ({select}) TO '{target}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 65536)")
+                con.execute(f"COPY ({select}) TO '{target}' ({PARQUET_OPTIONS}, ROW_GROUP_SIZE 65536)")
                 con.unregister(f"_frame_{name}")
             else:
                 con.execute(schema.create_sql())
-                con.execute(f"COPY \"{name}\" TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+                con.execute(f"COPY \"{name}\" TO '{target}' ({PARQUET_OPTIONS})")
                 con.execute(f'DROP TABLE "{name}"')
     finally:
         con.close()
@@ -298,10 +304,10 @@ def combine_tables(out_dir: Path, parts: list[Path], metadata: list[tuple[str, s
             names = ", ".join(f'"{c}"' for c in schema.column_names)
             if selects:
                 con.execute(f"COPY (SELECT {names} FROM ({' UNION ALL '.join(selects)}) ORDER BY _part, _row) "
-                            f"TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+                            f"TO '{target}' ({PARQUET_OPTIONS})")
             else:
                 con.execute(schema.create_sql())
-                con.execute(f"COPY \"{name}\" TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
+                con.execute(f"COPY \"{name}\" TO '{target}' ({PARQUET_OPTIONS})")
                 con.execute(f'DROP TABLE "{name}"')
             counts[name] = (sum(rows[name]) + (len(metadata) if name == "metadata" else 0) + extra_counters
                             + extra_rows)
