@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mlprof.cli.common import ListOption, add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.errors import ConfigError
-from mlprof.export import EXPORT_TYPES, SUMMARY_FORMATS, ExportOptions, run_exports
+from mlprof.export import EXPORT_TYPES, SUMMARY_FORMATS, ExportOptions
 
 __all__ = ["register", "run"]
 
@@ -28,6 +28,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.export import run_exports
+
     outputs = parsed_outputs(args.paths, None, progress_for(args))
     if args.output is not None and len(outputs) > 1:
         raise ConfigError(f"{args.paths[0]}: --output needs a single input, found {len(outputs)}")

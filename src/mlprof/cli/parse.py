@@ -10,8 +10,8 @@ from pathlib import Path
 from mlprof.cli.common import ListOption, add_common, exit_code_for, print_json, progress_for
 from mlprof.cli.exit_codes import EXIT_PARTIAL
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
-from mlprof.export import (EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE, ExportOptions,
-                           run_exports)
+from mlprof.export import (EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
+                           ExportOptions)
 from mlprof.tables.budget import parse_size
 
 __all__ = ["register", "run", "summary_line"]
@@ -55,6 +55,7 @@ def _size(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mlprof.export import run_exports
     from mlprof.parse import ParseOptions, parse_path
 
     export_options = None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mlprof.cli.common import print_json
 from mlprof.errors import MlprofError
-from mlprof.export import ExportOptions, run_exports
+from mlprof.export import ExportOptions
 from mlprof.collect.run_options import RunOptions
 
 __all__ = ["register", "run"]
@@ -79,6 +79,7 @@ def _with_config(path: Path, flags: RunOptions) -> tuple[RunOptions, str | None]
 
 def _parse(capture: Path, options: RunOptions) -> dict:
     """Parse one capture and write its exports; a bad capture is reported, never fatal."""
+    from mlprof.export import run_exports
     from mlprof.parse import ParseOptions, parse_path
 
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mlprof.analysis.communication import communication_matrix, communication_summary, rank_of
 from mlprof.errors import ConfigError
-from mlprof.export import ExportOptions
+from mlprof.export.options import ExportOptions
 from mlprof.export.csv_summaries import write_summaries
 from mlprof.export.sqlite import write_sqlite
 from mlprof.export.trace_view import write_trace_view

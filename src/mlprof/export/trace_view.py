@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from mlprof.capture.files import publish_file
-from mlprof.export import TRACE_VIEW_FILE
+from mlprof.export.options import TRACE_VIEW_FILE
 from mlprof.capture.trace_names import GC_NAME_SQL, STEP_NAME_SQL
 from mlprof.tables.store import TableStore
 
