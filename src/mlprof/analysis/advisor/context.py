@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from mlprof.analysis.communication import rank_of
@@ -35,6 +35,15 @@ class AdvisorContext:
     """One parsed output (one rank) seen by the rules."""
 
     store: TableStore
+    _temp_tables: set[str] = field(default_factory=set, repr=False)
+
+    def temp_table(self, name: str, select_sql: str) -> str:
+        """``name``: a temporary table of ``select_sql``'s rows, made on first use. For a subquery
+        several rules (or one rule several times) filter by: it is computed once per output."""
+        if name not in self._temp_tables:
+            self.store.sql(f"CREATE OR REPLACE TEMP TABLE {name} AS {select_sql}")
+            self._temp_tables.add(name)
+        return name
 
     @cached_property
     def steps(self) -> list[StepBreakdown]:

@@ -6,7 +6,7 @@ import re
 import statistics
 
 from mlprof.analysis.steps import HOST_FIELDS
-from mlprof.analysis.advisor.rules_alloc import UNDER_FACTORY_SQL
+from mlprof.analysis.advisor.rules_alloc import under_factory_sql
 from mlprof.analysis.advisor.rules_shapes import shape_driven_steps
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
@@ -68,7 +68,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         {DEVICE_NS_PER_OP}
         SELECT h.name, count(*) AS count, sum(h.folded_self_ns) AS host_self_ns,
                coalesce(sum(d.device_ns), 0) AS device_ns, count(DISTINCT h.step) AS steps
-        FROM (SELECT * FROM host_ops h WHERE {_OP_FILTER} AND NOT {UNDER_FACTORY_SQL}) h
+        FROM (SELECT * FROM host_ops h WHERE {_OP_FILTER} AND NOT {under_factory_sql(ctx)}) h
              LEFT JOIN dev d ON d.host_op_id = h.op_id
         GROUP BY h.name""")
     # Collectives are communication_overlap's (their kernels are transfers and waits, not compute).
@@ -87,7 +87,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         expected = bool(EXPECTED_COMPUTE.match(top["name"]))
         per_step = ctx.store.dicts(f"""
             SELECT window_index AS window, step, sum(folded_self_ns) AS self_ns FROM host_ops h
-            WHERE name = ? AND {_OP_FILTER} AND NOT {UNDER_FACTORY_SQL} GROUP BY 1, 2 ORDER BY self_ns DESC, 1, 2""",
+            WHERE name = ? AND {_OP_FILTER} AND NOT {under_factory_sql(ctx)} GROUP BY 1, 2 ORDER BY self_ns DESC, 1, 2""",
             [top["name"]])
         judged = share
         if top["host_self_ns"] >= top["device_ns"]:
