@@ -84,20 +84,41 @@ def facts_from_metadata(meta: dict) -> dict:
     return facts
 
 
+_SHAPED = "h.input_dims IS NOT NULL AND h.input_dims NOT IN ('[]', '[[]]')"
+
+
 def _batch_shape(store: TableStore) -> str | None:
     """Input shapes of the first op with shapes in forward time (any forward span: the first one may be
     a sliver before a GC pause or a Python gap)."""
+    if not store.rows(f"SELECT 1 FROM host_ops h WHERE {_SHAPED} LIMIT 1"):
+        return None  # recorded without shapes
+    spans = store.rows("SELECT window_index, start_ns, end_ns FROM phase_spans WHERE view = 'host' "
+                       "AND phase = 'forward' ORDER BY window_index, start_ns")
     # The host spans of one thread do not overlap, so the forward span an op starts in is the last
     # one starting before it: an ASOF join (sorted, linear), not a range join over every pair
-    # (2.6 s on 200K ops, minutes on millions).
-    rows = store.rows("""
-        SELECT h.name, h.input_dims FROM host_ops h
-        ASOF JOIN (SELECT window_index, tid, start_ns, end_ns FROM phase_spans
-                   WHERE view = 'host' AND phase = 'forward') p
-          ON h.window_index = p.window_index AND h.tid = p.tid AND h.start_ns >= p.start_ns
-        WHERE h.start_ns < p.end_ns AND h.input_dims IS NOT NULL AND h.input_dims NOT IN ('[]', '[[]]')
-        ORDER BY h.window_index, h.start_ns, h.depth, h.op_id LIMIT 1""")
-    return f"{rows[0][0]} {rows[0][1]}" if rows else None
+    # (2.6 s on 200K ops, minutes on millions). The first op is in the first spans: they are
+    # searched a few at a time, then more, in time order (over every op at once, 1.3 s on 4.5M).
+    first, size = 0, 16
+    while first < len(spans):
+        window = spans[first][0]
+        last = first
+        while last < len(spans) and last - first < size and spans[last][0] == window:
+            last += 1
+        lo, hi = spans[first][1], max(end for _, _, end in spans[first:last])
+        rows = store.rows(f"""
+            SELECT h.name, h.input_dims FROM (SELECT * FROM host_ops WHERE window_index = ? AND start_ns >= ?
+                                              AND start_ns < ?) h
+            ASOF JOIN (SELECT window_index, tid, start_ns, end_ns FROM phase_spans
+                       WHERE view = 'host' AND phase = 'forward' AND window_index = ? AND start_ns >= ?
+                         AND start_ns <= ?) p
+              ON h.window_index = p.window_index AND h.tid = p.tid AND h.start_ns >= p.start_ns
+            WHERE h.start_ns < p.end_ns AND {_SHAPED}
+            ORDER BY h.window_index, h.start_ns, h.depth, h.op_id LIMIT 1""",
+                          [window, lo, hi, window, lo, spans[last - 1][1]])
+        if rows:
+            return f"{rows[0][0]} {rows[0][1]}"
+        first, size = last, size * 4
+    return None
 
 
 def run_facts(store: TableStore) -> dict:
