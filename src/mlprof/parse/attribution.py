@@ -41,6 +41,7 @@ from mlprof.parse.host_view import (
 from mlprof.parse.phase_rules import idle_cause, is_sync_call, span_phase
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 from mlprof.tables.phases import HOST_PHASES, window_extents
+from mlprof.tables.budget import memory_budget_bytes
 from mlprof.tables.store import TableStore, replace_table
 
 __all__ = ["attribute_phases", "write_attribution"]
@@ -159,16 +160,27 @@ def _step_threads(store: TableStore) -> dict[int, int]:
     return out
 
 
-def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dict, dict, dict]:
-    where = """h.window_index = ? AND h.name NOT LIKE 'ProfilerStep#%' AND h.dur_ns >= 0
-               AND (h.category <> 'python_function' OR h.name LIKE 'nn.Module:%')"""
+def _during(lo: int | None, hi: int | None, start: str, end: str) -> tuple[str, list]:
+    """SQL (and its parameters) for spans with ``start`` < hi and ``end`` > lo: those that can touch a
+    step in [lo, hi), as the sweep cuts them (None: every span)."""
+    if lo is None:
+        return "", []
+    return f" AND {start} < ? AND {end} > ?", [hi, lo]
+
+
+def _window_inputs(store: TableStore, window: int, tid: int | None, lo: int | None = None,
+                   hi: int | None = None) -> tuple[dict, dict, dict]:
+    """The spans the host view of the window's steps in [lo, hi) uses (None: all its steps)."""
+    during, when = _during(lo, hi, "h.start_ns", "h.start_ns + h.dur_ns")
+    where = f"""h.window_index = ? AND h.name NOT LIKE 'ProfilerStep#%' AND h.dur_ns >= 0
+               AND (h.category <> 'python_function' OR h.name LIKE 'nn.Module:%'){during}"""
     # Phases are decided per distinct (name, annotation) here, then joined in
     # SQL: a million ops never come back as a million Python strings, and only
     # the spans the sweep uses are fetched. "Child of a step" is a semi-join on
     # the few step ops, not a join of every op with its parent (which built a
     # hash table of every op: 0.2 GB on 4.5M events).
     names = _arrays(store, f"SELECT DISTINCT h.name, coalesce(h.category = 'user_annotation', false) AS annotation "
-                           f"FROM host_ops h WHERE {where}", [window])
+                           f"FROM host_ops h WHERE {where}", [window, *when])
     store.con.register("_phases", {"name": names["name"], "annotation": names["annotation"],
                                    "phase": _phase_codes(names["name"], names["annotation"])})
     on_thread = "coalesce(h.tid = ?, false)"
@@ -183,17 +195,19 @@ def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dic
                                                              WHERE name LIKE 'ProfilerStep#%'), false)))
             OR (NOT {on_thread} AND coalesce(h.depth = 0, false) AND f.phase IN ({PHASE_CODE["backward"]},
                                                                                {PHASE_CODE["communication"]})))
-        ORDER BY h.op_id""", [tid, window, tid, tid])
+        ORDER BY h.op_id""", [tid, window, *when, tid, tid])
     store.con.unregister("_phases")
     mine = ops["on_thread"].astype(bool)
     phase = ops["phase"].astype(np.int64)
     parts = [(ops["start_ns"][mine], ops["end_ns"][mine], phase[mine])]
+    thread = tid if tid is not None else -1
+    during, when = _during(lo, hi, "start_ns", "end_ns")
     mods = _arrays(store, "SELECT start_ns, end_ns FROM module_calls WHERE window_index = ? AND tid = ? "
-                          "AND end_ns IS NOT NULL", [window, tid if tid is not None else -1])
+                          f"AND end_ns IS NOT NULL{during}", [window, thread, *when])
     parts.append((mods["start_ns"], mods["end_ns"], np.full(len(mods["start_ns"]), PHASE_CODE["forward"])))
     ranges = _arrays(store, "SELECT start_ns, end_ns, name FROM markers WHERE window_index = ? AND kind = 'range' "
-                            "AND end_ns IS NOT NULL AND end_ns >= start_ns AND tid = ?",
-                     [window, tid if tid is not None else -1])
+                            f"AND end_ns IS NOT NULL AND end_ns >= start_ns AND tid = ?{during}",
+                     [window, thread, *when])
     rphase = _phase_codes(ranges["name"], np.ones(len(ranges["name"]), dtype=bool))
     parts.append((ranges["start_ns"][rphase >= 0], ranges["end_ns"][rphase >= 0], rphase[rphase >= 0]))
     spans = {"start_ns": np.concatenate([p[0] for p in parts]).astype(np.int64),
@@ -202,21 +216,23 @@ def _window_inputs(store: TableStore, window: int, tid: int | None) -> tuple[dic
     # Other threads: their outermost backward and communication work.
     other = {"start_ns": ops["start_ns"][~mine].astype(np.int64), "end_ns": ops["end_ns"][~mine].astype(np.int64),
              "phase": phase[~mine]}
+    during, when = _during(lo, hi, "start_ns", "start_ns + dur_ns")
     gc = _arrays(store, "SELECT start_ns, start_ns + dur_ns AS end_ns FROM gc_pauses WHERE window_index = ? "
-                        "AND (tid IS NULL OR tid = ?)", [window, tid if tid is not None else -1])
+                        f"AND (tid IS NULL OR tid = ?){during}", [window, thread, *when])
     gc = {k: v.astype(np.int64) for k, v in gc.items()}
     return spans, other, gc
 
 
-def _device_inputs(store: TableStore, window: int) -> tuple[dict, tuple]:
-    dev = _arrays(store, """
+def _device_inputs(store: TableStore, window: int, lo: int | None = None, hi: int | None = None) -> tuple[dict, tuple]:
+    during, when = _during(lo, hi, "start_ns", "start_ns + dur_ns")
+    dev = _arrays(store, f"""
         SELECT start_ns, start_ns + dur_ns AS end_ns,
                CASE WHEN kind = 'kernel' AND NOT coalesce(is_communication, false) THEN 0
                     WHEN kind = 'kernel' THEN 1 WHEN kind = 'memcpy' THEN 2 ELSE 3 END AS kind
-        FROM device_ops WHERE window_index = ? AND kind IN ('kernel', 'memcpy', 'memset') AND dur_ns >= 0""",
-                  [window])
+        FROM device_ops WHERE window_index = ? AND kind IN ('kernel', 'memcpy', 'memset') AND dur_ns >= 0{during}""",
+                  [window, *when])
     calls = _arrays(store, "SELECT start_ns, start_ns + dur_ns AS end_ns, name FROM runtime_calls "
-                           "WHERE window_index = ? AND dur_ns > 0", [window])
+                           f"WHERE window_index = ? AND dur_ns > 0{during}", [window, *when])
     sync = np.array([is_sync_call(str(n)) for n in calls["name"]], dtype=bool)
     return (_Spans({k: v.astype(np.int64) for k, v in dev.items()}),
             (calls["start_ns"][sync].astype(np.int64), calls["end_ns"][sync].astype(np.int64)))
@@ -224,11 +240,41 @@ def _device_inputs(store: TableStore, window: int) -> tuple[dict, tuple]:
 
 # Steps per forked worker below which attribution stays in one process.
 _STEPS_PER_WORKER = 200
+# Memory a span costs through the host view (inputs, sweep and segments), with room to spare:
+# a chunk of steps holds a quarter of the budget in spans at most.
+_BYTES_PER_SPAN = 4 * 300
 
 
-def attribute_phases(store: TableStore, fork_workers: bool = True) -> dict[str, np.ndarray]:
+def _step_chunks(store: TableStore, window: int, rows: list[tuple], budget_bytes: int | None) -> list[list[tuple]]:
+    """The window's steps (sorted by start) in runs whose spans fit the budget: a step has at most
+    as many spans as the window has ops a step."""
+    ops = store.rows("SELECT count(*) FROM host_ops WHERE window_index = ?", [window])[0][0]
+    per_chunk = memory_budget_bytes(budget_bytes) // _BYTES_PER_SPAN
+    steps = max(1, int(per_chunk * len(rows) // max(ops, 1)))
+    return [rows[i:i + steps] for i in range(0, len(rows), steps)]
+
+
+def _attribute_chunk(rows: list[tuple], inputs: tuple, has_device: bool, fork_workers: bool) -> list[dict]:
+    # Steps are independent once their spans are loaded: the later ones go to
+    # forked workers (both cores; one process on one core).
+    n_parts = worker_count(len(rows), _STEPS_PER_WORKER) if fork_workers else 1
+    bounds = [len(rows) * i // n_parts for i in range(n_parts + 1)]
+    children = []
+    try:
+        for i in range(1, n_parts):
+            children.append(start_part(partial(_attribute_steps, rows[bounds[i]:bounds[i + 1]], inputs, has_device)))
+        results = [_attribute_steps(rows[:bounds[1]], inputs, has_device)]
+        return results + [finish_part(child) for child in children]
+    except BaseException:
+        for child in children:
+            abandon_part(child)
+        raise
+
+
+def attribute_phases(store: TableStore, fork_workers: bool = True,
+                     budget_bytes: int | None = None) -> dict[str, np.ndarray]:
     """The ``phase_spans`` table's columns for every step of ``store`` (``fork_workers``: may split the
-    steps between forked processes)."""
+    steps between forked processes; ``budget_bytes``: how many steps' spans are loaded at once)."""
     threads = _step_threads(store)
     has_device = store.rows("SELECT count(*) FROM device_ops WHERE kind IN ('kernel', 'memcpy', 'memset')")[0][0] > 0
     steps = store.rows("SELECT window_index, step, start_ns, end_ns FROM steps WHERE end_ns > start_ns "
@@ -241,28 +287,18 @@ def attribute_phases(store: TableStore, fork_workers: bool = True) -> dict[str, 
     for row in steps:
         by_window.setdefault(row[0], []).append(row)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in _SPAN_COLUMNS}
-    for window, rows in by_window.items():
+    for window, window_rows in by_window.items():
         tid = threads.get(window)
-        inputs = (tid, *_window_inputs(store, window, tid),
-                  *(_device_inputs(store, window) if has_device else (None, None)))
-        # Steps are independent once the window's spans are loaded: the later
-        # ones go to forked workers (both cores; one process on one core).
-        n_parts = worker_count(len(rows), _STEPS_PER_WORKER) if fork_workers else 1
-        bounds = [len(rows) * i // n_parts for i in range(n_parts + 1)]
-        children = []
-        try:
-            for i in range(1, n_parts):
-                children.append(start_part(partial(_attribute_steps, rows[bounds[i]:bounds[i + 1]], inputs,
-                                                   has_device)))
-            results = [_attribute_steps(rows[:bounds[1]], inputs, has_device)]
-            results += [finish_part(child) for child in children]
-        except BaseException:
-            for child in children:
-                abandon_part(child)
-            raise
-        for result in results:
-            for key, arrays in result.items():
-                parts[key].extend(arrays)
+        chunks = _step_chunks(store, window, window_rows, budget_bytes)
+        for rows in chunks:
+            # Each step's spans are those that touch it: a chunk of steps needs only the spans
+            # that touch its time (all of the window's, when it is one chunk).
+            lo, hi = (min(r[2] for r in rows), max(r[3] for r in rows)) if len(chunks) > 1 else (None, None)
+            inputs = (tid, *_window_inputs(store, window, tid, lo, hi),
+                      *(_device_inputs(store, window, lo, hi) if has_device else (None, None)))
+            for result in _attribute_chunk(rows, inputs, has_device, fork_workers):
+                for key, arrays in result.items():
+                    parts[key].extend(arrays)
     out = {}
     for key, arrays in parts.items():
         dtype = object if key in ("view", "phase", "cause") else bool if key == "overlapped" else np.int64
@@ -326,5 +362,5 @@ def write_attribution(tables_dir, budget_bytes: int | None = None,
     memory while their files are still being written.
     """
     with TableStore(tables_dir, budget_bytes, in_memory, strings) as store:
-        spans = attribute_phases(store, fork_workers)
+        spans = attribute_phases(store, fork_workers, budget_bytes)
     replace_table(tables_dir, "phase_spans", spans, budget_bytes)

@@ -18,9 +18,10 @@ from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.kineto_events import FLOW_END, FLOW_START, MISSING, KinetoColumns, StringPool
 from mlprof.parse.python_and_modules import module_call_table, python_tables
 
-__all__ = ["WindowData", "build_tables"]
+__all__ = ["WindowData", "build_tables", "TableParts", "build_host_side", "build_flows", "build_misc", "step_table",
+           "new_offsets", "add_capture_metadata", "add_steps", "STEP_NAME", "strings_matching"]
 
-_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # Bytes per element of the dtype names Kineto writes for collectives.
 _DTYPE_BYTES = {
     "float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
@@ -49,7 +50,7 @@ def _full(n: int, value, dtype=np.int64) -> np.ndarray:
     return np.full(n, value, dtype=dtype)
 
 
-class _Tables:
+class TableParts:
     """Per-table lists of column dicts, concatenated at the end."""
 
     def __init__(self, pool: StringPool) -> None:
@@ -88,14 +89,14 @@ class _Tables:
         return present[0] if len(present) == 1 else np.concatenate(present)
 
 
-def _strings_matching(pool: StringPool, pattern: re.Pattern) -> dict[int, re.Match]:
+def strings_matching(pool: StringPool, pattern: re.Pattern) -> dict[int, re.Match]:
     return {code: m for code, value in enumerate(pool.values())
             if isinstance(value, str) and (m := pattern.match(value))}
 
 
-def _step_table(win: WindowData, pool: StringPool, host: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+def step_table(win: WindowData, pool: StringPool, host: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     if host and len(host["name"]):
-        step_codes = _strings_matching(pool, _STEP_NAME)
+        step_codes = strings_matching(pool, STEP_NAME)
         if step_codes:
             mask = np.isin(host["name"], np.fromiter(step_codes, dtype=np.int32))
             idx = np.flatnonzero(mask)
@@ -147,37 +148,67 @@ def _lookup(keys_sorted: np.ndarray, values: np.ndarray, query: np.ndarray) -> n
 def build_tables(windows: list[WindowData], pool: StringPool,
                  capture_metadata: dict[str, object]) -> dict[str, dict[str, np.ndarray]]:
     """Table name -> column arrays (string columns as ``pool`` codes)."""
-    tables = _Tables(pool)
-    offsets = {"op": 0, "call": 0, "device": 0}
-    for key, value in capture_metadata.items():
-        tables.add("metadata", MISSING, {"key": np.array([key], dtype=object),
-                                          "value_json": np.array([json.dumps(value, default=str)], dtype=object)})
+    tables = TableParts(pool)
+    offsets = new_offsets()
+    add_capture_metadata(tables, capture_metadata)
     for win in windows:
         _build_window(win, pool, tables, offsets)
     return tables.result()
 
 
-def _build_window(win: WindowData, pool: StringPool, tables: _Tables, offsets: dict[str, int]) -> None:
+def new_offsets() -> dict[str, int]:
+    """Running row ids of the windows built so far."""
+    return {"op": 0, "call": 0, "device": 0}
+
+
+def add_capture_metadata(tables: TableParts, capture_metadata: dict[str, object]) -> None:
+    for key, value in capture_metadata.items():
+        tables.add("metadata", MISSING, {"key": np.array([key], dtype=object),
+                                          "value_json": np.array([json.dumps(value, default=str)], dtype=object)})
+
+
+def _build_window(win: WindowData, pool: StringPool, tables: TableParts, offsets: dict[str, int]) -> None:
     k = win.kineto
     w = win.window_index
-    host = k.host if k else {}
-    steps_n, steps_s, steps_e, source = _step_table(win, pool, host)
-    cpu_ns, cpu_wait_ns = _step_cpu(win, steps_n, steps_s, steps_e)
-    tables.add("steps", w, {"step": steps_n, "start_ns": steps_s, "end_ns": steps_e,
-                            "dur_ns": steps_e - steps_s,
-                            "source": np.array([source] * len(steps_n), dtype=object),
-                            "cpu_ns": cpu_ns, "cpu_wait_ns": cpu_wait_ns})
-
-    def step_of(ts: np.ndarray) -> np.ndarray:
-        return assign_steps(ts, steps_s, steps_e, steps_n, MISSING)
-
+    step_of = add_steps(win, pool, tables, k.host if k else {})
     if k is not None:
         _build_kineto(k, w, pool, tables, offsets, step_of)
     _build_capture_files(win, tables, step_of)
 
 
-def _build_kineto(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables,
+def add_steps(win: WindowData, pool: StringPool, tables: TableParts, host: dict):
+    """The window's steps table (from ``host``: its ops, or only those named as steps); returns the
+    function that gives the step of each time."""
+    steps_n, steps_s, steps_e, source = step_table(win, pool, host)
+    cpu_ns, cpu_wait_ns = _step_cpu(win, steps_n, steps_s, steps_e)
+    tables.add("steps", win.window_index, {"step": steps_n, "start_ns": steps_s, "end_ns": steps_e,
+                                           "dur_ns": steps_e - steps_s,
+                                           "source": np.array([source] * len(steps_n), dtype=object),
+                                           "cpu_ns": cpu_ns, "cpu_wait_ns": cpu_wait_ns})
+
+    def step_of(ts: np.ndarray) -> np.ndarray:
+        return assign_steps(ts, steps_s, steps_e, steps_n, MISSING)
+
+    return step_of
+
+
+def _build_kineto(k: KinetoColumns, w: int, pool: StringPool, tables: TableParts,
                   offsets: dict[str, int], step_of) -> None:
+    launch = build_host_side(k, w, pool, tables, offsets, step_of)
+    if k.device:
+        _build_device(k, w, pool, tables, offsets, step_of, *launch)
+    build_flows(k, w, tables)
+    build_misc(k, w, pool, tables)
+
+
+def build_host_side(k: KinetoColumns, w: int, pool: StringPool, tables: TableParts, offsets: dict[str, int], step_of,
+                    rows: dict[str, np.ndarray] | None = None) -> tuple:
+    """The host ops, runtime calls and allocator events of ``k`` (nested on their threads) into ``tables``;
+    returns what device ops need of their launches: per runtime call, its op, step and collective.
+
+    ``rows``: each host op's and runtime call's row in the whole trace, for a stretch of it built
+    alone (:mod:`mlprof.parse.segments`); their ids are those rows, not numbers from ``offsets``.
+    """
     empty_i = np.zeros(0, dtype=np.int64)
     host, rt, dev, mem = k.host, k.runtime, k.device, k.memory
     n_ops = len(host["name"]) if host else 0
@@ -197,11 +228,15 @@ def _build_kineto(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables,
         else:
             nest = nest_host_events(empty_i, empty_i, empty_i, empty_i, np.zeros(0, bool), leaves)
     op_base = offsets["op"]
+    host_rows = rows["host"] if rows is not None else None
 
     # Each new column is made in one array, no temporaries as long as the ops:
     # at 10M ops every one is 80 MB, and this is the parse's peak.
     def op_ids(local: np.ndarray) -> np.ndarray:
-        ids = local + op_base
+        if host_rows is None:
+            ids = local + op_base
+        else:
+            ids = host_rows[np.maximum(local, 0)] if n_ops else np.full(len(local), MISSING, dtype=np.int64)
         ids[local < 0] = MISSING
         return ids
 
@@ -211,7 +246,7 @@ def _build_kineto(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables,
         depth[nest.depth < 0] = MISSING
         cols = dict(host)
         cols.update({
-            "op_id": np.arange(op_base, op_base + n_ops, dtype=np.int64),
+            "op_id": np.arange(op_base, op_base + n_ops, dtype=np.int64) if host_rows is None else host_rows,
             "self_ns": nest.self_ns,
             "folded": folded,
             "folded_self_ns": folded_self,
@@ -222,14 +257,14 @@ def _build_kineto(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables,
         del depth, folded, folded_self
         tables.add("host_ops", w, cols)
     leaf_i = 0
-    rt_step = rt_owner = None
+    rt_step = rt_owner = rt_comm = None
     if rt:
         n = len(rt["name"])
         rt_owner = op_ids(nest.leaf_owner[leaf_i])
         leaf_i += 1
         rt_step = step_of(rt["start_ns"])
         cols = dict(rt)
-        cols.update({"call_id": np.arange(n, dtype=np.int64) + offsets["call"],
+        cols.update({"call_id": np.arange(n, dtype=np.int64) + offsets["call"] if rows is None else rows["runtime"],
                      "host_op_id": rt_owner, "step": rt_step})
         tables.add("runtime_calls", w, cols)
         offsets["call"] += n
@@ -239,14 +274,10 @@ def _build_kineto(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables,
         cols.update({"host_op_id": owner, "step": step_of(mem["ts_ns"])})
         tables.add("memory_events", w, cols)
     offsets["op"] += n_ops
-    if dev:
-        rt_comm = None
-        if rt and n_ops:
-            rt_comm = _communication_op(pool, host["name"], nest.parent)[nest.leaf_owner[0]]
-            rt_comm[nest.leaf_owner[0] < 0] = -1
-        _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step, rt_comm)
-    _build_flows(k, w, tables)
-    _build_misc(k, w, pool, tables)
+    if dev and rt and n_ops:
+        rt_comm = _communication_op(pool, host["name"], nest.parent)[nest.leaf_owner[0]]
+        rt_comm[nest.leaf_owner[0] < 0] = -1
+    return rt_owner, rt_step, rt_comm
 
 
 # Host ops that launch a collective: torch's record_function names (nccl:all_reduce).
@@ -255,7 +286,7 @@ _COMMUNICATION_OP = re.compile(r"^(nccl|gloo|ucc|mpi|hccl|rccl|xccl):\w")
 
 def _communication_op(pool: StringPool, names: np.ndarray, parent: np.ndarray, levels: int = 4) -> np.ndarray:
     """Per host op: the code of the communication op it is or is inside (up to ``levels`` up), else -1."""
-    comm = np.fromiter(_strings_matching(pool, _COMMUNICATION_OP), dtype=np.int32)
+    comm = np.fromiter(strings_matching(pool, _COMMUNICATION_OP), dtype=np.int32)
     is_comm = np.isin(names, comm)
     code = np.where(is_comm, names, -1).astype(np.int64)
     node = parent
@@ -268,7 +299,7 @@ def _communication_op(pool: StringPool, names: np.ndarray, parent: np.ndarray, l
     return code
 
 
-def _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step, rt_comm=None) -> None:
+def _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step, rt_comm) -> None:
     dev, rt = k.device, k.runtime
     n = len(dev["name"])
     launch_comm = _full(n, MISSING)
@@ -316,7 +347,7 @@ def _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step, rt_co
         tables.add("collectives", w, cols)
 
 
-def _build_flows(k: KinetoColumns, w: int, tables: _Tables) -> None:
+def build_flows(k: KinetoColumns, w: int, tables: TableParts) -> None:
     fl = k.flows
     if not fl:
         return
@@ -379,7 +410,7 @@ def _paired_flows_in_order(fl: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nd
     return (np.array([p[0] for p in pairs], dtype=np.int64), np.array([p[1] for p in pairs], dtype=np.int64))
 
 
-def _build_misc(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables) -> None:
+def build_misc(k: KinetoColumns, w: int, pool: StringPool, tables: TableParts) -> None:
     ann = k.device_annotations
     if ann:
         n = len(ann["name"])
@@ -412,7 +443,7 @@ def _build_misc(k: KinetoColumns, w: int, pool: StringPool, tables: _Tables) -> 
             "count": _i64([c for _, c in items])})
 
 
-def _build_capture_files(win: WindowData, tables: _Tables, step_of) -> None:
+def _build_capture_files(win: WindowData, tables: TableParts, step_of) -> None:
     w = win.window_index
     m = win.markers
     if m and (m.marks or m.ranges):

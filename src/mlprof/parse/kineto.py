@@ -33,6 +33,7 @@ from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
     StringPool, TopLevel, first_bad_field, split_chunk)
 from mlprof.parse.kineto_ranges import read_ranges
+from mlprof.parse.spill import Spill, SpilledTrace
 from mlprof.parse.kineto_cuts import BAD_INPUT
 from mlprof.parse.kineto_stream import NotStreamable, gunzip_blocks, read_stream
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
@@ -176,7 +177,8 @@ def read_kineto(
     pool: StringPool,
     progress: Callable[[int, int], None] | None = None,
     memory_budget_bytes: int | None = None,
-) -> KinetoColumns:
+    spill: Spill | None = None,
+) -> KinetoColumns | SpilledTrace:
     """Decode one Kineto trace file into :class:`KinetoColumns`.
 
     ``progress(bytes_read, file_bytes)`` is called as the file is read (for
@@ -184,6 +186,9 @@ def read_kineto(
     ``memory_budget_bytes`` (:mod:`mlprof.parse.kineto_stream`); a file the
     streaming reader cannot decide, malformed ones included, is read whole,
     which names the problem.
+
+    With ``spill``, the decoded pieces go to disk and a :class:`SpilledTrace` comes
+    back (:mod:`mlprof.parse.segments`), except from the whole-file reader.
 
     Raises :class:`TraceFormatError` naming the file and the problem for an
     empty, truncated, non-JSON or wrongly typed trace. Event kinds the tables
@@ -197,9 +202,9 @@ def read_kineto(
     try:
         try:
             try:
-                return read_ranges(path, pool, progress)
+                return read_ranges(path, pool, progress, spill)
             except NotStreamable:  # compressed, or no trusted gap: read through this process
-                return read_stream(path, pool, progress, memory_budget_bytes)
+                return read_stream(path, pool, progress, memory_budget_bytes, spill)
         except NotStreamable:
             return _read(path, pool, _bytes_progress(path, progress))
     finally:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 
 from mlprof.parse.kineto_events import KinetoColumns, StringPool
+from mlprof.parse.spill import Spill, SpilledTrace, kept
 from mlprof.parse.kineto_cuts import BAD_INPUT, trusted_cuts
 from mlprof.parse.kineto_stream import (
     NotStreamable, decode_piece, decode_tail, find_head, columns_of, take_worker_pieces)
@@ -42,19 +43,20 @@ _SEARCH_LIMIT = 64 * 2**20
 _HEAD_LIMIT = 64 * 2**20
 
 
-def read_ranges(path, pool: StringPool, progress: Callable[[int, int], None] | None = None) -> KinetoColumns:
+def read_ranges(path, pool: StringPool, progress: Callable[[int, int], None] | None = None,
+                spill: Spill | None = None) -> KinetoColumns | SpilledTrace:
     """Decode a plain Kineto trace in pieces, in this process and its workers (module docstring)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         raise NotStreamable from None  # the block reader names the error
     try:
-        return _read(fd, os.fstat(fd).st_size, pool, progress)
+        return _read(fd, os.fstat(fd).st_size, pool, progress, spill)
     finally:
         os.close(fd)
 
 
-def _read(fd: int, size: int, pool: StringPool, progress) -> KinetoColumns:
+def _read(fd: int, size: int, pool: StringPool, progress, spill: Spill | None) -> KinetoColumns | SpilledTrace:
     if os.pread(fd, 2, 0) == b"\x1f\x8b":
         raise NotStreamable
     head, text = None, b""
@@ -69,11 +71,12 @@ def _read(fd: int, size: int, pool: StringPool, progress) -> KinetoColumns:
         raise NotStreamable
     last = _last_cut(fd, size, head.events_at)
     pieces = _pieces(fd, head.events_at, last[0], max(_PIECE_BYTES, -(-size // _MAX_PIECES)))
-    results, remaps = _decode_all(fd, pieces, base_ns, pool, progress, size)
+    results, remaps = _decode_all(fd, pieces, base_ns, pool, progress, size, spill)
     tail, last_events = decode_tail(os.pread(fd, size - last[1], last[1]), head.bare, True)
     if last_events:
-        results[len(pieces)] = decode_piece(b",".join(last_events), base_ns, bool(base_ns), pool, last_events)
-    cols = columns_of([results[i] for i in range(len(results))], remaps, base_ns, head.top, tail)
+        results[len(pieces)] = kept(spill, len(pieces), decode_piece(b",".join(last_events), base_ns, bool(base_ns),
+                                                                     pool, last_events))
+    cols = columns_of([results[i] for i in range(len(results))], remaps, base_ns, head.top, tail, spill)
     if progress is not None:
         progress(size, size)
     return cols
@@ -144,19 +147,19 @@ def _taken(token_r: int) -> Iterator[int]:
         yield int.from_bytes(data, "little")
 
 
-def _worker(fd: int, pieces: list[tuple[int, int]], token_r: int, base_ns: int) -> dict:
+def _worker(fd: int, pieces: list[tuple[int, int]], token_r: int, base_ns: int, spill: Spill | None) -> dict:
     pool = StringPool()
     done = {}
     try:
         for index in _taken(token_r):
-            done[index] = _decode_range(fd, pieces[index], base_ns, pool)
+            done[index] = kept(spill, index, _decode_range(fd, pieces[index], base_ns, pool))
     except NotStreamable:
         return {"failed": True}
     return {"failed": False, "strings": pool.keys(), "pieces": done}
 
 
 def _decode_all(fd: int, pieces: list[tuple[int, int]], base_ns: int, pool: StringPool, progress,
-                size: int) -> tuple[dict[int, dict], dict]:
+                size: int, spill: Spill | None) -> tuple[dict[int, dict], dict]:
     """Every piece decoded, by whichever process takes it first; results by piece number."""
     token_r, token_w = os.pipe()
     try:
@@ -167,10 +170,10 @@ def _decode_all(fd: int, pieces: list[tuple[int, int]], base_ns: int, pool: Stri
     results: dict[int, dict] = {}
     remaps: dict = {}
     try:
-        workers = [start_part(partial(_worker, fd, pieces, token_r, base_ns))
+        workers = [start_part(partial(_worker, fd, pieces, token_r, base_ns, spill))
                    for _ in range(min(worker_count(size // 400), len(pieces)) - 1)]
         for index in _taken(token_r):
-            results[index] = _decode_range(fd, pieces[index], base_ns, pool)
+            results[index] = kept(spill, index, _decode_range(fd, pieces[index], base_ns, pool))
             if progress is not None:
                 progress(pieces[index][1], size)
         for k, part in enumerate(workers):

@@ -37,11 +37,12 @@ from mlprof.parse.kineto_cuts import BAD_INPUT, as_array, decoded_cut, proven_cu
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, LIST_DECODER, TOP_DECODER, Accumulator, KinetoColumns, StringPool, TopLevel, split_chunk)
 from mlprof.parse.memory import release_freed_memory
+from mlprof.parse.spill import Spill, SpilledTrace, kept
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 from mlprof.tables.budget import memory_budget_bytes
 
 __all__ = ["NotStreamable", "read_stream", "gunzip_blocks", "MAX_EXPANDED_ENV", "block_bytes_for",
-           "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "take_worker_pieces",
+           "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "load_spilled", "take_worker_pieces",
            "decode_piece", "decode_tail", "find_head"]
 
 # Events decoded per msgspec call: small enough to stay in cache.
@@ -252,7 +253,7 @@ def _write_all(fd: int, data) -> None:
         view = view[os.write(fd, view):]
 
 
-def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool) -> dict:
+def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool, spill: Spill | None) -> dict:
     """A forked worker: decode the pieces sent to it, say when it wants the next."""
     pool = StringPool()
     pieces = {}
@@ -262,7 +263,7 @@ def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool) 
         if index < 0:
             break
         try:  # the parent proved the piece; this decode is its own copy of the events
-            pieces[index] = decode_piece(_read_exact(text_fd, length), base_ns, relative, pool)
+            pieces[index] = kept(spill, index, decode_piece(_read_exact(text_fd, length), base_ns, relative, pool))
         except BAD_INPUT:
             return {"failed": True}
         except NotStreamable:
@@ -274,8 +275,9 @@ def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool) 
 class _Pieces:
     """Hands pieces to idle workers, decodes the others here; results by piece index."""
 
-    def __init__(self, n_workers: int, base_ns: int, relative: bool, pool: StringPool) -> None:
-        self.base_ns, self.relative, self.pool = base_ns, relative, pool
+    def __init__(self, n_workers: int, base_ns: int, relative: bool, pool: StringPool,
+                 spill: Spill | None = None) -> None:
+        self.base_ns, self.relative, self.pool, self.spill = base_ns, relative, pool, spill
         self.results: dict[int, dict] = {}
         self.remaps: dict[int, np.ndarray] = {}
         self.count = 0
@@ -286,7 +288,7 @@ class _Pieces:
             self.ready_r, self.ready_w = os.pipe()
             for me in range(n_workers - 1):
                 r, w = os.pipe()
-                self.workers.append(start_part(partial(_worker, me, r, self.ready_w, base_ns, relative)))
+                self.workers.append(start_part(partial(_worker, me, r, self.ready_w, base_ns, relative, spill)))
                 os.close(r)
                 self.pipes.append(w)
         self.owner: dict[int, int] = {}  # piece index -> worker (absent: here)
@@ -316,7 +318,8 @@ class _Pieces:
         """One piece decoded in this process (its events, or their raw text, if already decoded)."""
         index = self.count
         self.count += 1
-        self.results[index] = decode_piece(text, self.base_ns, self.relative, self.pool, raws, events)
+        self.results[index] = kept(self.spill, index,
+                                   decode_piece(text, self.base_ns, self.relative, self.pool, raws, events))
 
     def add(self, text: bytes, raws: list) -> None:
         """One piece: its text and its events (decoded as msgspec.Raw), to an idle worker or here."""
@@ -395,7 +398,7 @@ def _merge(pieces: list[dict], remaps: dict[int, np.ndarray], cols: KinetoColumn
 
 
 def read_stream(path, pool: StringPool, progress: Callable[[int, int], None] | None = None,
-                memory_budget_bytes: int | None = None) -> KinetoColumns:
+                memory_budget_bytes: int | None = None, spill: Spill | None = None) -> KinetoColumns | SpilledTrace:
     """Decode one Kineto trace file block by block (see the module's docstring)."""
     block = block_bytes_for(memory_budget_bytes)
     try:
@@ -409,10 +412,11 @@ def read_stream(path, pool: StringPool, progress: Callable[[int, int], None] | N
         blocks = gunzip_blocks(path, fh, size, block) if gz else _plain_blocks(fh, block)
         # Workers: Kineto text is about 400 bytes an event, compressed about 20:1.
         events_guess = size * (20 if gz else 1) // 400
-        return _read_blocks(blocks, size, events_guess, pool, progress)
+        return _read_blocks(blocks, size, events_guess, pool, progress, spill)
 
 
-def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progress) -> KinetoColumns:
+def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progress,
+                 spill: Spill | None = None) -> KinetoColumns | SpilledTrace:
     buf, head, done = b"", None, 0
     for data, done in blocks:
         buf = buf + data if buf else data
@@ -428,7 +432,7 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
     relative = bool(base_ns)
     if not 0 <= base_ns < 2**62:
         raise NotStreamable
-    pieces = _Pieces(worker_count(events_guess), base_ns, relative, pool)
+    pieces = _Pieces(worker_count(events_guess), base_ns, relative, pool, spill)
     try:
         buf = buf[head.events_at:]
         cut_any = False
@@ -489,15 +493,18 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
         results = pieces.finish()
     finally:
         pieces.close()
-    cols = columns_of(results, pieces.remaps, base_ns, top, tail)
+    cols = columns_of(results, pieces.remaps, base_ns, top, tail, spill)
     if progress is not None:
         progress(size, size)
     return cols
 
 
 def columns_of(results: list[dict], remaps: dict[int, np.ndarray], base_ns: int, top: TopLevel | None,
-               tail: TopLevel | None) -> KinetoColumns:
-    """The trace's columns from its decoded pieces (in file order) and the top-level keys around the events."""
+               tail: TopLevel | None, spill: Spill | None = None) -> KinetoColumns | SpilledTrace:
+    """The trace's columns from its decoded pieces (in file order) and the top-level keys around the events.
+
+    With ``spill`` (the pieces' columns are on disk) the columns stay there: a :class:`SpilledTrace`.
+    """
     cols = KinetoColumns(base_time_ns=base_ns, relative_times=bool(base_ns))
     _set_metadata(cols, top, tail)
     tail_base = tail.baseTimeNanoseconds if tail is not None else None
@@ -507,8 +514,24 @@ def columns_of(results: list[dict], remaps: dict[int, np.ndarray], base_ns: int,
         # Kineto writes baseTimeNanoseconds after the events: times were read
         # relative to 0, the base is added to every time column now.
         cols.base_time_ns, cols.relative_times = tail_base, True
-    _merge(results, remaps, cols, cols.base_time_ns - base_ns)
     cols.event_count = sum(r["events"] for r in results)
+    if spill is not None:
+        for piece in results:
+            cols.threads.extend(piece["threads"])
+            cols.unknown.update(piece["unknown"])
+        return SpilledTrace(spill, results, remaps, cols.base_time_ns - base_ns, cols)
+    _merge(results, remaps, cols, cols.base_time_ns - base_ns)
+    return cols
+
+
+def load_spilled(trace: SpilledTrace) -> KinetoColumns:
+    """Every spilled piece back in memory: the columns :func:`columns_of` makes without a spill."""
+    cols = trace.cols
+    cols.threads, cols.unknown = [], type(cols.unknown)()
+    results = [{**piece, "columns": {kind: trace.spill.load(i, kind, names)
+                                     for kind, (_, _, _, names) in piece["spilled"].items()}}
+               for i, piece in enumerate(trace.pieces)]
+    _merge(results, trace.remaps, cols, trace.base_add)
     return cols
 
 

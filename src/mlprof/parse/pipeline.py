@@ -7,12 +7,13 @@ skipped and why). Exports are presenters run afterwards on those tables.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import functools
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -29,6 +30,9 @@ from mlprof.parse.scalars import read_scalar_columns
 from mlprof.parse.ascend_common import AscendInput
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
+from mlprof.parse.kineto_stream import load_spilled
+from mlprof.parse.segments import plan_segments, wants_spill, write_segmented
+from mlprof.parse.spill import Spill, SpilledTrace
 from mlprof.parse.memory import release_freed_memory
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
 from mlprof.tables.layout import PARSE_INFO_FILE, TABLES_DIR, WINDOW_CACHE_FILE, WINDOWS_DIR, tables_schema
@@ -202,11 +206,19 @@ def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: Parse
     each once on disk): the attribution reads them back from there, and
     memory holds one copy, not two.
     """
+    _stage(on_stage, "writing tables and attributing steps")
+    _write_and_publish(out_dir, result, started,
+                       lambda tmp: write_tables_and_attribution(tmp, columns, strings, budget_bytes))
+
+
+def _write_and_publish(out_dir: Path, result: ParseResult, started: float, write: Callable[[Path], None],
+                       locked: bool = False) -> None:
+    """``write`` the tables into a temporary directory, then publish them with parse_info.json
+    (``locked``: the caller holds ``out_dir``'s lock)."""
     make_private_dir(out_dir)
-    with output_lock(out_dir):
+    with contextlib.nullcontext() if locked else output_lock(out_dir):
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
-        _stage(on_stage, "writing tables and attributing steps")
-        write_tables_and_attribution(tmp, columns, strings, budget_bytes)
+        write(tmp)
         _publish_tables(tmp, out_dir, result, started)
 
 
@@ -238,15 +250,48 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
     result = ParseResult(source=str(item.path), output_dir=str(out_dir), kind="trace", windows=[0])
     pool = StringPool()
-    k = read_kineto(item.path, pool, _progress_for(options, item.path.name), options.memory_budget_bytes)
-    _count_events(result, k.event_count, [(ph, cat, n) for (ph, cat), n in k.unknown.items()])
+    budget = options.memory_budget_bytes
+    meta = {"source.path": str(item.path)}
+    if wants_spill(item.path, budget):  # too large to build whole: decoded pieces wait on disk
+        make_private_dir(out_dir)
+        # Held from the read on: the spill is in out_dir, where a parse taking the lock clears leftovers.
+        with output_lock(out_dir):
+            spill = Spill(out_dir / f".tmp_spill_{os.getpid()}")
+            try:
+                k = read_kineto(item.path, pool, _progress_for(options, item.path.name), budget, spill)
+                _count_events(result, k.cols.event_count if isinstance(k, SpilledTrace) else k.event_count,
+                              list(_unknown(k.cols if isinstance(k, SpilledTrace) else k)))
+                plan = plan_segments(k, pool, budget) if isinstance(k, SpilledTrace) else None
+                if plan is not None:
+                    _write_and_publish(out_dir, result, started,
+                                       functools.partial(_write_segmented, trace=k, plan=plan, pool=pool, meta=meta,
+                                                         result=result, options=options), locked=True)
+                    return result
+                if isinstance(k, SpilledTrace):
+                    k = load_spilled(k)  # device work, or no cut: built whole
+            finally:
+                spill.remove()
+    else:
+        k = read_kineto(item.path, pool, _progress_for(options, item.path.name), budget)
+        _count_events(result, k.event_count, list(_unknown(k)))
     _stage(options.on_stage, "building tables")
-    columns = build_tables([WindowData(window_index=0, kineto=k)], pool, {"source.path": str(item.path)})
+    columns = build_tables([WindowData(window_index=0, kineto=k)], pool, meta)
     del k
     release_freed_memory()
     result.table_rows = {name: len(cols["window_index"]) for name, cols in columns.items()}
-    write_parsed(out_dir, columns, pool.values(), result, started, options.memory_budget_bytes, options.on_stage)
+    write_parsed(out_dir, columns, pool.values(), result, started, budget, options.on_stage)
     return result
+
+
+def _unknown(k) -> Iterator[tuple[str, str, int]]:
+    return ((ph, cat, n) for (ph, cat), n in k.unknown.items())
+
+
+def _write_segmented(tmp: Path, trace: SpilledTrace, plan, pool: StringPool, meta: dict, result: ParseResult,
+                     options: ParseOptions) -> None:
+    result.table_rows = write_segmented(tmp, trace, plan, pool, meta, options.memory_budget_bytes, options.on_stage)
+    _stage(options.on_stage, "attributing steps")
+    write_attribution(tmp, options.memory_budget_bytes)
 
 
 def _window_stamp(wf: WindowFiles) -> dict:

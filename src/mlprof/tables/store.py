@@ -26,7 +26,7 @@ from mlprof.tables.budget import MEMORY_BUDGET_ENV, query_memory_bytes
 from mlprof.tables.schema import ID_SPACES, TABLES, TableSchema
 
 __all__ = ["TableStore", "write_tables", "combine_tables", "replace_table", "MISSING_INT", "named_write_errors",
-           "remove_temporaries", "table_bytes"]
+           "remove_temporaries", "table_bytes", "write_parts", "stack_parts"]
 
 MISSING_INT = int(np.iinfo(np.int64).min)
 
@@ -195,8 +195,10 @@ def _load_strings(con: duckdb.DuckDBPyConnection, strings: list[str]) -> None:
     con.unregister("_strings_src")
 
 
-def _frame_select(con: duckdb.DuckDBPyConnection, name: str, data: dict[str, np.ndarray]) -> str:
-    """Register one table's in-memory columns; the SELECT that gives its rows as its file holds them.
+def _frame_select(con: duckdb.DuckDBPyConnection, name: str, data: dict[str, np.ndarray],
+                  extra: tuple[str, ...] = ()) -> str:
+    """Register one table's in-memory columns; the SELECT that gives its rows as its file holds them
+    (and the ``extra`` columns of ``data`` after them, as they are).
 
     The one definition of how decoded columns become a table (NULLs, types,
     string codes), shared by the writer and by a store over tables not yet written.
@@ -205,8 +207,52 @@ def _frame_select(con: duckdb.DuckDBPyConnection, name: str, data: dict[str, np.
     frame = {col.name: data[col.name] for col in schema.columns if col.name in data}
     coded = {c.name for c in schema.columns
              if c.name in frame and c.sql_type == "VARCHAR" and frame[c.name].dtype != object}
-    con.register(f"_frame_{name}", frame)
-    return f"SELECT {_select_list(schema, set(frame), coded)} FROM _frame_{name} f"
+    con.register(f"_frame_{name}", {**frame, **{e: data[e] for e in extra}})
+    more = "".join(f', f."{e}"' for e in extra)
+    return f"SELECT {_select_list(schema, set(frame), coded)}{more} FROM _frame_{name} f"
+
+
+def write_parts(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], order: dict[str, np.ndarray],
+                strings: list[str], budget_bytes: int | None = None) -> dict[str, Path]:
+    """A stretch of each table of ``columns``, as :func:`write_tables` writes a table, with each row's
+    place in the whole table (``order``, a column ``_order``); :func:`stack_parts` puts them together."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    con = connect(budget_bytes)
+    con.execute("SET threads = 1")
+    try:
+        _load_strings(con, strings)
+        for name, data in columns.items():
+            if not len(order[name]):
+                continue
+            select = _frame_select(con, name, {**data, "_order": order[name]}, ("_order",))
+            target = out_dir / f"{name}.parquet"
+            con.execute(f"COPY ({select}) TO '{_sql_str(target)}' ({PARQUET_OPTIONS}, ROW_GROUP_SIZE 65536)")
+            con.unregister(f"_frame_{name}")
+            written[name] = target
+    finally:
+        con.close()
+    return written
+
+
+def stack_parts(out_dir: Path, name: str, parts: list[Path], budget_bytes: int | None = None) -> int:
+    """The table ``name`` from its parts, rows in ``_order`` (DuckDB sorts beyond memory, on disk);
+    returns its row count."""
+    schema = TABLES[name]
+    target = _sql_str(out_dir / f"{name}.parquet")
+    con = connect(budget_bytes)
+    try:
+        if not parts:
+            con.execute(schema.create_sql())
+            con.execute(f"COPY \"{name}\" TO '{target}' ({PARQUET_OPTIONS})")
+            return 0
+        files = ", ".join(f"'{_sql_str(p)}'" for p in parts)
+        names = ", ".join(f'"{c}"' for c in schema.column_names)
+        con.execute(f"COPY (SELECT {names} FROM read_parquet([{files}]) ORDER BY _order) TO '{target}' "
+                    f"({PARQUET_OPTIONS}, ROW_GROUP_SIZE 65536)")
+        return con.execute(f"SELECT count(*) FROM read_parquet('{target}')").fetchall()[0][0]
+    finally:
+        con.close()
 
 
 def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strings: list[str],

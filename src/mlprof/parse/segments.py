@@ -1,0 +1,201 @@
+"""The segmented build: a trace whose tables would not fit the memory budget, a stretch of time at a time.
+
+Its decoded pieces wait on disk (:mod:`mlprof.parse.spill`). The trace is
+cut at step starts that no host op crosses: there, nesting, the owners of
+runtime calls and allocator events, duplicate folding and steps never reach
+across the cut (on the real traces at hand nearly every step start is such
+a cut; a DDP rank's collective on its communication thread may cross one).
+The host ops, runtime calls and allocator events of each stretch are built
+alone, by the same code as a whole trace, with their rows in the whole trace
+as ids, and written as parts; DuckDB then puts each table together in file
+order, sorting on disk beyond its share of the budget. Flows, markers,
+counters and the rest are small and built once, as for a whole trace. So
+the tables are the very ones the whole-trace build writes.
+
+Traces with device work are not segmented yet: a kernel meets its launch by
+correlation id anywhere in the trace. They, and traces that cannot be cut,
+are read back whole (``load_spilled``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mlprof.errors import ConfigError
+from mlprof.parse.build import (STEP_NAME, TableParts, WindowData, add_capture_metadata, add_steps, build_flows,
+                                build_host_side, build_misc, new_offsets, strings_matching)
+from mlprof.parse.kineto_events import KinetoColumns, StringPool
+from mlprof.parse.memory import release_freed_memory
+from mlprof.parse.spill import TIME_COLUMN, SpilledTrace
+from mlprof.tables.budget import memory_budget_bytes
+from mlprof.tables.schema import TABLES
+from mlprof.tables.store import stack_parts, write_parts, write_tables
+
+__all__ = ["SEGMENT_EVENTS_ENV", "SEGMENTED_TABLES", "Plan", "wants_spill", "plan_segments", "write_segmented"]
+
+SEGMENTED_TABLES = ("host_ops", "runtime_calls", "memory_events")
+# Events a stretch may hold (forces the segmented parse, whatever the trace's size: for tests).
+SEGMENT_EVENTS_ENV = "MLPROF_SEGMENT_EVENTS"
+# Memory the whole-trace build holds at its peak, per event (measured: 130-150 bytes).
+_PEAK_BYTES_PER_EVENT = 150
+# Kineto's text per event (350-400 bytes on CPU traces); gzip shrinks it about 20 times.
+_TEXT_BYTES_PER_EVENT = 350
+_GZIP_RATIO = 20
+
+
+def _forced_events() -> int | None:
+    text = os.environ.get(SEGMENT_EVENTS_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return max(1, int(text))
+    except ValueError:
+        raise ConfigError(f"{SEGMENT_EVENTS_ENV}={text!r} is not a whole number of events") from None
+
+
+def wants_spill(path: Path, budget_bytes: int | None) -> bool:
+    """Whether the trace in ``path`` would outgrow three quarters of the budget built whole: its
+    pieces are then spilled as they are decoded."""
+    if _forced_events() is not None:
+        return True
+    try:
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+        size = os.path.getsize(path)
+    except OSError:
+        return False  # the reader names the problem
+    events = size * (_GZIP_RATIO if gz else 1) // _TEXT_BYTES_PER_EVENT
+    return events * _PEAK_BYTES_PER_EVENT > memory_budget_bytes(budget_bytes) * 3 // 4
+
+
+@dataclass
+class Plan:
+    """Where the trace is cut (times; a stretch is [cut before, cut after)) and its steps' host rows."""
+
+    cuts: list[int]
+    steps_host: dict[str, np.ndarray]
+
+
+def _stretch(trace: SpilledTrace, kind: str, lo: int | None, hi: int | None,
+             names: list[str] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The rows of ``kind`` with times in [lo, hi) (None: unbounded) in file order, and their rows in the trace."""
+    time = TIME_COLUMN[kind]
+    parts, rows = [], []
+    first_row = trace.rows_before(kind)
+    for index in trace.overlapping(kind, lo, hi):
+        columns = trace.piece_columns(index, kind, names)
+        keep = np.ones(len(columns[time]), dtype=bool)
+        if lo is not None:
+            keep &= columns[time] >= lo
+        if hi is not None:
+            keep &= columns[time] < hi
+        at = np.flatnonzero(keep)
+        if len(at):
+            parts.append({name: values[at] for name, values in columns.items()})
+            rows.append(at + first_row[index])
+    if not parts:
+        return {}, np.zeros(0, dtype=np.int64)
+    return ({name: np.concatenate([p[name] for p in parts]) for name in parts[0]},
+            np.concatenate(rows).astype(np.int64))
+
+
+def plan_segments(trace: SpilledTrace, pool: StringPool, budget_bytes: int | None) -> Plan | None:
+    """Where to cut ``trace`` so that each stretch holds a budgeted number of events; None when it
+    cannot be segmented (device work, or no cut that helps)."""
+    if trace.rows("device") or trace.rows("collectives"):
+        return None
+    per_stretch = _forced_events() or max(1, memory_budget_bytes(budget_bytes) // 3 // _PEAK_BYTES_PER_EVENT)
+    codes = np.fromiter(strings_matching(pool, STEP_NAME), dtype=np.int32)
+    named = []  # the host rows named as steps, piece by piece, in file order
+    for index in trace.overlapping("host", None, None):
+        host = trace.piece_columns(index, "host", ["name", "start_ns", "dur_ns"])
+        at = np.flatnonzero(np.isin(host["name"], codes))
+        named.append({name: values[at] for name, values in host.items()})
+    if not named or not sum(len(part["name"]) for part in named):
+        return None
+    steps_host = {name: np.concatenate([part[name] for part in named]) for name in named[0]}
+    candidates = np.unique(steps_host["start_ns"])
+    crossed = np.zeros(len(candidates) + 1, dtype=np.int64)
+    events = np.zeros(len(candidates) + 1, dtype=np.int64)
+    not_nested = pool.code("python_function")  # the whole-trace build asks for it too
+    for index in trace.overlapping("host", None, None):
+        host = trace.piece_columns(index, "host", ["category", "start_ns", "dur_ns"])
+        events += np.bincount(np.searchsorted(candidates, host["start_ns"], side="right"), minlength=len(events))
+        tree = (host["category"] != not_nested) & (host["dur_ns"] > 0)
+        start = host["start_ns"][tree]
+        # Candidates strictly inside an op: the op would be cut in two.
+        a = np.searchsorted(candidates, start, side="right")
+        b = np.searchsorted(candidates, start + host["dur_ns"][tree], side="left")
+        inside = a < b
+        np.add.at(crossed, a[inside], 1)
+        np.add.at(crossed, b[inside], -1)
+    for kind in ("runtime", "memory"):
+        for index in trace.overlapping(kind, None, None):
+            times = trace.piece_columns(index, kind, [TIME_COLUMN[kind]])[TIME_COLUMN[kind]]
+            events += np.bincount(np.searchsorted(candidates, times, side="right"), minlength=len(events))
+    clean = np.cumsum(crossed)[:len(candidates)] == 0
+    cuts, held = [], int(events[0])
+    for j, at in enumerate(candidates.tolist()):
+        if held >= per_stretch and clean[j]:
+            cuts.append(at)
+            held = 0
+        held += int(events[j + 1])
+    return Plan(cuts, steps_host) if cuts else None
+
+
+def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: StringPool,
+                    capture_metadata: dict[str, object], budget_bytes: int | None = None,
+                    on_stage=None) -> dict[str, int]:
+    """Every table but ``phase_spans`` into ``out_dir``, a stretch at a time; returns each built table's rows."""
+    rest = TableParts(pool)
+    add_capture_metadata(rest, capture_metadata)
+    step_of = add_steps(WindowData(window_index=0), pool, rest, plan.steps_host)
+    bounds = [None, *plan.cuts, None]
+    parts: dict[str, list[Path]] = {name: [] for name in SEGMENTED_TABLES}
+    parts_dir = out_dir / ".parts"
+    for n, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        if on_stage is not None:
+            on_stage(f"building tables: stretch {n + 1} of {len(bounds) - 1}")
+        host, host_rows = _stretch(trace, "host", lo, hi)
+        runtime, runtime_rows = _stretch(trace, "runtime", lo, hi)
+        memory, memory_rows = _stretch(trace, "memory", lo, hi)
+        k = KinetoColumns(base_time_ns=trace.cols.base_time_ns, relative_times=trace.cols.relative_times,
+                          host=host, runtime=runtime, memory=memory)
+        tables = TableParts(pool)
+        build_host_side(k, 0, pool, tables, new_offsets(), step_of, {"host": host_rows, "runtime": runtime_rows})
+        del k, host, runtime, memory
+        columns = tables.result()
+        order = {"host_ops": host_rows, "runtime_calls": runtime_rows, "memory_events": memory_rows}
+        written = write_parts(parts_dir / f"{n:05d}", columns, {name: order[name] for name in columns},
+                              pool.values(), budget_bytes)
+        for name, path in written.items():
+            parts[name].append(path)
+        del columns, tables
+        release_freed_memory()
+    if on_stage is not None:
+        on_stage("writing tables")
+    k = KinetoColumns(base_time_ns=trace.cols.base_time_ns, relative_times=trace.cols.relative_times,
+                      metadata=trace.cols.metadata, threads=trace.cols.threads, unknown=trace.cols.unknown,
+                      event_count=trace.cols.event_count)
+    for kind in ("flows", "instants", "device_annotations", "counters"):
+        setattr(k, kind, _stretch(trace, kind, None, None)[0])
+    build_flows(k, 0, rest)
+    build_misc(k, 0, pool, rest)
+    columns = rest.result()
+    rows = {name: len(values["window_index"]) for name, values in columns.items()}
+    write_tables(out_dir, columns, pool.values(), budget_bytes,
+                 tuple(name for name in TABLES if name not in SEGMENTED_TABLES))
+    stacked = {name: stack_parts(out_dir, name, parts[name], budget_bytes) for name in SEGMENTED_TABLES}
+    shutil.rmtree(parts_dir)
+    # Row counts in the order the whole-trace build makes its tables: the stretches' tables after the steps.
+    ordered = {}
+    for name, count in rows.items():
+        ordered[name] = count
+        if name == "steps":
+            ordered.update({n: c for n, c in stacked.items() if c})
+    return ordered
