@@ -30,6 +30,7 @@ from mlprof.parse.scalars import read_scalar_columns
 from mlprof.parse.ascend_common import AscendInput
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
+from mlprof.parse.kineto_events import KinetoColumns
 from mlprof.parse.kineto_stream import load_spilled
 from mlprof.parse.segments import plan_segments, wants_spill, write_segmented
 from mlprof.parse.spill import Spill, SpilledTrace
@@ -252,25 +253,10 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
     pool = StringPool()
     budget = options.memory_budget_bytes
     meta = {"source.path": str(item.path)}
-    if wants_spill(item.path, budget):  # too large to build whole: decoded pieces wait on disk
-        make_private_dir(out_dir)
-        # Held from the read on: the spill is in out_dir, where a parse taking the lock clears leftovers.
-        with output_lock(out_dir):
-            spill = Spill(out_dir / f".tmp_spill_{os.getpid()}")
-            try:
-                k = read_kineto(item.path, pool, _progress_for(options, item.path.name), budget, spill)
-                _count_events(result, k.cols.event_count if isinstance(k, SpilledTrace) else k.event_count,
-                              list(_unknown(k.cols if isinstance(k, SpilledTrace) else k)))
-                plan = plan_segments(k, pool, budget) if isinstance(k, SpilledTrace) else None
-                if plan is not None:
-                    _write_and_publish(out_dir, result, started,
-                                       functools.partial(_write_segmented, trace=k, plan=plan, pool=pool, meta=meta,
-                                                         result=result, options=options), locked=True)
-                    return result
-                if isinstance(k, SpilledTrace):
-                    k = load_spilled(k)  # device work, or no cut: built whole
-            finally:
-                spill.remove()
+    if wants_spill(item.path, budget):
+        k = _parse_trace_in_stretches(item, options, out_dir, result, started, pool, meta)
+        if isinstance(k, ParseResult):
+            return k
     else:
         k = read_kineto(item.path, pool, _progress_for(options, item.path.name), budget)
         _count_events(result, k.event_count, list(_unknown(k)))
@@ -285,6 +271,31 @@ def _parse_trace(item: TraceInput, options: ParseOptions) -> ParseResult:
 
 def _unknown(k) -> Iterator[tuple[str, str, int]]:
     return ((ph, cat, n) for (ph, cat), n in k.unknown.items())
+
+
+def _parse_trace_in_stretches(item: TraceInput, options: ParseOptions, out_dir: Path, result: ParseResult,
+                              started: float, pool: StringPool, meta: dict) -> ParseResult | KinetoColumns:
+    """A trace too large to build whole (``wants_spill``): its decoded pieces wait on disk and its tables are
+    built a stretch of time at a time (:mod:`mlprof.parse.segments`); returns the published result, or the
+    columns read back whole when the trace cannot be cut (device work, no clean cut)."""
+    budget = options.memory_budget_bytes
+    make_private_dir(out_dir)
+    # Held from the read on: the spill is in out_dir, where a parse taking the lock clears leftovers.
+    with output_lock(out_dir):
+        spill = Spill(out_dir / f".tmp_spill_{os.getpid()}")
+        try:
+            k = read_kineto(item.path, pool, _progress_for(options, item.path.name), budget, spill)
+            cols = k.cols if isinstance(k, SpilledTrace) else k  # the whole-file reader keeps nothing on disk
+            _count_events(result, cols.event_count, list(_unknown(cols)))
+            plan = plan_segments(k, pool, budget) if isinstance(k, SpilledTrace) else None
+            if plan is None:
+                return load_spilled(k) if isinstance(k, SpilledTrace) else k
+            _write_and_publish(out_dir, result, started,
+                               functools.partial(_write_segmented, trace=k, plan=plan, pool=pool, meta=meta,
+                                                 result=result, options=options), locked=True)
+            return result
+        finally:
+            spill.remove()
 
 
 def _write_segmented(tmp: Path, trace: SpilledTrace, plan, pool: StringPool, meta: dict, result: ParseResult,
