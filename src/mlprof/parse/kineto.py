@@ -204,6 +204,8 @@ def read_kineto(
             try:
                 return read_ranges(path, pool, progress, spill)
             except NotStreamable:  # compressed, or no trusted gap: read through this process
+                if spill is not None:
+                    spill.remove()  # what the first reader spilled: the second numbers its pieces anew
                 return read_stream(path, pool, progress, memory_budget_bytes, spill)
         except NotStreamable:
             return _read(path, pool, _bytes_progress(path, progress))

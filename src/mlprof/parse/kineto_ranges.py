@@ -25,7 +25,7 @@ from mlprof.parse.kineto_events import KinetoColumns, StringPool
 from mlprof.parse.spill import Spill, SpilledTrace, kept
 from mlprof.parse.kineto_cuts import BAD_INPUT, trusted_cuts
 from mlprof.parse.kineto_stream import (
-    NotStreamable, decode_piece, decode_tail, find_head, columns_of, take_worker_pieces)
+    NotStreamable, decode_piece, decode_tail, events_in_file, find_head, columns_of, take_worker_pieces)
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["read_ranges"]
@@ -171,7 +171,7 @@ def _decode_all(fd: int, pieces: list[tuple[int, int]], base_ns: int, pool: Stri
     remaps: dict = {}
     try:
         workers = [start_part(partial(_worker, fd, pieces, token_r, base_ns, spill))
-                   for _ in range(min(worker_count(size // 400), len(pieces)) - 1)]
+                   for _ in range(min(worker_count(events_in_file(size, False)), len(pieces)) - 1)]
         for index in _taken(token_r):
             results[index] = kept(spill, index, _decode_range(fd, pieces[index], base_ns, pool))
             if progress is not None:

@@ -37,12 +37,12 @@ from mlprof.parse.kineto_cuts import BAD_INPUT, as_array, decoded_cut, proven_cu
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, LIST_DECODER, TOP_DECODER, Accumulator, KinetoColumns, StringPool, TopLevel, split_chunk)
 from mlprof.parse.memory import release_freed_memory
-from mlprof.parse.spill import Spill, SpilledTrace, kept
+from mlprof.parse.spill import Spill, SpilledTrace, as_in_trace, kept
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 from mlprof.tables.budget import memory_budget_bytes
 
 __all__ = ["NotStreamable", "read_stream", "gunzip_blocks", "MAX_EXPANDED_ENV", "block_bytes_for",
-           "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "load_spilled", "take_worker_pieces",
+           "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "events_in_file", "load_spilled", "take_worker_pieces",
            "decode_piece", "decode_tail", "find_head"]
 
 # Events decoded per msgspec call: small enough to stay in cache.
@@ -61,6 +61,17 @@ _HEAD_LIMIT = 64 * 2**20
 # Text of a piece decoded in the parent: about CHUNK_EVENTS Kineto events.
 _LOCAL_PIECE_BYTES = 4 * 2**20
 _REST_LIMIT = 256 * 2**20
+
+
+# Kineto's JSON text per event (348-364 bytes on CPU traces) and gzip's ratio on it (10-17x on the
+# shared traces: the highest, so that a gzip trace is not taken for a small one).
+_TEXT_BYTES_PER_EVENT = 350
+_GZIP_RATIO = 17
+
+
+def events_in_file(size: int, gz: bool) -> int:
+    """About how many events a trace file of ``size`` bytes holds (before it is read)."""
+    return size * (_GZIP_RATIO if gz else 1) // _TEXT_BYTES_PER_EVENT
 
 
 def block_bytes_for(budget_bytes: int | None) -> int:
@@ -373,13 +384,7 @@ def _merge(pieces: list[dict], remaps: dict[int, np.ndarray], cols: KinetoColumn
         columns = piece["columns"]
         for name, table in columns.items():
             for key, arr in table.items():
-                if remap is not None and arr.dtype == np.int32:  # string codes of a worker's pool
-                    arr = remap[arr]
-                if name == "collectives" and key == "device_row":
-                    arr = arr + device_rows
-                if base_add and key in ("start_ns", "ts_ns"):
-                    arr = arr + base_add
-                parts[name].setdefault(key, []).append(arr)
+                parts[name].setdefault(key, []).append(as_in_trace(name, key, arr, remap, base_add, device_rows))
         device_rows += len(columns.get("device", {}).get("name", ()))
         cols.threads.extend(piece["threads"])
         cols.unknown.update(piece["unknown"])
@@ -410,8 +415,7 @@ def read_stream(path, pool: StringPool, progress: Callable[[int, int], None] | N
         gz = fh.read(2) == b"\x1f\x8b"
         fh.seek(0)
         blocks = gunzip_blocks(path, fh, size, block) if gz else _plain_blocks(fh, block)
-        # Workers: Kineto text is about 400 bytes an event, compressed about 20:1.
-        events_guess = size * (20 if gz else 1) // 400
+        events_guess = events_in_file(size, gz)
         return _read_blocks(blocks, size, events_guess, pool, progress, spill)
 
 

@@ -30,11 +30,12 @@ from mlprof.errors import ConfigError
 from mlprof.parse.build import (STEP_NAME, TableParts, WindowData, add_capture_metadata, add_steps, build_flows,
                                 build_host_side, build_misc, new_offsets, strings_matching)
 from mlprof.parse.kineto_events import KinetoColumns, StringPool
+from mlprof.parse.kineto_stream import events_in_file
 from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.spill import TIME_COLUMN, SpilledTrace
 from mlprof.tables.budget import memory_budget_bytes
 from mlprof.tables.schema import TABLES
-from mlprof.tables.store import stack_parts, write_parts, write_tables
+from mlprof.tables.store import stack_parts, write_tables
 
 __all__ = ["SEGMENT_EVENTS_ENV", "SEGMENTED_TABLES", "Plan", "wants_spill", "plan_segments", "write_segmented"]
 
@@ -43,9 +44,6 @@ SEGMENTED_TABLES = ("host_ops", "runtime_calls", "memory_events")
 SEGMENT_EVENTS_ENV = "MLPROF_SEGMENT_EVENTS"
 # Memory the whole-trace build holds at its peak, per event (measured: 130-150 bytes).
 _PEAK_BYTES_PER_EVENT = 150
-# Kineto's text per event (350-400 bytes on CPU traces); gzip shrinks it about 20 times.
-_TEXT_BYTES_PER_EVENT = 350
-_GZIP_RATIO = 20
 
 
 def _forced_events() -> int | None:
@@ -69,8 +67,7 @@ def wants_spill(path: Path, budget_bytes: int | None) -> bool:
         size = os.path.getsize(path)
     except OSError:
         return False  # the reader names the problem
-    events = size * (_GZIP_RATIO if gz else 1) // _TEXT_BYTES_PER_EVENT
-    return events * _PEAK_BYTES_PER_EVENT > memory_budget_bytes(budget_bytes) * 3 // 4
+    return events_in_file(size, gz) * _PEAK_BYTES_PER_EVENT > memory_budget_bytes(budget_bytes) * 3 // 4
 
 
 @dataclass
@@ -171,10 +168,10 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
         del k, host, runtime, memory
         columns = tables.result()
         order = {"host_ops": host_rows, "runtime_calls": runtime_rows, "memory_events": memory_rows}
-        written = write_parts(parts_dir / f"{n:05d}", columns, {name: order[name] for name in columns},
-                              pool.values(), budget_bytes)
-        for name, path in written.items():
-            parts[name].append(path)
+        written = tuple(columns)
+        write_tables(parts_dir / f"{n:05d}", columns, pool.values(), budget_bytes, written, order)
+        for name in written:
+            parts[name].append(parts_dir / f"{n:05d}" / f"{name}.parquet")
         del columns, tables
         release_freed_memory()
     if on_stage is not None:

@@ -19,7 +19,7 @@ import numpy as np
 from mlprof.errors import MlprofError
 from mlprof.parse.kineto_events import KinetoColumns
 
-__all__ = ["Spill", "SpilledTrace", "kept"]
+__all__ = ["Spill", "SpilledTrace", "kept", "as_in_trace"]
 
 # The column of each kind that places its rows in time.
 TIME_COLUMN = {"host": "start_ns", "runtime": "start_ns", "device": "start_ns", "memory": "ts_ns",
@@ -62,6 +62,19 @@ class Spill:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def as_in_trace(kind: str, name: str, values: np.ndarray, remap: np.ndarray | None, base_add: int,
+                device_rows_before: int) -> np.ndarray:
+    """A decoded piece's column as the whole trace holds it: string codes of the decoding process's pool
+    in the trace's, times with a base written after the events added, device rows counted over the trace."""
+    if remap is not None and values.dtype == np.int32:
+        values = remap[values]
+    if kind == "collectives" and name == "device_row":
+        values = values + device_rows_before
+    if base_add and name in ("start_ns", "ts_ns"):
+        values = values + base_add
+    return values
+
+
 def kept(spill: Spill | None, index: int, result: dict) -> dict:
     """A decoded piece as the reader keeps it: in memory, or on disk with ``spill``."""
     return result if spill is None else spill.keep(index, result)
@@ -93,16 +106,9 @@ class SpilledTrace:
         """One piece's columns of ``kind``, as :func:`columns_of` would have merged them (string codes in
         the trace's pool, times with the base added, device rows numbered over the whole trace)."""
         names = names or self.pieces[index]["spilled"][kind][3]
-        columns = self.spill.load(index, kind, names)
-        remap = self.remaps.get(index)
-        for name, values in columns.items():
-            if remap is not None and values.dtype == np.int32:
-                columns[name] = remap[values]
-            if self.base_add and name in ("start_ns", "ts_ns"):
-                columns[name] = values + self.base_add
-            if kind == "collectives" and name == "device_row":
-                columns[name] = values + self.rows_before("device")[index]
-        return columns
+        device_rows = int(self.rows_before("device")[index]) if kind == "collectives" else 0
+        return {name: as_in_trace(kind, name, values, self.remaps.get(index), self.base_add, device_rows)
+                for name, values in self.spill.load(index, kind, names).items()}
 
     def overlapping(self, kind: str, lo: int | None, hi: int | None) -> list[int]:
         """Pieces with rows of ``kind`` whose times may lie in [lo, hi) (None: unbounded)."""

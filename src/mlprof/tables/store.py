@@ -26,7 +26,7 @@ from mlprof.tables.budget import MEMORY_BUDGET_ENV, query_memory_bytes
 from mlprof.tables.schema import ID_SPACES, TABLES, TableSchema
 
 __all__ = ["TableStore", "write_tables", "combine_tables", "replace_table", "MISSING_INT", "named_write_errors",
-           "remove_temporaries", "table_bytes", "write_parts", "stack_parts"]
+           "remove_temporaries", "table_bytes", "stack_parts"]
 
 MISSING_INT = int(np.iinfo(np.int64).min)
 
@@ -212,32 +212,9 @@ def _frame_select(con: duckdb.DuckDBPyConnection, name: str, data: dict[str, np.
     return f"SELECT {_select_list(schema, set(frame), coded)}{more} FROM _frame_{name} f"
 
 
-def write_parts(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], order: dict[str, np.ndarray],
-                strings: list[str], budget_bytes: int | None = None) -> dict[str, Path]:
-    """A stretch of each table of ``columns``, as :func:`write_tables` writes a table, with each row's
-    place in the whole table (``order``, a column ``_order``); :func:`stack_parts` puts them together."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = {}
-    con = connect(budget_bytes)
-    con.execute("SET threads = 1")
-    try:
-        _load_strings(con, strings)
-        for name, data in columns.items():
-            if not len(order[name]):
-                continue
-            select = _frame_select(con, name, {**data, "_order": order[name]}, ("_order",))
-            target = out_dir / f"{name}.parquet"
-            con.execute(f"COPY ({select}) TO '{_sql_str(target)}' ({PARQUET_OPTIONS}, ROW_GROUP_SIZE 65536)")
-            con.unregister(f"_frame_{name}")
-            written[name] = target
-    finally:
-        con.close()
-    return written
-
-
 def stack_parts(out_dir: Path, name: str, parts: list[Path], budget_bytes: int | None = None) -> int:
-    """The table ``name`` from its parts, rows in ``_order`` (DuckDB sorts beyond memory, on disk);
-    returns its row count."""
+    """The table ``name`` from its parts (written by :func:`write_tables` with ``order``), rows in
+    ``_order`` (DuckDB sorts beyond memory, on disk); returns its row count."""
     schema = TABLES[name]
     target = _sql_str(out_dir / f"{name}.parquet")
     con = connect(budget_bytes)
@@ -256,7 +233,8 @@ def stack_parts(out_dir: Path, name: str, parts: list[Path], budget_bytes: int |
 
 
 def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strings: list[str],
-                 budget_bytes: int | None = None, only: tuple[str, ...] | None = None) -> None:
+                 budget_bytes: int | None = None, only: tuple[str, ...] | None = None,
+                 order: dict[str, np.ndarray] | None = None) -> None:
     """Write every declared table (or those named in ``only``) to ``out_dir/<name>.parquet``.
 
     ``columns`` maps a table name to its column arrays: integer columns use
@@ -268,6 +246,9 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
     ``columns`` is consumed: each table's arrays are dropped once it is
     written, smallest table first, so the largest is written while little
     else is held.
+
+    ``order``: for a part of a table (:func:`stack_parts`), each row's place
+    in the whole table, written as a column ``_order``.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     con = connect(budget_bytes)
@@ -282,7 +263,8 @@ def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strin
             data = columns.pop(name, None) or {}
             target = _sql_str(out_dir / f"{name}.parquet")
             if len(next((data[c.name] for c in schema.columns if c.name in data), ())):
-                select = _frame_select(con, name, data)
+                extra = ("_order",) if order is not None else ()
+                select = _frame_select(con, name, {**data, "_order": order[name]} if extra else data, extra)
                 del data
                 # DuckDB holds a row group or two while it encodes them; half its default
                 # (122,880 rows) held 20 MB less beside host_ops, files of the same size.

@@ -13,6 +13,7 @@ from mlprof.tables.store import TableStore
 
 __all__ = ["AdvisorContext", "USER_FRAME_SQL", "innermost_sql"]
 
+
 def innermost_sql(frame: str) -> str:
     """The name of the innermost of the frames (alias ``frame``) around an op, as a GROUP BY aggregate.
 
