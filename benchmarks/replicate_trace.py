@@ -4,8 +4,9 @@ Large benchmark traces (4M, 10M events) cannot be profiled in reasonable
 time on a small machine; they are made from a real training-loop trace
 (``benchmarks/parse.py`` makes one with torch) by appending copies of all its
 non-metadata events, each copy shifted by the trace's span so the steps
-follow one another. Step numbers (``ProfilerStep#N``) and flow ids are
-renumbered per copy, so steps and flows stay unique. The output is written
+follow one another. Step numbers (``ProfilerStep#N``), flow ids, correlation
+ids and External ids are renumbered per copy, so steps, flows and each
+kernel's launch stay unique. The output is written
 as it is made, never held whole.
 
     python benchmarks/replicate_trace.py SRC.json OUT.json --events 4000000
@@ -22,7 +23,7 @@ import msgspec
 
 _Top = msgspec.defstruct("_Top", [("traceEvents", list[msgspec.Raw], []),
                                   ("baseTimeNanoseconds", int | None, None)])
-_TS = re.compile(rb'("ts"\s*:\s*)(-?[0-9.]+)|("id"\s*:\s*)(\d+)|(ProfilerStep#)(\d+)')
+_TS = re.compile(rb'("ts"\s*:\s*)(-?[0-9.]+)|("(?:id|correlation|External id)"\s*:\s*)(\d+)|(ProfilerStep#)(\d+)')
 _META = re.compile(rb'"ph"\s*:\s*"M"')
 _TS_ONLY = re.compile(rb'"ts"\s*:\s*(-?[0-9.]+)')
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 
 import pytest
 
 from mlprof.errors import MlprofError
-from mlprof.parse import ParseOptions, parse_path, segments, spill
+from mlprof.parse import ParseOptions, kineto_ranges, kineto_stream, parse_path, segments, spill
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.parse.segments import SEGMENT_EVENTS_ENV, plan_segments, wants_spill
 from mlprof.parse.spill import Spill, SpilledTrace
@@ -118,15 +119,125 @@ def test_no_cut_falls_inside_an_op(tmp_path, monkeypatch):
     assert cut_steps == set(range(1, 30)) - {4, 5, 11}
 
 
-def test_traces_with_device_work_or_no_cut_are_built_whole(tmp_path, monkeypatch):
-    # GPU work (kernels meet their launches across the trace), and a trace of one step.
-    for k, trace in enumerate([SHARED_TRACES / "nccl_parser_config/nccl_data.json.gz",
-                               _training_trace(tmp_path / "one.json", steps=1, crossing=())]):
-        whole = _parse(trace, tmp_path / f"w{k}", monkeypatch, None)
-        segmented = _parse(trace, tmp_path / f"s{k}", monkeypatch, 10)
-        assert segmented["tables"] == whole["tables"] and segmented["info"] == whole["info"]
-        assert not [s for s in segmented["stages"] if "stretch" in s]
-        assert segmented["files"] == [".lock", "parse_info.json", "tables"]
+def _gpu_trace(path, steps: int = 24):
+    """Steps whose ops launch kernels (two run after the next step has begun), a collective launched by
+    a communication op, a kernel named as a collective by Kineto, a kernel with no launch record, a
+    runtime call reusing an earlier correlation id, a memcpy, and ac2g flows: clean ones, a start
+    written twice, an end without a start, flow steps."""
+    events = [{"ph": "M", "name": "process_name", "pid": 10, "tid": 0, "args": {"name": "python"}},
+              {"ph": "M", "name": "thread_name", "pid": 10, "tid": TID, "args": {"name": "main"}}]
+
+    def launch(name, ts, corr):
+        return [X(name, ts, 1.0, cat="cuda_runtime", tid=TID, correlation=corr, External_id=corr),
+                {"ph": "s", "id": corr, "pid": 10, "tid": TID, "ts": ts, "cat": "ac2g", "name": "ac2g"}]
+
+    def kernel(name, ts, corr, cat="kernel", **args):
+        return [X(name, ts, 3.0, cat=cat, pid=0, tid=7, device=0, stream=7, correlation=corr, **args),
+                {"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": ts, "cat": "ac2g", "name": "ac2g", "bp": "e"}]
+
+    for i in range(steps):
+        t, c = 1000.0 + i * 100, 10 * (i + 1)
+        events += [X(f"ProfilerStep#{i}", t, 95.0, cat="user_annotation", tid=TID),
+                   X("aten::linear", t + 1, 20.0, tid=TID), X("aten::addmm", t + 2, 10.0, tid=TID),
+                   *launch("cudaLaunchKernel", t + 3, c), *kernel("sgemm_128x64", t + 6, c),
+                   X("nccl:all_reduce", t + 40, 10.0, cat="user_annotation", tid=TID),
+                   *launch("cudaLaunchKernel", t + 41, c + 1),
+                   *kernel("ncclDevKernel_SendRecv(ncclDevComm*)", t + 45, c + 1, In_msg_nelems=1024, dtype="Float"),
+                   X("aten::copy_", t + 60, 8.0, tid=TID), *launch("cudaMemcpyAsync", t + 61, c + 2),
+                   *kernel("Memcpy HtoD (Pageable -> Device)", t + 63, c + 2, cat="gpu_memcpy", bytes=4096),
+                   # Launched at the end of step i, run in step i + 1's time: the kernel is step i's.
+                   X("aten::relu", t + 89, 4.0, tid=TID), *launch("cudaLaunchKernel", t + 90, c + 3),
+                   *kernel("relu_kernel", t + 102, c + 3),
+                   X("unlaunched_kernel", t + 50, 2.0, cat="kernel", pid=0, tid=8, device=0, stream=8,
+                     correlation=10**6 + i)]
+        if i % 3 == 0:
+            events += [*launch("cudaLaunchKernel", t + 70, c + 4),
+                       *kernel("ncclKernel_AllReduce_RING_LL_Sum_float", t + 104, c + 4,
+                               Collective_name="allreduce", In_msg_nelems=256, dtype="Half", Group_size=2)]
+        if i % 5 == 4:  # the same correlation id as step 0's launch: the first runtime call keeps it
+            events += [X("cudaLaunchKernel", t + 80, 1.0, cat="cuda_runtime", tid=TID, correlation=10)]
+        if i % 7 == 3:  # a flow start written twice, an end with no start, a flow step
+            events += [{"ph": "s", "id": c + 3, "pid": 10, "tid": TID, "ts": t + 88, "cat": "ac2g", "name": "ac2g"},
+                       {"ph": "f", "id": 5000 + i, "pid": 0, "tid": 7, "ts": t + 9, "cat": "ac2g", "name": "ac2g"},
+                       {"ph": "t", "id": c, "pid": 10, "tid": TID, "ts": t + 4, "cat": "ac2g", "name": "ac2g"}]
+    # Kineto writes events per kind, not in time order.
+    events.sort(key=lambda e: (e.get("pid") == 0, e.get("cat") == "ac2g", e.get("ph") == "f"))
+    return write_trace(path, events)
+
+
+@pytest.fixture()
+def small_pieces(monkeypatch):
+    """Decoded pieces of about 2 KB: many pieces, so device ops and flows come in many chunks."""
+    monkeypatch.setattr(kineto_ranges, "_PIECE_BYTES", 2000)
+    monkeypatch.setattr(kineto_stream, "_LOCAL_PIECE_BYTES", 2000)
+
+
+@pytest.mark.parametrize("name", ["g.pt.trace.json", "g.pt.trace.json.gz"])
+@pytest.mark.parametrize("events", [1, 60])
+def test_a_gpu_trace_built_in_stretches_gives_the_tables_of_one_built_whole(tmp_path, monkeypatch, small_pieces,
+                                                                            name, events):
+    trace = _gpu_trace(tmp_path / name)
+    whole = _parse(trace, tmp_path / "whole", monkeypatch, None)
+    segmented = _parse(trace, tmp_path / "segmented", monkeypatch, events)
+    assert segmented["tables"] == whole["tables"]
+    assert segmented["info"] == whole["info"]
+    assert len([s for s in segmented["stages"] if "stretch" in s]) > 1
+    assert "building tables: device ops" in segmented["stages"]
+    assert segmented["files"] == whole["files"] == [".lock", "parse_info.json", "tables"]
+    # The cases are there: kernels joined to their launches' ops and steps, named collectives, paired flows.
+    with TableStore(tmp_path / "segmented" / "tables") as store:
+        for table in ("device_ops", "collectives"):
+            late = store.rows(f"SELECT d.step, s.step FROM {table} d JOIN steps s ON d.start_ns >= s.start_ns "
+                              "AND d.start_ns < s.end_ns WHERE d.name IN ('relu_kernel', "
+                              "'ncclKernel_AllReduce_RING_LL_Sum_float')")
+            assert late and all(launched == ran - 1 for launched, ran in late)
+        assert store.rows("SELECT count(*) FROM device_ops WHERE host_op_id IS NOT NULL")[0][0] >= 24 * 4
+        names = dict(store.rows("SELECT collective_name, count(*) FROM collectives GROUP BY ALL"))
+        assert names == {"nccl:all_reduce": 24, "allreduce": 8}
+        assert store.rows("SELECT count(*) FROM flows WHERE category = 'ac2g'")[0][0] >= 24 * 4
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_flows_are_paired_as_the_whole_build_pairs_them(tmp_path, monkeypatch, small_pieces, seed):
+    """Random flow events (starts, ends and steps of a few ids, in random order; seed 0: every id one
+    start and one end, the whole build's fast pairing) in a trace cut at every step."""
+    rng = random.Random(seed)
+    events = [X(f"ProfilerStep#{i}", 1000.0 + i * 100, 95.0, cat="user_annotation", tid=TID) for i in range(20)]
+    if seed == 0:
+        ids = list(range(300))
+        flows = [(ph, i) for i in ids for ph in rng.sample("sf", 2)]
+        rng.shuffle(flows)
+    else:
+        flows = [(rng.choice("sfffsst"), rng.randrange(40)) for _ in range(400)]
+    for n, (ph, flow_id) in enumerate(flows):
+        events.append({"ph": ph, "id": flow_id, "pid": 10, "tid": TID + n % 3, "ts": 1000.0 + n * 5,
+                       "cat": ["ac2g", "fwdbwd"][flow_id % 2 if seed == 0 else rng.randrange(2)], "name": "flow"})
+    trace = write_trace(tmp_path / "flows.json", events)
+    whole = _parse(trace, tmp_path / "whole", monkeypatch, None)
+    segmented = _parse(trace, tmp_path / "segmented", monkeypatch, 1)
+    assert segmented["tables"]["flows"] == whole["tables"]["flows"]
+    assert len(whole["tables"]["flows"]) > (250 if seed == 0 else 20)
+    assert segmented["tables"] == whole["tables"]
+
+
+def test_a_trace_of_one_step_is_built_whole(tmp_path, monkeypatch):
+    trace = _training_trace(tmp_path / "one.json", steps=1, crossing=())
+    whole = _parse(trace, tmp_path / "w", monkeypatch, None)
+    segmented = _parse(trace, tmp_path / "s", monkeypatch, 10)
+    assert segmented["tables"] == whole["tables"] and segmented["info"] == whole["info"]
+    assert not [s for s in segmented["stages"] if "stretch" in s]
+    assert segmented["files"] == [".lock", "parse_info.json", "tables"]
+
+
+@pytest.mark.parametrize("name", ["nccl_parser_config/nccl_data.json.gz",
+                                  "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"])
+def test_real_gpu_traces_built_in_stretches_give_the_tables_of_them_built_whole(tmp_path, monkeypatch, name):
+    monkeypatch.setattr(kineto_stream, "_LOCAL_PIECE_BYTES", 300_000)
+    trace = SHARED_TRACES / name
+    whole = _parse(trace, tmp_path / "w", monkeypatch, None)
+    segmented = _parse(trace, tmp_path / "s", monkeypatch, 5000)
+    assert segmented["tables"] == whole["tables"] and segmented["info"] == whole["info"]
+    assert len([s for s in segmented["stages"] if "stretch" in s]) > 1
 
 
 @pytest.mark.parametrize("where", ["spill", "stack"])
@@ -157,3 +268,18 @@ def test_only_a_trace_too_large_for_its_budget_is_spilled(tmp_path, monkeypatch)
     small = _training_trace(tmp_path / "small.json")
     assert not wants_spill(small, None)
     assert os.path.getsize(small) < 2**20
+
+
+@pytest.mark.parametrize("name", sorted(str(p.relative_to(SHARED_TRACES)) for p in SHARED_TRACES.rglob("*.gz")))
+def test_the_events_a_trace_holds_are_estimated_from_a_sample_of_its_text(tmp_path, name):
+    """Within 15% on every shared trace, gzip and plain: a GPU trace's events are a third smaller
+    than a CPU trace's, which the file's size alone cannot tell."""
+    import gzip
+
+    packed = SHARED_TRACES / name
+    text = gzip.decompress(packed.read_bytes())
+    events = len(json.loads(text)["traceEvents"])
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(text)
+    for path in (packed, plain):
+        assert abs(kineto_stream.events_in_trace(path) - events) <= 0.15 * events

@@ -19,7 +19,7 @@ from mlprof.parse.kineto_events import FLOW_END, FLOW_START, MISSING, KinetoColu
 from mlprof.parse.python_and_modules import module_call_table, python_tables
 
 __all__ = ["WindowData", "build_tables", "TableParts", "build_host_side", "build_flows", "build_misc", "step_table",
-           "new_offsets", "add_capture_metadata", "add_steps", "STEP_NAME", "strings_matching"]
+           "new_offsets", "add_capture_metadata", "add_steps", "STEP_NAME", "strings_matching", "build_collectives"]
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # Bytes per element of the dtype names Kineto writes for collectives.
@@ -202,12 +202,13 @@ def _build_kineto(k: KinetoColumns, w: int, pool: StringPool, tables: TableParts
 
 
 def build_host_side(k: KinetoColumns, w: int, pool: StringPool, tables: TableParts, offsets: dict[str, int], step_of,
-                    rows: dict[str, np.ndarray] | None = None) -> tuple:
+                    rows: dict[str, np.ndarray] | None = None, launches: bool | None = None) -> tuple:
     """The host ops, runtime calls and allocator events of ``k`` (nested on their threads) into ``tables``;
     returns what device ops need of their launches: per runtime call, its op, step and collective.
 
     ``rows``: each host op's and runtime call's row in the whole trace, for a stretch of it built
     alone (:mod:`mlprof.parse.segments`); their ids are those rows, not numbers from ``offsets``.
+    ``launches``: whether device ops will look for their launches (default: whether ``k`` has any).
     """
     empty_i = np.zeros(0, dtype=np.int64)
     host, rt, dev, mem = k.host, k.runtime, k.device, k.memory
@@ -274,7 +275,7 @@ def build_host_side(k: KinetoColumns, w: int, pool: StringPool, tables: TablePar
         cols.update({"host_op_id": owner, "step": step_of(mem["ts_ns"])})
         tables.add("memory_events", w, cols)
     offsets["op"] += n_ops
-    if dev and rt and n_ops:
+    if (bool(dev) if launches is None else launches) and rt and n_ops:
         rt_comm = _communication_op(pool, host["name"], nest.parent)[nest.leaf_owner[0]]
         rt_comm[nest.leaf_owner[0] < 0] = -1
     return rt_owner, rt_step, rt_comm
@@ -321,30 +322,35 @@ def _build_device(k, w, pool, tables, offsets, step_of, rt_owner, rt_step, rt_co
     cols.update({"device_op_id": np.arange(n, dtype=np.int64) + base, "host_op_id": host_op, "step": step})
     tables.add("device_ops", w, cols)
     offsets["device"] += n
-    coll = k.collectives
-    if coll:
-        rows = coll["device_row"]
-        strings = pool.values()
-        dtype_bytes = np.array([
-            _DTYPE_BYTES.get(strings[c].lower(), MISSING) if c >= 0 else MISSING
-            for c in coll["dtype"].tolist()], dtype=np.int64)
-        nelems = coll["in_nelems"]
-        size = np.where((dtype_bytes != MISSING) & (nelems != MISSING), nelems * dtype_bytes, MISSING)
-        cols = {key: v for key, v in coll.items() if key not in ("device_row", "kernel_collective")}
-        # A collective is named by Kineto, else by the op that launched it
-        # (NCCL runs most collectives in SendRecv kernels), else by its kernel.
-        launched = launch_comm[rows]
-        launched = np.where(launched == MISSING, -1, launched).astype(np.int32)
-        # Importers that name every collective themselves (Ascend) have no kernel-name fallback.
-        fallback = coll.get("kernel_collective", coll["collective_name"])
-        cols["collective_name"] = np.where(coll["collective_name"] >= 0, coll["collective_name"],
-                                           np.where(launched >= 0, launched, fallback))
-        cols.update({
-            "device_op_id": rows + base, "name": dev["name"][rows], "device": dev["device"][rows],
-            "stream": dev["stream"][rows], "start_ns": dev["start_ns"][rows], "dur_ns": dev["dur_ns"][rows],
-            "step": step[rows], "size_bytes": size,
-        })
-        tables.add("collectives", w, cols)
+    if k.collectives:
+        rows = k.collectives["device_row"]
+        at_rows = {"name": dev["name"][rows], "device": dev["device"][rows], "stream": dev["stream"][rows],
+                   "start_ns": dev["start_ns"][rows], "dur_ns": dev["dur_ns"][rows], "step": step[rows]}
+        build_collectives(k.collectives, w, pool, tables, base, at_rows, launch_comm[rows])
+
+
+def build_collectives(coll: dict[str, np.ndarray], w: int, pool: StringPool, tables: TableParts, base: int,
+                      at_rows: dict[str, np.ndarray], launched: np.ndarray) -> None:
+    """The collectives table from Kineto's collective records, with ``at_rows`` their kernels' columns
+    (name, device, stream, start_ns, dur_ns, step) and ``launched`` the communication op that launched
+    each (a string code; -1 or MISSING: none)."""
+    rows = coll["device_row"]
+    strings = pool.values()
+    dtype_bytes = np.array([
+        _DTYPE_BYTES.get(strings[c].lower(), MISSING) if c >= 0 else MISSING
+        for c in coll["dtype"].tolist()], dtype=np.int64)
+    nelems = coll["in_nelems"]
+    size = np.where((dtype_bytes != MISSING) & (nelems != MISSING), nelems * dtype_bytes, MISSING)
+    cols = {key: v for key, v in coll.items() if key not in ("device_row", "kernel_collective")}
+    # A collective is named by Kineto, else by the op that launched it
+    # (NCCL runs most collectives in SendRecv kernels), else by its kernel.
+    launched = np.where(launched == MISSING, -1, launched).astype(np.int32)
+    # Importers that name every collective themselves (Ascend) have no kernel-name fallback.
+    fallback = coll.get("kernel_collective", coll["collective_name"])
+    cols["collective_name"] = np.where(coll["collective_name"] >= 0, coll["collective_name"],
+                                       np.where(launched >= 0, launched, fallback))
+    cols.update({"device_op_id": rows + base, **at_rows, "size_bytes": size})
+    tables.add("collectives", w, cols)
 
 
 def build_flows(k: KinetoColumns, w: int, tables: TableParts) -> None:

@@ -12,9 +12,10 @@ order, sorting on disk beyond its share of the budget. Flows, markers,
 counters and the rest are small and built once, as for a whole trace. So
 the tables are the very ones the whole-trace build writes.
 
-Traces with device work are not segmented yet: a kernel meets its launch by
-correlation id anywhere in the trace. They, and traces that cannot be cut,
-are read back whole (``load_spilled``).
+Device ops are built a chunk of rows at a time, each stretch's runtime
+calls are kept on disk as launches, and DuckDB joins the two by correlation
+id; flows are paired by DuckDB too (:mod:`mlprof.parse.segment_joins`).
+Traces that cannot be cut are read back whole (``load_spilled``).
 """
 
 from __future__ import annotations
@@ -27,22 +28,24 @@ from pathlib import Path
 import numpy as np
 
 from mlprof.errors import ConfigError
-from mlprof.parse.build import (STEP_NAME, TableParts, WindowData, add_capture_metadata, add_steps, build_flows,
-                                build_host_side, build_misc, new_offsets, strings_matching)
+from mlprof.parse.build import (STEP_NAME, TableParts, WindowData, add_capture_metadata, add_steps, build_host_side,
+                                build_misc, new_offsets, strings_matching)
 from mlprof.parse.kineto_events import KinetoColumns, StringPool
-from mlprof.parse.kineto_stream import events_in_file
+from mlprof.parse.kineto_stream import events_in_trace
 from mlprof.parse.memory import release_freed_memory
+from mlprof.parse.segment_joins import Launches, write_device_ops, write_flows
 from mlprof.parse.spill import TIME_COLUMN, SpilledTrace
 from mlprof.tables.budget import memory_budget_bytes
 from mlprof.tables.schema import TABLES
-from mlprof.tables.store import stack_parts, write_tables
+from mlprof.tables.store import connect, stack_parts, write_tables
 
 __all__ = ["SEGMENT_EVENTS_ENV", "SEGMENTED_TABLES", "Plan", "wants_spill", "plan_segments", "write_segmented"]
 
 SEGMENTED_TABLES = ("host_ops", "runtime_calls", "memory_events")
 # Events a stretch may hold (forces the segmented parse, whatever the trace's size: for tests).
 SEGMENT_EVENTS_ENV = "MLPROF_SEGMENT_EVENTS"
-# Memory the whole-trace build holds at its peak, per event (measured: 130-150 bytes).
+# Memory the whole-trace build holds at its peak, per event (measured: 130-150 bytes on CPU traces, 174 on a
+# 5.0M-event GPU trace; wants_spill's quarter of the budget to spare covers the difference).
 _PEAK_BYTES_PER_EVENT = 150
 
 
@@ -62,12 +65,10 @@ def wants_spill(path: Path, budget_bytes: int | None) -> bool:
     if _forced_events() is not None:
         return True
     try:
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == b"\x1f\x8b"
-        size = os.path.getsize(path)
+        events = events_in_trace(path)
     except OSError:
         return False  # the reader names the problem
-    return events_in_file(size, gz) * _PEAK_BYTES_PER_EVENT > memory_budget_bytes(budget_bytes) * 3 // 4
+    return events * _PEAK_BYTES_PER_EVENT > memory_budget_bytes(budget_bytes) * 3 // 4
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Plan:
 
     cuts: list[int]
     steps_host: dict[str, np.ndarray]
+    events_per_stretch: int
 
 
 def _stretch(trace: SpilledTrace, kind: str, lo: int | None, hi: int | None,
@@ -103,9 +105,7 @@ def _stretch(trace: SpilledTrace, kind: str, lo: int | None, hi: int | None,
 
 def plan_segments(trace: SpilledTrace, pool: StringPool, budget_bytes: int | None) -> Plan | None:
     """Where to cut ``trace`` so that each stretch holds a budgeted number of events; None when it
-    cannot be segmented (device work, or no cut that helps)."""
-    if trace.rows("device") or trace.rows("collectives"):
-        return None
+    cannot be segmented (no step, or no cut that helps)."""
     per_stretch = _forced_events() or max(1, memory_budget_bytes(budget_bytes) // 3 // _PEAK_BYTES_PER_EVENT)
     codes = np.fromiter(strings_matching(pool, STEP_NAME), dtype=np.int32)
     named = []  # the host rows named as steps, piece by piece, in file order
@@ -142,7 +142,7 @@ def plan_segments(trace: SpilledTrace, pool: StringPool, budget_bytes: int | Non
             cuts.append(at)
             held = 0
         held += int(events[j + 1])
-    return Plan(cuts, steps_host) if cuts else None
+    return Plan(cuts, steps_host, per_stretch) if cuts else None
 
 
 def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: StringPool,
@@ -155,6 +155,8 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
     bounds = [None, *plan.cuts, None]
     parts: dict[str, list[Path]] = {name: [] for name in SEGMENTED_TABLES}
     parts_dir = out_dir / ".parts"
+    with_device = trace.rows("device") > 0
+    launches = Launches(parts_dir, budget_bytes)
     for n, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
         if on_stage is not None:
             on_stage(f"building tables: stretch {n + 1} of {len(bounds) - 1}")
@@ -164,8 +166,11 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
         k = KinetoColumns(base_time_ns=trace.cols.base_time_ns, relative_times=trace.cols.relative_times,
                           host=host, runtime=runtime, memory=memory)
         tables = TableParts(pool)
-        build_host_side(k, 0, pool, tables, new_offsets(), step_of, {"host": host_rows, "runtime": runtime_rows})
-        del k, host, runtime, memory
+        owner, step, comm = build_host_side(k, 0, pool, tables, new_offsets(), step_of,
+                                            {"host": host_rows, "runtime": runtime_rows}, with_device)
+        if with_device and runtime:
+            launches.add(runtime["correlation"], runtime_rows, owner, step, comm)
+        del k, host, runtime, memory, owner, step, comm
         columns = tables.result()
         order = {"host_ops": host_rows, "runtime_calls": runtime_rows, "memory_events": memory_rows}
         written = tuple(columns)
@@ -174,25 +179,39 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
             parts[name].append(parts_dir / f"{n:05d}" / f"{name}.parquet")
         del columns, tables
         release_freed_memory()
+    con = connect(budget_bytes)
+    try:
+        if with_device:
+            if on_stage is not None:
+                on_stage("building tables: device ops")
+            device_rows = write_device_ops(out_dir, parts_dir, trace, pool, step_of, launches, rest,
+                                           plan.events_per_stretch, con, budget_bytes)
+        flow_rows = write_flows(out_dir, parts_dir, trace, pool, plan.events_per_stretch, con, budget_bytes)
+    finally:
+        con.close()
     if on_stage is not None:
         on_stage("writing tables")
     k = KinetoColumns(base_time_ns=trace.cols.base_time_ns, relative_times=trace.cols.relative_times,
                       metadata=trace.cols.metadata, threads=trace.cols.threads, unknown=trace.cols.unknown,
                       event_count=trace.cols.event_count)
-    for kind in ("flows", "instants", "device_annotations", "counters"):
+    for kind in ("instants", "device_annotations", "counters"):
         setattr(k, kind, _stretch(trace, kind, None, None)[0])
-    build_flows(k, 0, rest)
     build_misc(k, 0, pool, rest)
     columns = rest.result()
     rows = {name: len(values["window_index"]) for name, values in columns.items()}
-    write_tables(out_dir, columns, pool.values(), budget_bytes,
-                 tuple(name for name in TABLES if name not in SEGMENTED_TABLES))
+    done = (*SEGMENTED_TABLES, "flows", *(("device_ops",) if with_device else ()))
+    write_tables(out_dir, columns, pool.values(), budget_bytes, tuple(name for name in TABLES if name not in done))
     stacked = {name: stack_parts(out_dir, name, parts[name], budget_bytes) for name in SEGMENTED_TABLES}
+    if with_device:
+        stacked["device_ops"] = device_rows
     shutil.rmtree(parts_dir)
-    # Row counts in the order the whole-trace build makes its tables: the stretches' tables after the steps.
+    # Row counts in the order the whole-trace build makes its tables: the stretches' tables and the
+    # device ops after the steps, the flows after the collectives.
     ordered = {}
     for name, count in rows.items():
         ordered[name] = count
         if name == "steps":
             ordered.update({n: c for n, c in stacked.items() if c})
+        if flow_rows and name == ("collectives" if "collectives" in rows else "steps"):
+            ordered["flows"] = flow_rows
     return ordered

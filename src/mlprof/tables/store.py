@@ -26,7 +26,8 @@ from mlprof.tables.budget import MEMORY_BUDGET_ENV, query_memory_bytes
 from mlprof.tables.schema import ID_SPACES, TABLES, TableSchema
 
 __all__ = ["TableStore", "write_tables", "combine_tables", "replace_table", "MISSING_INT", "named_write_errors",
-           "remove_temporaries", "table_bytes", "stack_parts"]
+           "remove_temporaries", "table_bytes", "stack_parts", "write_columns", "write_table_sql", "parquet_list",
+           "connect"]
 
 MISSING_INT = int(np.iinfo(np.int64).min)
 
@@ -212,24 +213,68 @@ def _frame_select(con: duckdb.DuckDBPyConnection, name: str, data: dict[str, np.
     return f"SELECT {_select_list(schema, set(frame), coded)}{more} FROM _frame_{name} f"
 
 
-def stack_parts(out_dir: Path, name: str, parts: list[Path], budget_bytes: int | None = None) -> int:
+def parquet_list(paths: list[Path]) -> str:
+    """``read_parquet`` of ``paths``, as SQL."""
+    return "read_parquet([" + ", ".join(f"'{_sql_str(p)}'" for p in paths) + "])"
+
+
+def stack_parts(out_dir: Path, name: str, parts: list[Path], budget_bytes: int | None = None, *,
+                con: duckdb.DuckDBPyConnection | None = None, join: str = "",
+                replaced: dict[str, str] | None = None) -> int:
     """The table ``name`` from its parts (written by :func:`write_tables` with ``order``), rows in
-    ``_order`` (DuckDB sorts beyond memory, on disk); returns its row count."""
+    ``_order`` (DuckDB sorts beyond memory, on disk); returns its row count.
+
+    ``join``: SQL joined to the parts (aliased ``p``) on ``con``; ``replaced``: columns taken from
+    it instead, as SQL expressions.
+    """
     schema = TABLES[name]
     target = _sql_str(out_dir / f"{name}.parquet")
-    con = connect(budget_bytes)
+    own = con is None
+    con = connect(budget_bytes) if own else con
     try:
         if not parts:
-            con.execute(schema.create_sql())
-            con.execute(f"COPY \"{name}\" TO '{target}' ({PARQUET_OPTIONS})")
+            con.execute(schema.create_sql(f"_empty_{name}"))
+            con.execute(f"COPY \"_empty_{name}\" TO '{target}' ({PARQUET_OPTIONS})")
+            con.execute(f'DROP TABLE "_empty_{name}"')
             return 0
-        files = ", ".join(f"'{_sql_str(p)}'" for p in parts)
-        names = ", ".join(f'"{c}"' for c in schema.column_names)
-        con.execute(f"COPY (SELECT {names} FROM read_parquet([{files}]) ORDER BY _order) TO '{target}' "
+        replaced = replaced or {}
+        names = ", ".join(f'{replaced.get(c, f"p.{c}")} AS "{c}"' for c in schema.column_names)
+        con.execute(f"COPY (SELECT {names} FROM {parquet_list(parts)} p {join} ORDER BY p._order) TO '{target}' "
                     f"({PARQUET_OPTIONS}, ROW_GROUP_SIZE 65536)")
         return con.execute(f"SELECT count(*) FROM read_parquet('{target}')").fetchall()[0][0]
     finally:
-        con.close()
+        if own:
+            con.close()
+
+
+def write_columns(path: Path, columns: dict[str, np.ndarray], budget_bytes: int | None = None, *,
+                  con: duckdb.DuckDBPyConnection | None = None) -> None:
+    """Numpy columns to one Parquet file as they are (sentinels and string codes kept): a scratch part.
+    ``con``: an open connection to write with (opening one takes milliseconds)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    own = con is None
+    con = connect(budget_bytes) if own else con
+    try:
+        con.register("_columns", columns)
+        con.execute(f"COPY (SELECT * FROM _columns) TO '{_sql_str(path)}' ({PARQUET_OPTIONS})")
+        con.unregister("_columns")
+    finally:
+        if own:
+            con.close()
+
+
+def write_table_sql(con: duckdb.DuckDBPyConnection, out_dir: Path, name: str, relation: str, present: set[str],
+                    coded: set[str], strings: list[str]) -> int:
+    """The table ``name`` from ``relation`` (SQL whose columns are as :func:`write_tables` takes numpy
+    columns: sentinels for NULL, string codes into ``strings`` for ``coded``), rows in its ``_order``."""
+    _load_strings(con, strings)
+    try:
+        target = _sql_str(out_dir / f"{name}.parquet")
+        con.execute(f"COPY (SELECT {_select_list(TABLES[name], present, coded)} FROM ({relation}) f "
+                    f"ORDER BY f._order) TO '{target}' ({PARQUET_OPTIONS}, ROW_GROUP_SIZE 65536)")
+        return con.execute(f"SELECT count(*) FROM read_parquet('{target}')").fetchall()[0][0]
+    finally:
+        con.execute("DROP TABLE _strlist")
 
 
 def write_tables(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strings: list[str],
