@@ -24,7 +24,7 @@ from mlprof.tables.store import TableStore
 
 from shared_data import SHARED_TRACES
 
-from .conftest import write_trace
+from .conftest import BASE_NS, make_capture, write_trace
 from .test_golden import X
 
 TID, SIDE = 11, 12
@@ -37,6 +37,10 @@ def _memory(ts: float, size: int, addr: int) -> dict:
 
 
 def _training_trace(path, steps: int = 30, crossing: tuple[int, ...] = (4, 5, 11)):
+    return write_trace(path, _training_events(steps, crossing))
+
+
+def _training_events(steps: int = 30, crossing: tuple[int, ...] = (4, 5, 11)) -> list[dict]:
     """Steps of nested ops (a same-name child folded into its parent, a zero-length op, Python frames,
     a backward node and an optimizer step), allocations, runtime calls without kernels, forward-backward
     flows, instants and counters; an op on a side thread crosses the starts of the ``crossing`` steps."""
@@ -69,7 +73,7 @@ def _training_trace(path, steps: int = 30, crossing: tuple[int, ...] = (4, 5, 11
     events.append({"ph": "i", "s": "g", "name": "checkpoint", "pid": 10, "tid": TID, "ts": 1500.0})
     # Kineto writes events per kind, not in time order: shuffle kinds apart like it does.
     events.sort(key=lambda e: (e.get("cat") == "fwdbwd", e.get("ph") == "i"))
-    return write_trace(path, events)
+    return events
 
 
 def _parse(path, out, monkeypatch, events: int | None, jobs_env: str | None = None) -> dict:
@@ -120,6 +124,10 @@ def test_no_cut_falls_inside_an_op(tmp_path, monkeypatch):
 
 
 def _gpu_trace(path, steps: int = 24):
+    return write_trace(path, _gpu_events(steps))
+
+
+def _gpu_events(steps: int = 24) -> list[dict]:
     """Steps whose ops launch kernels (two run after the next step has begun), a collective launched by
     a communication op, a kernel named as a collective by Kineto, a kernel with no launch record, a
     runtime call reusing an earlier correlation id, a memcpy, and ac2g flows: clean ones, a start
@@ -162,7 +170,7 @@ def _gpu_trace(path, steps: int = 24):
                        {"ph": "t", "id": c, "pid": 10, "tid": TID, "ts": t + 4, "cat": "ac2g", "name": "ac2g"}]
     # Kineto writes events per kind, not in time order.
     events.sort(key=lambda e: (e.get("pid") == 0, e.get("cat") == "ac2g", e.get("ph") == "f"))
-    return write_trace(path, events)
+    return events
 
 
 @pytest.fixture()
@@ -218,6 +226,49 @@ def test_flows_are_paired_as_the_whole_build_pairs_them(tmp_path, monkeypatch, s
     assert segmented["tables"]["flows"] == whole["tables"]["flows"]
     assert len(whole["tables"]["flows"]) > (250 if seed == 0 else 20)
     assert segmented["tables"] == whole["tables"]
+
+
+def _mlprof_files(steps: int) -> dict:
+    """A window's own files: steps with CPU times, a GC pause, a marked range, module calls, Python samples."""
+    def at(us: float) -> int:
+        return BASE_NS + int(us * 1000)
+
+    return {
+        "steps": [{"step": i, "start_ns": at(1000 + i * 100), "end_ns": at(1095 + i * 100), "cpu_ns": 90_000 + i,
+                   "cpu_wait_ns": 1_000} for i in range(steps)],
+        "gc": [{"start_ns": at(1000 + i * 100 + 70), "dur_ns": 2_000, "generation": 2, "collected": 1,
+                "uncollectable": 0, "tid": TID} for i in range(0, steps, 4)],
+        "markers": {"marks": [{"name": "epoch", "ts_ns": at(1001), "tid": TID}],
+                    "ranges": [{"id": 1, "name": "optimizer step", "start_ns": at(1160), "end_ns": at(1180),
+                                "tid": TID}]},
+        "modules": {"modules": [["Net", "Net"], ["Net.fc", "Linear"]],
+                    "calls": [[0, at(1000 + i * 100 + 1), at(1000 + i * 100 + 30), TID] for i in range(steps)]},
+        "python_samples": {"interval_ns": 5_000, "tid": TID, "frames": [["/home/u/train.py", 7, "main"]],
+                           "stacks": [[0]], "samples": [[at(1000 + i * 50 + 3), 0] for i in range(2 * steps)]},
+    }
+
+
+@pytest.mark.parametrize("events", [1, 60])
+def test_a_capture_window_built_in_stretches_gives_the_tables_of_one_built_whole(tmp_path, monkeypatch,
+                                                                                 small_pieces, events):
+    """Window 0: a GPU trace with its ProfilerStep spans; window 1: a CPU trace whose steps are only
+    mlprof's own (its ProfilerStep spans removed); both with mlprof's files."""
+    plain = [e for e in _training_events(24, crossing=(5,)) if not e.get("name", "").startswith("ProfilerStep#")]
+    capture = make_capture(tmp_path / "cap", {0: {"events": _gpu_events(24), **_mlprof_files(24)},
+                                              1: {"events": plain, **_mlprof_files(24)}})
+    whole = _parse(capture, tmp_path / "whole", monkeypatch, None)
+    segmented = _parse(capture, tmp_path / "segmented", monkeypatch, events)
+    assert segmented["tables"] == whole["tables"]
+    assert segmented["info"] == whole["info"]
+    firsts = [s for s in segmented["stages"] if s.startswith("building tables: stretch 1 of")]
+    assert len(firsts) == 2 and "building tables: stretch 1 of 1" not in firsts  # each window, in stretches
+    assert "building tables: device ops" in segmented["stages"]
+    counts = {name: len(rows) for name, rows in whole["tables"].items()}
+    assert all(counts[name] for name in ("gc_pauses", "module_calls", "python_samples", "device_ops", "flows"))
+    assert {row[0] for row in whole["tables"]["steps"]} == {0, 1}  # both windows have steps
+    leftovers = [p.name for p in (tmp_path / "segmented").rglob(".tmp*")] + \
+        [p.name for p in (tmp_path / "segmented").rglob(".parts")]
+    assert leftovers == []
 
 
 def test_a_trace_of_one_step_is_built_whole(tmp_path, monkeypatch):

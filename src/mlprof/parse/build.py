@@ -19,7 +19,8 @@ from mlprof.parse.kineto_events import FLOW_END, FLOW_START, MISSING, KinetoColu
 from mlprof.parse.python_and_modules import module_call_table, python_tables
 
 __all__ = ["WindowData", "build_tables", "TableParts", "build_host_side", "build_flows", "build_misc", "step_table",
-           "new_offsets", "add_capture_metadata", "add_steps", "STEP_NAME", "strings_matching", "build_collectives"]
+           "new_offsets", "add_capture_metadata", "add_steps", "STEP_NAME", "strings_matching", "build_collectives",
+           "build_capture_files"]
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 # Bytes per element of the dtype names Kineto writes for collectives.
@@ -173,7 +174,7 @@ def _build_window(win: WindowData, pool: StringPool, tables: TableParts, offsets
     step_of = add_steps(win, pool, tables, k.host if k else {})
     if k is not None:
         _build_kineto(k, w, pool, tables, offsets, step_of)
-    _build_capture_files(win, tables, step_of)
+    build_capture_files(win, tables, step_of)
 
 
 def add_steps(win: WindowData, pool: StringPool, tables: TableParts, host: dict):
@@ -449,7 +450,8 @@ def build_misc(k: KinetoColumns, w: int, pool: StringPool, tables: TableParts) -
             "count": _i64([c for _, c in items])})
 
 
-def _build_capture_files(win: WindowData, tables: TableParts, step_of) -> None:
+def build_capture_files(win: WindowData, tables: TableParts, step_of) -> None:
+    """The tables of mlprof's own window files: markers, GC pauses, Python samples, module calls."""
     w = win.window_index
     m = win.markers
     if m and (m.marks or m.ranges):

@@ -32,7 +32,7 @@ from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, f
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.parse.kineto_events import KinetoColumns
 from mlprof.parse.kineto_stream import load_spilled
-from mlprof.parse.segments import plan_segments, wants_spill, write_segmented
+from mlprof.parse.segments import Plan, plan_segments, wants_spill, write_segmented
 from mlprof.parse.spill import Spill, SpilledTrace
 from mlprof.parse.memory import release_freed_memory
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
@@ -273,23 +273,33 @@ def _unknown(k) -> Iterator[tuple[str, str, int]]:
     return ((ph, cat, n) for (ph, cat), n in k.unknown.items())
 
 
+def _read_spilled(path: Path, pool: StringPool, progress, budget: int | None, spill: Spill,
+                  mlprof_steps: list | None = None) -> tuple[KinetoColumns | SpilledTrace, Plan | None]:
+    """A trace read with its decoded pieces on disk, and the plan to build it in stretches; without a
+    plan (no clean cut), its columns read back whole."""
+    k = read_kineto(path, pool, progress, budget, spill)
+    plan = plan_segments(k, pool, budget, mlprof_steps) if isinstance(k, SpilledTrace) else None
+    if plan is None:
+        return (load_spilled(k) if isinstance(k, SpilledTrace) else k), None
+    return k, plan
+
+
 def _parse_trace_in_stretches(item: TraceInput, options: ParseOptions, out_dir: Path, result: ParseResult,
                               started: float, pool: StringPool, meta: dict) -> ParseResult | KinetoColumns:
     """A trace too large to build whole (``wants_spill``): its decoded pieces wait on disk and its tables are
     built a stretch of time at a time (:mod:`mlprof.parse.segments`); returns the published result, or the
-    columns read back whole when the trace cannot be cut (device work, no clean cut)."""
+    columns read back whole when the trace cannot be cut."""
     budget = options.memory_budget_bytes
     make_private_dir(out_dir)
     # Held from the read on: the spill is in out_dir, where a parse taking the lock clears leftovers.
     with output_lock(out_dir):
         spill = Spill(out_dir / f".tmp_spill_{os.getpid()}")
         try:
-            k = read_kineto(item.path, pool, _progress_for(options, item.path.name), budget, spill)
-            cols = k.cols if isinstance(k, SpilledTrace) else k  # the whole-file reader keeps nothing on disk
+            k, plan = _read_spilled(item.path, pool, _progress_for(options, item.path.name), budget, spill)
+            cols = k.cols if isinstance(k, SpilledTrace) else k
             _count_events(result, cols.event_count, list(_unknown(cols)))
-            plan = plan_segments(k, pool, budget) if isinstance(k, SpilledTrace) else None
             if plan is None:
-                return load_spilled(k) if isinstance(k, SpilledTrace) else k
+                return k
             _write_and_publish(out_dir, result, started,
                                functools.partial(_write_segmented, trace=k, plan=plan, pool=pool, meta=meta,
                                                  result=result, options=options), locked=True)
@@ -328,24 +338,41 @@ def _cached_window(cache: Path, stamp: dict) -> dict | None:
 
 
 def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, options: ParseOptions) -> dict:
-    """Parse one window on its own into ``cache`` (its tables, ids from 0)."""
+    """Parse one window on its own into ``cache`` (its tables, ids from 0); a window whose trace would not
+    fit the budget built whole is built in stretches, as a bare trace is."""
     pool = StringPool()
-    k = (read_kineto(wf.kineto, pool, _progress_for(options, f"window {wf.window_index}"), options.memory_budget_bytes)
-         if wf.kineto else None)
-    win = WindowData(window_index=wf.window_index, kineto=k, steps=read_steps(wf.steps),
+    budget = options.memory_budget_bytes
+    win = WindowData(window_index=wf.window_index, steps=read_steps(wf.steps),
                      markers=read_markers(wf.markers), gc=read_gc(wf.gc),
                      python_samples=read_python_samples(wf.python_samples), modules=read_modules(wf.modules),
                      source=str(wf.path))
-    info = dict(stamp)
-    info["event_count"] = k.event_count if k else 0
-    info["unknown"] = [[ph, cat, n] for (ph, cat), n in k.unknown.items()] if k else []
-    _stage(options.on_stage, f"window {wf.window_index}: building tables")
-    columns = build_tables([win], pool, {})
-    del win, k
-    release_freed_memory()
-    _stage(options.on_stage, f"window {wf.window_index}: writing tables")
+    progress = _progress_for(options, f"window {wf.window_index}")
     tmp = out_dir / f".tmp_window_{wf.window_index}_{os.getpid()}"
-    write_tables(tmp, columns, pool.values(), options.memory_budget_bytes)
+    spill = Spill(out_dir / f".tmp_spill_{os.getpid()}") if wf.kineto and wants_spill(wf.kineto, budget) else None
+    try:
+        k, plan = None, None
+        if spill is not None:
+            k, plan = _read_spilled(wf.kineto, pool, progress, budget, spill, win.steps)
+        elif wf.kineto:
+            k = read_kineto(wf.kineto, pool, progress, budget)
+        cols = k.cols if isinstance(k, SpilledTrace) else k
+        info = dict(stamp)
+        info["event_count"] = cols.event_count if cols else 0
+        info["unknown"] = [[ph, cat, n] for (ph, cat), n in cols.unknown.items()] if cols else []
+        del cols  # the columns go with the window once built
+        _stage(options.on_stage, f"window {wf.window_index}: building tables")
+        if plan is not None:
+            write_segmented(tmp, k, plan, pool, {}, budget, options.on_stage, win)
+        else:
+            win.kineto = k
+            columns = build_tables([win], pool, {})
+            del win, k
+            release_freed_memory()
+            _stage(options.on_stage, f"window {wf.window_index}: writing tables")
+            write_tables(tmp, columns, pool.values(), budget)
+    finally:
+        if spill is not None:
+            spill.remove()
     atomic_write(tmp / WINDOW_CACHE_FILE, json.dumps(info))
     replace_dir(tmp, cache)
     return info

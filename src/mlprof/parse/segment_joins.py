@@ -78,8 +78,8 @@ def _all_rows(trace: SpilledTrace, kind: str) -> dict[str, np.ndarray]:
 
 
 def write_device_ops(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: StringPool, step_of,
-                     launches: Launches, rest: TableParts, rows_per_chunk: int, con: duckdb.DuckDBPyConnection,
-                     budget_bytes: int | None) -> int:
+                     launches: Launches, rest: TableParts, w: int, rows_per_chunk: int,
+                     con: duckdb.DuckDBPyConnection, budget_bytes: int | None) -> int:
     """``device_ops.parquet`` a chunk of rows at a time, each kernel joined to its launch; the
     collectives (few: one a communication kernel) go to ``rest``. Returns the device ops' rows."""
     coll = _all_rows(trace, "collectives")
@@ -94,7 +94,7 @@ def write_device_ops(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: 
         # Without a launch record a kernel belongs to the step it ran in; the join puts the launch's first.
         time_step = step_of(dev["start_ns"])
         tables = TableParts(pool)
-        tables.add("device_ops", 0, {**dev, "device_op_id": rows, "host_op_id": np.full(count, MISSING),
+        tables.add("device_ops", w, {**dev, "device_op_id": rows, "host_op_id": np.full(count, MISSING),
                                      "step": time_step})
         write_tables(parts_dir / f"device_{n:05d}", tables.result(), pool.values(), budget_bytes, ("device_ops",),
                      {"device_ops": rows})
@@ -121,14 +121,14 @@ def write_device_ops(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: 
         con.unregister("_coll")
         launch_step = np.asarray(found["step"], dtype=np.int64)
         at_rows["step"] = np.where(launch_step != MISSING, launch_step, coll_time_step)
-        build_collectives(coll, 0, pool, rest, 0, at_rows, np.asarray(found["comm"], dtype=np.int64))
+        build_collectives(coll, w, pool, rest, 0, at_rows, np.asarray(found["comm"], dtype=np.int64))
     return count
 
 
 _FLOW_COLUMNS = ("ph", "category", "flow_id", "pid", "tid", "ts_ns")
 
 
-def write_flows(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: StringPool, rows_per_chunk: int,
+def write_flows(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: StringPool, w: int, rows_per_chunk: int,
                 con: duckdb.DuckDBPyConnection, budget_bytes: int | None) -> int:
     """``flows.parquet``: each flow's start and end paired as :func:`build.build_flows` pairs them.
 
@@ -153,7 +153,7 @@ def write_flows(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: Strin
 
     pair = (f"flow_id, category, {side('pid', FLOW_START)} AS start_pid, {side('tid', FLOW_START)} AS start_tid, "
             f"{side('ts_ns', FLOW_START)} AS start_ns, {side('pid', FLOW_END)} AS end_pid, "
-            f"{side('tid', FLOW_END)} AS end_tid, {side('ts_ns', FLOW_END)} AS end_ns, 0 AS window_index, "
+            f"{side('tid', FLOW_END)} AS end_tid, {side('ts_ns', FLOW_END)} AS end_ns, {int(w)} AS window_index, "
             "max(row) AS _order")
     # Nearly every key is one start and one end: paired by one aggregate. Only the others go
     # through the windows (3-4x slower), which number each run's events.

@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from mlprof.errors import ConfigError
-from mlprof.parse.build import (STEP_NAME, TableParts, WindowData, add_capture_metadata, add_steps, build_host_side,
-                                build_misc, new_offsets, strings_matching)
+from mlprof.parse.build import (STEP_NAME, TableParts, WindowData, add_capture_metadata, add_steps,
+                                build_capture_files, build_host_side, build_misc, new_offsets, strings_matching)
+from mlprof.parse.capture_files import StepRecord
 from mlprof.parse.kineto_events import KinetoColumns, StringPool
 from mlprof.parse.kineto_stream import events_in_trace
 from mlprof.parse.memory import release_freed_memory
@@ -103,9 +104,11 @@ def _stretch(trace: SpilledTrace, kind: str, lo: int | None, hi: int | None,
             np.concatenate(rows).astype(np.int64))
 
 
-def plan_segments(trace: SpilledTrace, pool: StringPool, budget_bytes: int | None) -> Plan | None:
+def plan_segments(trace: SpilledTrace, pool: StringPool, budget_bytes: int | None,
+                  mlprof_steps: list[StepRecord] | None = None) -> Plan | None:
     """Where to cut ``trace`` so that each stretch holds a budgeted number of events; None when it
-    cannot be segmented (no step, or no cut that helps)."""
+    cannot be segmented (no step, or no cut that helps). Its steps are its ``ProfilerStep#N`` spans,
+    else (as :func:`build.step_table` takes them) a capture window's ``mlprof_steps``."""
     per_stretch = _forced_events() or max(1, memory_budget_bytes(budget_bytes) // 3 // _PEAK_BYTES_PER_EVENT)
     codes = np.fromiter(strings_matching(pool, STEP_NAME), dtype=np.int32)
     named = []  # the host rows named as steps, piece by piece, in file order
@@ -113,10 +116,14 @@ def plan_segments(trace: SpilledTrace, pool: StringPool, budget_bytes: int | Non
         host = trace.piece_columns(index, "host", ["name", "start_ns", "dur_ns"])
         at = np.flatnonzero(np.isin(host["name"], codes))
         named.append({name: values[at] for name, values in host.items()})
-    if not named or not sum(len(part["name"]) for part in named):
+    if named and sum(len(part["name"]) for part in named):
+        steps_host = {name: np.concatenate([part[name] for part in named]) for name in named[0]}
+        candidates = np.unique(steps_host["start_ns"])
+    elif mlprof_steps:
+        steps_host = {}
+        candidates = np.unique(np.array([r.start_ns for r in mlprof_steps], dtype=np.int64))
+    else:
         return None
-    steps_host = {name: np.concatenate([part[name] for part in named]) for name in named[0]}
-    candidates = np.unique(steps_host["start_ns"])
     crossed = np.zeros(len(candidates) + 1, dtype=np.int64)
     events = np.zeros(len(candidates) + 1, dtype=np.int64)
     not_nested = pool.code("python_function")  # the whole-trace build asks for it too
@@ -147,11 +154,14 @@ def plan_segments(trace: SpilledTrace, pool: StringPool, budget_bytes: int | Non
 
 def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: StringPool,
                     capture_metadata: dict[str, object], budget_bytes: int | None = None,
-                    on_stage=None) -> dict[str, int]:
-    """Every table but ``phase_spans`` into ``out_dir``, a stretch at a time; returns each built table's rows."""
+                    on_stage=None, win: WindowData | None = None) -> dict[str, int]:
+    """Every table but ``phase_spans`` into ``out_dir``, a stretch at a time; returns each built table's rows.
+    ``win``: the capture window ``trace`` is part of, with mlprof's files (its ``kineto`` unused)."""
+    win = win or WindowData(window_index=0)
+    w = win.window_index
     rest = TableParts(pool)
     add_capture_metadata(rest, capture_metadata)
-    step_of = add_steps(WindowData(window_index=0), pool, rest, plan.steps_host)
+    step_of = add_steps(win, pool, rest, plan.steps_host)
     bounds = [None, *plan.cuts, None]
     parts: dict[str, list[Path]] = {name: [] for name in SEGMENTED_TABLES}
     parts_dir = out_dir / ".parts"
@@ -166,7 +176,7 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
         k = KinetoColumns(base_time_ns=trace.cols.base_time_ns, relative_times=trace.cols.relative_times,
                           host=host, runtime=runtime, memory=memory)
         tables = TableParts(pool)
-        owner, step, comm = build_host_side(k, 0, pool, tables, new_offsets(), step_of,
+        owner, step, comm = build_host_side(k, w, pool, tables, new_offsets(), step_of,
                                             {"host": host_rows, "runtime": runtime_rows}, with_device)
         if with_device and runtime:
             launches.add(runtime["correlation"], runtime_rows, owner, step, comm)
@@ -184,9 +194,9 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
         if with_device:
             if on_stage is not None:
                 on_stage("building tables: device ops")
-            device_rows = write_device_ops(out_dir, parts_dir, trace, pool, step_of, launches, rest,
+            device_rows = write_device_ops(out_dir, parts_dir, trace, pool, step_of, launches, rest, w,
                                            plan.events_per_stretch, con, budget_bytes)
-        flow_rows = write_flows(out_dir, parts_dir, trace, pool, plan.events_per_stretch, con, budget_bytes)
+        flow_rows = write_flows(out_dir, parts_dir, trace, pool, w, plan.events_per_stretch, con, budget_bytes)
     finally:
         con.close()
     if on_stage is not None:
@@ -196,7 +206,8 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
                       event_count=trace.cols.event_count)
     for kind in ("instants", "device_annotations", "counters"):
         setattr(k, kind, _stretch(trace, kind, None, None)[0])
-    build_misc(k, 0, pool, rest)
+    build_misc(k, w, pool, rest)
+    build_capture_files(win, rest, step_of)
     columns = rest.result()
     rows = {name: len(values["window_index"]) for name, values in columns.items()}
     done = (*SEGMENTED_TABLES, "flows", *(("device_ops",) if with_device else ()))
