@@ -8,14 +8,16 @@ a cut; a DDP rank's collective on its communication thread may cross one).
 The host ops, runtime calls and allocator events of each stretch are built
 alone, by the same code as a whole trace, with their rows in the whole trace
 as ids, and written as parts; DuckDB then puts each table together in file
-order, sorting on disk beyond its share of the budget. Flows, markers,
-counters and the rest are small and built once, as for a whole trace. So
-the tables are the very ones the whole-trace build writes.
+order, sorting on disk beyond its share of the budget. Device ops are built
+a chunk of rows at a time, each stretch's runtime calls are kept on disk as
+launches, and DuckDB joins the two by correlation id; flows are paired by
+DuckDB too (:mod:`mlprof.parse.segment_joins`). Markers, counters, a capture
+window's own files and the rest are small and built once, as for a whole
+trace. So the tables are the very ones the whole-trace build writes.
 
-Device ops are built a chunk of rows at a time, each stretch's runtime
-calls are kept on disk as launches, and DuckDB joins the two by correlation
-id; flows are paired by DuckDB too (:mod:`mlprof.parse.segment_joins`).
-Traces that cannot be cut are read back whole (``load_spilled``).
+A capture window whose steps are only mlprof's (no ``ProfilerStep#N``
+spans) is cut at those steps' starts. Traces that cannot be cut are read
+back whole (``load_spilled``).
 """
 
 from __future__ import annotations
