@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from mlprof.tables.store import TableStore
 
 __all__ = ["memory_record", "operator_memory"]
 
 
-def memory_record(store: TableStore, step: int | None = None) -> list[dict]:
+def memory_record(store: TableStore, step: int | None = None, stream: bool = False) -> list[dict] | Iterator[dict]:
+    """Allocator totals after every event (``stream``: rows fetched as they are read, :meth:`TableStore.iter_dicts`)."""
     cond = "" if step is None else "WHERE step = ?"
     # Events at one ns (on several devices, a block freed as another is allocated) need an order of
     # their own: DuckDB's sort is not stable on large inputs, so ties came out differently run to run.
-    return store.dicts(f"""
+    return (store.iter_dicts if stream else store.dicts)(f"""
         SELECT ts_ns, device_type, device_id, total_allocated_bytes, total_reserved_bytes
         FROM memory_events {cond} ORDER BY ts_ns, window_index, device_type, device_id, addr, size_bytes""",
         [] if step is None else [step])
 
 
-def operator_memory(store: TableStore, step: int | None = None) -> list[dict]:
-    """Allocations paired with the next free of the same block."""
+def operator_memory(store: TableStore, step: int | None = None, stream: bool = False) -> list[dict] | Iterator[dict]:
+    """Allocations paired with the next free of the same block (``stream``: as :func:`memory_record`)."""
     cond = "" if step is None else "AND a.step = ?"
-    return store.dicts(f"""
+    return (store.iter_dicts if stream else store.dicts)(f"""
         WITH ev AS (
             SELECT *, lead(size_bytes) OVER w AS next_size, lead(ts_ns) OVER w AS next_ts
             FROM memory_events

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,20 +31,24 @@ def make_private_dir(path: Path) -> Path:
     return path
 
 
-def atomic_write(path: Path, data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` through a temporary name in the same directory."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
+def atomic_write(path: Path, data: bytes | str | Iterable[bytes | str]) -> Path:
+    """Write ``data`` to ``path`` through a temporary name in the same directory (``data`` may come in
+    chunks, written as they come: a file of millions of rows is never held whole)."""
+    chunks = [data] if isinstance(data, (bytes, str)) else data
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for chunk in chunks:
+                fh.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise MlprofError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    except BaseException:  # the chunks' source failed: no half-written file
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

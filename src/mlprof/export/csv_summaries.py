@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from mlprof.export.summaries import SUMMARIES, Summary, SummaryColumn
@@ -64,22 +65,31 @@ def _json_value(col: SummaryColumn, value):
     return value
 
 
-def _render(summary: Summary, rows: list[dict], fmt: str) -> str:
+def _render(summary: Summary, rows: Iterable[dict], fmt: str, batch_rows: int = 10_000) -> Iterator[str]:
+    """The file's text in chunks, as ``rows`` come (as json.dumps(list, indent=1) would write it whole)."""
     if fmt == "json":
-        out = [{c.name: _json_value(c, r.get(c.source)) for c in summary.columns} for r in rows]
-        return json.dumps(out, indent=1, default=str)
+        first = True
+        yield "["
+        for r in rows:
+            text = json.dumps({c.name: _json_value(c, r.get(c.source)) for c in summary.columns}, indent=1,
+                              default=str)
+            yield ("\n " if first else ",\n ") + text.replace("\n", "\n ")
+            first = False
+        yield "]" if first else "\n]"
+        return
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([c.name for c in summary.columns])
-    for r in rows:
+    for n, r in enumerate(rows, 1):
         writer.writerow([_cell(c, r.get(c.source)) for c in summary.columns])
-    return buf.getvalue()
+        if n % batch_rows == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
 
 
 def write_summaries(store: TableStore, out_dir: Path, fmt: str = "csv", step: int | None = None) -> list[Path]:
     """Write every summary file into ``out_dir``; returns the paths written."""
-    written = []
-    for summary in SUMMARIES:
-        rows = summary.rows(store, step)
-        written.append(atomic_write(out_dir / f"{summary.stem}.{fmt}", _render(summary, rows, fmt)))
-    return written
+    return [atomic_write(out_dir / f"{summary.stem}.{fmt}", _render(summary, summary.rows(store, step), fmt))
+            for summary in SUMMARIES]

@@ -8,7 +8,8 @@ integer ns of the tables; absolute times are wall-clock µs since the epoch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, operator_details, step_breakdown
@@ -36,7 +37,8 @@ class Summary:
     stem: str  # file name without extension
     doc: str
     columns: tuple[SummaryColumn, ...]
-    rows: Callable[[TableStore, int | None], list[dict]]
+    # Files of a row per event (kernels, allocations) stream their rows; the others are short lists.
+    rows: Callable[[TableStore, int | None], Iterable[dict]]
 
 
 def _c(name: str, source: str, unit: str, doc: str) -> SummaryColumn:
@@ -48,9 +50,9 @@ def _steps(store: TableStore, step: int | None) -> list[dict]:
     return [r for r in rows if step is None or r["step"] == step]
 
 
-def _kernel_details(store: TableStore, step: int | None) -> list[dict]:
+def _kernel_details(store: TableStore, step: int | None) -> Iterator[dict]:
     cond = "" if step is None else "WHERE d.step = ?"
-    return store.dicts(f"""
+    return store.iter_dicts(f"""
         SELECT d.step, d.name, d.kind, d.device, d.stream, d.start_ns, d.dur_ns, d.grid, d.block,
                d.size_bytes, d.registers_per_thread, d.shared_memory_bytes, d.occupancy_pct,
                d.is_communication, h.name AS host_op, d.correlation
@@ -161,7 +163,7 @@ SUMMARIES: tuple[Summary, ...] = (
         _c("Device Id", "device_id", "", "device index (-1 CPU)"),
         _c("Allocated(bytes)", "total_allocated_bytes", "bytes", "allocated total"),
         _c("Reserved(bytes)", "total_reserved_bytes", "bytes", "reserved total"),
-    ), memory_record),
+    ), functools.partial(memory_record, stream=True)),
     Summary("operator_memory", "Each allocation with its op, size and lifetime.", (
         _c("Name", "op_name", "", "op that allocated (empty when outside any op)"),
         _c("Size(bytes)", "size_bytes", "bytes", "bytes allocated"),
@@ -170,7 +172,7 @@ SUMMARIES: tuple[Summary, ...] = (
         _c("Duration(us)", "lifetime_ns", "us", "release - allocation"),
         _c("Device Type", "device_type", "", "Kineto device type"),
         _c("Device Id", "device_id", "", "device index"),
-    ), operator_memory),
+    ), functools.partial(operator_memory, stream=True)),
     Summary("data_preprocess", "DataLoader iterations (host).", (
         _c("Step", "step", "", "step"),
         _c("Name", "name", "", "DataLoader op"),

@@ -101,6 +101,15 @@ class TableStore:
                              f"ran without it (set {MEMORY_BUDGET_ENV} higher to keep to it)\n")
             return self.con.execute(query, params or [])
 
+    def iter_dicts(self, query: str, params: list | None = None, batch_rows: int = 10_000) -> Iterator[dict]:
+        """The rows of ``query`` as :meth:`dicts` gives them, fetched a batch at a time: a file of
+        millions of rows is written without holding them all. Read them all before the next query."""
+        cur = self.sql(query, params)
+        names = [d[0] for d in cur.description]
+        while batch := cur.fetchmany(batch_rows):
+            for row in batch:
+                yield dict(zip(names, row))
+
     def rows(self, query: str, params: list | None = None) -> list[tuple]:
         return self.sql(query, params).fetchall()
 
