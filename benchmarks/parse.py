@@ -20,9 +20,13 @@ peak RSS under the parse's memory budget.
 default, ``--sizes`` to choose): the two smaller traces are profiled from the
 training loop, the larger ones made from the 1M one by
 ``benchmarks/replicate_trace.py`` (its steps repeated, shifted in time).
-Peers that do not finish within ``--timeout`` are reported as such.
+Peers that do not finish within ``--timeout`` are reported as such. With
+``--seed-trace``, every size is a real trace replicated instead (GPU traces
+cannot be profiled on a CPU machine; their events are a third smaller):
 
     python benchmarks/parse.py --sweep --workdir /tmp/mlprof_sweep --timeout 300
+    python benchmarks/parse.py --sweep --seed-trace \
+        ../shared/data/traces/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz
 
 Peers need the ``bench`` extra: ``pip install -e .[bench]``.
 """
@@ -30,6 +34,7 @@ Peers need the ``bench`` extra: ``pip install -e .[bench]``.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -185,8 +190,20 @@ _SWEEP_PEERS = ("mlprof parse (tables only)", "mlprof parse (default)", "HTA Tra
 _PROFILED_MAX = 1_000_000
 
 
-def sweep_trace(events: int, workdir: Path) -> Path:
-    """The sweep's trace of ``events``: profiled up to 1M, replicated above."""
+def sweep_trace(events: int, workdir: Path, seed_trace: Path | None = None) -> Path:
+    """The sweep's trace of ``events``: profiled up to 1M, replicated above; or ``seed_trace`` (a real
+    trace, such as a GPU one from ../shared/data/traces) replicated to every size."""
+    if seed_trace is not None:
+        trace = workdir / f"{seed_trace.name.split('.')[0]}_{events}.json"
+        if not trace.exists():
+            seed = workdir / f"{seed_trace.name.split('.')[0]}_seed.json"
+            if not seed.exists():
+                data = seed_trace.read_bytes()
+                seed.write_bytes(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+            print(f"replicating {seed_trace.name} to >= {events:,} events ...", flush=True)
+            subprocess.run([sys.executable, str(Path(__file__).with_name("replicate_trace.py")), str(seed),
+                            str(trace), "--events", str(events)], check=True)
+        return trace
     trace = workdir / f"cpu_{events}.pt.trace.json"
     if trace.exists():
         return trace
@@ -209,7 +226,7 @@ def sweep(args) -> int:
     print(f"{os.cpu_count()} CPUs; timeout {args.timeout:.0f} s per peer")
     header = f"{'events':>11} {'MiB':>6}  {'peer':<28} {'wall s':>8} {'cpu s':>8} {'events/s':>10} {'peak MiB':>9}"
     for events in sorted(sizes):
-        trace = sweep_trace(events, workdir)
+        trace = sweep_trace(events, workdir, args.seed_trace)
         n_events, size = count_events(trace), trace.stat().st_size
         print(header)
         for name in _SWEEP_PEERS:
@@ -252,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs per peer; the median wall time is kept")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--sweep", action="store_true", help="measure several trace sizes side by side")
+    ap.add_argument("--seed-trace", type=Path, default=None,
+                    help="sweep: replicate this real trace (plain or gzip, e.g. a GPU one) to every size")
     ap.add_argument("--sizes", default="100000,1000000,4000000,10000000",
                     help="event counts of the sweep, comma-separated")
     args = ap.parse_args(argv)
