@@ -229,3 +229,41 @@ def test_a_storms_loop_time_is_the_python_between_its_ops_not_the_model_work_bet
         # 80 transposes a step are a storm by count, but the matmuls between them are the model's work,
         # not a loop's: 160 us of 10 ms, under the info bar (it was 80% when gaps counted whole).
         assert "op_storm" not in _ids(store)
+
+
+def _layers(t0, inside: bool, device: bool = False):
+    """50 layers a 1 ms step, 8 us of Python apart: two tiny views each (100 a step: a storm by count),
+    inside the layer's own op (``inside``: the model's small ops) or issued from Python (a loop); on a
+    device run each layer launches a 1 us kernel."""
+    ops = []
+    for i in range(50):
+        start = t0 + 100 + 17 * i
+        if inside:
+            ops.append(X("aten::linear", start, 9))
+        ops += [X("aten::view", start + 1, 2), X("aten::view", start + 5, 2)]
+        if device:
+            corr = t0 * 100 + i + 1
+            ops += [X("cudaLaunchKernel", start + 7, 1, cat="cuda_runtime", correlation=corr),
+                    X("gemv_kernel", start + 9, 1, cat="kernel", pid=0, tid=7, device=0, stream=7, correlation=corr)]
+    return ops
+
+
+@pytest.mark.parametrize("device", [False, True])
+def test_tiny_ops_inside_the_models_own_ops_are_not_called_a_python_loop(tmp_path, device):
+    with _store(tmp_path, _steps(lambda t0: _layers(t0, inside=False, device=device)), "loop") as store:
+        loop = _ids(store)["op_storm"]
+    assert loop.title.startswith("Host-bound Python loop") and "Vectorise the loop" in loop.fix
+    assert loop.evidence.metrics["inside_framework_ops_share"] == 0
+    with _store(tmp_path, _steps(lambda t0: _layers(t0, inside=True, device=device)), "layers") as store:
+        found = _ids(store)
+    own = found["op_storm"]
+    assert own.evidence.metrics["inside_framework_ops_share"] == 1
+    assert own.title.startswith("Host-bound: ") and "not a Python loop" in own.title and "torch.compile" in own.fix
+    assert "Vectorise" not in own.fix
+    # Both storms are large (the layers' ops cover part of the gaps, which then are not Python time).
+    assert own.share > 0.5 and loop.share > 0.8
+    if device:  # the launch-bound idle is the finding there, this is its detail
+        assert found["device_idle"].severity in ("critical", "warning")
+        assert loop.severity in ("critical", "warning") and own.severity == "info"
+    else:
+        assert own.severity == loop.severity == "critical"

@@ -50,11 +50,18 @@ def _find_storm(ctx: AdvisorContext, th: Thresholds) -> None:
            AND avg(dur_ns) < {int(th.tiny_op_ns)}""")
     ctx.store.con.execute("""
         CREATE OR REPLACE TEMP TABLE _storm_ops AS
-        SELECT h.window_index, h.step, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns
+        SELECT h.window_index, h.step, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns,
+               coalesce(p.category = 'cpu_op', false) AS inside_op
         FROM _step_ops h JOIN _storm_names s ON s.name = h.name
         LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
         WHERE p.name IS NULL OR p.name NOT IN (SELECT name FROM _storm_names)""")
 
+
+_FRAMEWORK_FIX = ("The model is made of many small ops that the host issues one by one (views, transposes, "
+                  "small copies inside each layer or per parameter). Fuse them: torch.compile the model (on a GPU, "
+                  "mode='reduce-overhead' adds CUDA graphs), use fused implementations "
+                  "(F.scaled_dot_product_attention, fused optimizers, DDP's gradient_as_bucket_view=True), or give "
+                  "each op more work (a larger batch or sequence). There is no Python loop to vectorise.")
 
 _OPTIMIZER_FIX = ("The optimizer updates its parameters one tensor at a time, several small ops each. Use its "
                   "multi-tensor or fused implementation (torch.optim.AdamW(params, foreach=True), or fused=True "
@@ -190,6 +197,14 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             severity = "info"
     if severity is None or share < th.info_share:
         return []
+    # Storm ops nested in other framework ops are the model's own small ops, not a Python loop's:
+    # on a device run the launch-bound idle (device_idle) is the finding, this is its detail.
+    total_ns, inside_ns = ctx.store.rows(
+        "SELECT sum(end_ns - start_ns), sum(CASE WHEN inside_op THEN end_ns - start_ns ELSE 0 END) FROM _storm_ops")[0]
+    inside_share = (inside_ns or 0) / total_ns if total_ns else 0.0
+    framework = inside_share >= th.op_storm_inside_ops_share
+    if framework and ctx.has_device and severity in ("critical", "warning"):
+        severity = "info"
     steps_n = max(len(ctx.steps), 1)
     repeated = ctx.store.dicts("""
         SELECT name, calls, round(calls / steps, 1) AS calls_per_step, CAST(avg_ns AS BIGINT) AS avg_ns
@@ -208,14 +223,21 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     phases = _storm_phases(ctx)
     in_optimizer = phases.get("optimizer", 0) >= 0.5 * sum(phases.values()) > 0
     where = (" in the optimizer step" if in_optimizer else f" from {short_site(site['call_site'])}" if site else "")
+    if framework and not in_optimizer:
+        title = (f"Host-bound: {share:.0%} of step time issues tiny framework ops ({what}), {inside_share:.0%} of it "
+                 "inside larger ops: the model's own small ops, not a Python loop")
+        fix = _FRAMEWORK_FIX
+    else:
+        title = f"Host-bound Python loop: {share:.0%} of step time issues tiny ops one by one ({what}{where})"
+        fix = _OPTIMIZER_FIX if in_optimizer else _FIX
     return [Finding(
         id="op_storm", severity=severity, share=round(share, 4), impact_ns=int(cost_ns),
-        title=f"Host-bound Python loop: {share:.0%} of step time issues tiny ops one by one ({what}{where})",
+        title=title,
         evidence=Evidence(
             metrics={"storm_ns": cost_ns, "total_step_ns": ctx.total_step_ns,
                      "ops_per_step": round(ops_per_step / steps_n, 1), "repeated_op_names": len(repeated),
-                     "storm_ns_by_phase": phases},
+                     "storm_ns_by_phase": phases, "inside_framework_ops_share": round(inside_share, 4)},
             ops=repeated, call_sites=_with_cost(site, cost_ns),
             steps=sorted(({"step": e["step"], "window": e["window_index"], "value_ns": int(e["cost_ns"])}
                           for e in envelopes), key=lambda r: -r["value_ns"])[:5]),
-        fix=_OPTIMIZER_FIX if in_optimizer else _FIX, rank=ctx.rank)]
+        fix=fix, rank=ctx.rank)]
