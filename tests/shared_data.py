@@ -17,5 +17,8 @@ GPU_TRACES = [
     "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
     "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
 ]
+# A real GPU trace of our own (tests/data/make_h200_trace.py): 4 steps of a small DDP transformer on one
+# H200, 25,313 events (kernels, runtime and driver calls, ac2g and fwdbwd flows, allocations).
+H200_TRACE = REPO_ROOT / "tests" / "data" / "h200_ddp_transformer.pt.trace.json.gz"
 # Real torch_npu (Ascend PyTorch Profiler) output: text export (level0, level1) and SQLite export (level1).
 SHARED_ASCEND = REPO_ROOT.parent / "shared" / "data" / "ascend" / "alexnet_ddp_910b"

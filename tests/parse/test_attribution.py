@@ -6,7 +6,7 @@ Times are microseconds in the traces (Kineto's unit), nanoseconds in the tables.
 from __future__ import annotations
 
 import pytest
-from shared_data import SHARED_TRACES
+from shared_data import H200_TRACE, SHARED_TRACES
 
 from mlprof.analysis import step_breakdown
 from mlprof.parse import ParseOptions, parse_path
@@ -139,7 +139,8 @@ def test_gc_pauses_modules_and_ranges_from_mlprofs_own_files(tmp_path):
 
 
 def _all_real_traces() -> list:
-    return sorted(p for p in SHARED_TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+    return sorted(p for p in SHARED_TRACES.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz"))) + [
+        H200_TRACE]
 
 
 @pytest.mark.parametrize("trace", _all_real_traces(), ids=lambda p: p.parent.name + "/" + p.name[:24])

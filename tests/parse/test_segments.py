@@ -22,7 +22,7 @@ from mlprof.parse.spill import Spill, SpilledTrace
 from mlprof.tables.schema import TABLES
 from mlprof.tables.store import TableStore
 
-from shared_data import SHARED_TRACES
+from shared_data import H200_TRACE, SHARED_TRACES
 
 from .conftest import BASE_NS, make_capture, write_trace
 from .test_golden import X
@@ -280,11 +280,11 @@ def test_a_trace_of_one_step_is_built_whole(tmp_path, monkeypatch):
     assert segmented["files"] == [".lock", "parse_info.json", "tables"]
 
 
-@pytest.mark.parametrize("name", ["nccl_parser_config/nccl_data.json.gz",
-                                  "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"])
-def test_real_gpu_traces_built_in_stretches_give_the_tables_of_them_built_whole(tmp_path, monkeypatch, name):
+@pytest.mark.parametrize("trace", [SHARED_TRACES / "nccl_parser_config/nccl_data.json.gz",
+                                   SHARED_TRACES / "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+                                   H200_TRACE], ids=lambda p: p.name[:20])
+def test_real_gpu_traces_built_in_stretches_give_the_tables_of_them_built_whole(tmp_path, monkeypatch, trace):
     monkeypatch.setattr(kineto_stream, "_LOCAL_PIECE_BYTES", 300_000)
-    trace = SHARED_TRACES / name
     whole = _parse(trace, tmp_path / "w", monkeypatch, None)
     segmented = _parse(trace, tmp_path / "s", monkeypatch, 5000)
     assert segmented["tables"] == whole["tables"] and segmented["info"] == whole["info"]
