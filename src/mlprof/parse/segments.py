@@ -198,6 +198,8 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
                 on_stage("building tables: device ops")
             device_rows = write_device_ops(out_dir, parts_dir, trace, pool, step_of, launches, rest, w,
                                            plan.events_per_stretch, con, budget_bytes)
+        if on_stage is not None and trace.rows("flows"):
+            on_stage("building tables: flows")
         flow_rows = write_flows(out_dir, parts_dir, trace, pool, w, plan.events_per_stretch, con, budget_bytes)
     finally:
         con.close()
