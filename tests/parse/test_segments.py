@@ -15,7 +15,7 @@ import random
 import pytest
 
 from mlprof.errors import MlprofError
-from mlprof.parse import ParseOptions, kineto_ranges, kineto_stream, parse_path, segments, spill
+from mlprof.parse import ParseOptions, kineto_ranges, kineto_stream, parse_path, segment_joins, segments, spill
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.parse.segments import SEGMENT_EVENTS_ENV, plan_segments, wants_spill
 from mlprof.parse.spill import Spill, SpilledTrace
@@ -291,9 +291,9 @@ def test_real_gpu_traces_built_in_stretches_give_the_tables_of_them_built_whole(
     assert len([s for s in segmented["stages"] if "stretch" in s]) > 1
 
 
-@pytest.mark.parametrize("where", ["spill", "stack"])
+@pytest.mark.parametrize("where", ["spill", "stack", "launches", "device ops"])
 def test_a_full_disk_is_named_and_leaves_no_spill_and_no_tables(tmp_path, monkeypatch, where):
-    trace = _training_trace(tmp_path / "t.json")
+    trace = _training_trace(tmp_path / "t.json") if where in ("spill", "stack") else _gpu_trace(tmp_path / "g.json")
     monkeypatch.setenv(SEGMENT_EVENTS_ENV, "40")
     monkeypatch.setenv("MLPROF_PARSE_WORKERS", "2")  # a forked worker spills too
 
@@ -302,8 +302,12 @@ def test_a_full_disk_is_named_and_leaves_no_spill_and_no_tables(tmp_path, monkey
 
     if where == "spill":
         monkeypatch.setattr(spill.np, "save", fail)
-    else:
+    elif where == "stack":
         monkeypatch.setattr(segments, "stack_parts", fail)
+    elif where == "launches":
+        monkeypatch.setattr(segment_joins, "write_columns", fail)
+    else:
+        monkeypatch.setattr(segment_joins, "stack_parts", fail)
     with pytest.raises(MlprofError, match="cannot write: No space left on device"):
         parse_path(trace, ParseOptions(output_dir=tmp_path / "out"))
     assert not (tmp_path / "out").exists() or [p.name for p in (tmp_path / "out").iterdir()] == [".lock"]
