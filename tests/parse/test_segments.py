@@ -338,3 +338,23 @@ def test_the_events_a_trace_holds_are_estimated_from_a_sample_of_its_text(tmp_pa
     plain.write_bytes(text)
     for path in (packed, plain):
         assert abs(kineto_stream.events_in_trace(path) - events) <= 0.15 * events
+
+
+def test_benchmarks_tables_diff_tells_equal_tables_from_others(tmp_path, monkeypatch):
+    """The script that compares two parses row for row (used on traces too large for a test)."""
+    import subprocess
+    import sys
+
+    from shared_data import REPO_ROOT
+
+    trace = _gpu_trace(tmp_path / "g.json")
+    _parse(trace, tmp_path / "whole", monkeypatch, None)
+    _parse(trace, tmp_path / "segmented", monkeypatch, 30)
+    _parse(_training_trace(tmp_path / "t.json"), tmp_path / "other", monkeypatch, None)
+    script = str(REPO_ROOT / "benchmarks" / "tables_diff.py")
+    same = subprocess.run([sys.executable, script, str(tmp_path / "whole" / "tables"),
+                           str(tmp_path / "segmented" / "tables")], capture_output=True, text=True)
+    assert same.returncode == 0 and same.stdout.strip().endswith("20 tables, 0 differ")
+    other = subprocess.run([sys.executable, script, str(tmp_path / "whole" / "tables"),
+                            str(tmp_path / "other" / "tables")], capture_output=True, text=True)
+    assert other.returncode == 1 and "device_ops.parquet: " in other.stdout
