@@ -78,10 +78,24 @@ def events_in_file(size: int, gz: bool) -> int:
 _SAMPLE_WINDOWS, _SAMPLE_WINDOW_BYTES, _GZIP_SAMPLE_BYTES = 16, 64 * 2**10, 4 * 2**20
 
 
+def _expanded_size(fh, size: int, by_ratio: float) -> float:
+    """A gzip file's expanded size: its trailer's (the size modulo 4 GiB), taken with the multiple of
+    4 GiB nearest ``by_ratio`` (estimated from the compression of its head, which differs from the
+    whole file's by 5-10% on the shared traces); ``by_ratio`` itself when the two disagree by half
+    (a file of several gzip members, whose trailer holds the last member's size alone)."""
+    if size < 18:
+        return by_ratio
+    fh.seek(size - 4)
+    trailer = int.from_bytes(fh.read(4), "little")
+    expanded = trailer + round(max(0.0, by_ratio - trailer) / 2**32) * 2**32
+    return expanded if abs(expanded - by_ratio) <= by_ratio / 2 else by_ratio
+
+
 def events_in_trace(path) -> int:
     """About how many events the trace file ``path`` holds, from a sample of its text: every event
     has one ``"ph"`` key, and events differ in size by kind (a GPU trace's average 220-230 bytes, a
-    CPU trace's 350). Without a usable sample, :func:`events_in_file`."""
+    CPU trace's 350). A gzip file is sampled at its head, and its expanded size read from its
+    trailer. Without a usable sample, :func:`events_in_file`."""
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         gz = fh.read(2) == b"\x1f\x8b"
@@ -97,7 +111,7 @@ def events_in_trace(path) -> int:
                 except zlib.error:
                     break  # the reader names the problem
                 used += len(chunk) - len(inflate.unconsumed_tail)
-            expanded = size * len(text) / max(1, used)
+            expanded = _expanded_size(fh, size, size * len(text) / max(1, used))
         else:
             step = max(_SAMPLE_WINDOW_BYTES, size // _SAMPLE_WINDOWS)
             windows = []
