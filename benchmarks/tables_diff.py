@@ -17,7 +17,7 @@ import duckdb
 
 def differing_tables(a: Path, b: Path) -> list[str]:
     con = duckdb.connect()
-    out = []
+    out = [f"{g.name}: missing in {a}" for g in sorted(b.glob("*.parquet")) if not (a / g.name).exists()]
     for f in sorted(a.glob("*.parquet")):
         g = b / f.name
         if not g.exists():
@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = differing_tables(a, b)
     for line in bad:
         print(line)
-    print(f"{a} vs {b}: {len(list(a.glob('*.parquet')))} tables, {len(bad)} differ")
+    tables = {p.name for p in a.glob("*.parquet")} | {p.name for p in b.glob("*.parquet")}
+    print(f"{a} vs {b}: {len(tables)} tables, {len(bad)} differ")
     return 1 if bad else 0
 
 

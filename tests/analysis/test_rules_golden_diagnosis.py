@@ -267,3 +267,39 @@ def test_tiny_ops_inside_the_models_own_ops_are_not_called_a_python_loop(tmp_pat
         assert loop.severity in ("critical", "warning") and own.severity == "info"
     else:
         assert own.severity == loop.severity == "critical"
+
+
+def test_a_storm_inside_ops_in_the_optimizer_keeps_the_optimizer_fix(tmp_path):
+    """Per-tensor updates nested in one larger op (no multi-tensor kernel) are still the optimizer's loop."""
+    def body(t0):
+        return [X("Optimizer.step#Adam.step", t0 + 100, 800, cat="user_annotation"),
+                X("aten::_to_copy", t0 + 150, 700),
+                *(X("aten::add_", t0 + 160 + 5 * i, 3) for i in range(100))]
+
+    with _store(tmp_path, _steps(body), "inside") as store:
+        storm = _ids(store)["op_storm"]
+    assert storm.evidence.metrics["inside_framework_ops_share"] == 1
+    assert "optimizer step" in storm.title and "foreach=True" in storm.fix and "not a Python loop" not in storm.title
+
+
+def test_a_module_called_per_sample_is_a_loop_even_when_its_tiny_ops_are_inside_larger_ones(tmp_path):
+    """mlprof's module hooks see the loop: the module is called 100 times a step (one call a view)."""
+    from mlprof.parse import ParseOptions, parse_path
+    from mlprof.tables.store import TableStore
+
+    from parse.conftest import BASE_NS, make_capture
+
+    at = lambda us: BASE_NS + int(us * 1000)  # noqa: E731
+    events, calls = [], []
+    for k in range(5):
+        t0 = k * STEP_US
+        events.append(X(f"ProfilerStep#{k + 1}", t0, STEP_US, cat="user_annotation"))
+        events += _layers(t0, inside=True)
+        calls += [[1, at(t0 + 100 + 17 * i + d), at(t0 + 104 + 17 * i + d), 11] for i in range(50) for d in (0, 4)]
+    capture = make_capture(tmp_path / "cap", {0: {"events": events, "modules": {
+        "modules": [["Net", "Net"], ["Net.fc", "Linear"]], "calls": calls}}})
+    result = parse_path(capture, ParseOptions())[0]
+    with TableStore(result.tables_dir) as store:
+        storm = _ids(store)["op_storm"]
+    assert storm.evidence.metrics["inside_framework_ops_share"] == 1
+    assert storm.title.startswith("Host-bound Python loop") and "Net.fc (Linear) is called 100 times" in storm.title

@@ -257,3 +257,23 @@ def test_step_host_load_joins_each_step_with_the_samples_covering_it(tmp_path):
     assert rows[1]["cpu_count"] == 2 and rows[1]["job_cpu_percent"] == pytest.approx(65.0)
     assert rows[2]["runnable_threads"] == pytest.approx(2.5)
     assert rows[2]["top_processes"][0]["name"] == "stress" and rows[2]["top_processes"][0]["pid"] == 77
+
+
+@pytest.mark.parametrize("trace", [H200_TRACE, SHARED_TRACES / "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+                                   SHARED_TRACES / "nccl_parser_config/nccl_data.json.gz"],
+                         ids=lambda p: p.name[:16])
+def test_steps_attributed_one_chunk_at_a_time_give_the_same_phases(tmp_path, monkeypatch, trace):
+    """The attribution loads its spans a group of steps at a time (a budgeted number of spans); here
+    every step is its own group, and the phases are those of one group for all."""
+    from mlprof.parse import attribution
+
+    whole, _ = parse_one(trace, tmp_path / "whole")
+    monkeypatch.setattr(attribution, "_BYTES_PER_SPAN", 2**50)  # one step a chunk
+    chunks = []
+    step_chunks = attribution._step_chunks
+    monkeypatch.setattr(attribution, "_step_chunks", lambda *a: chunks.append(step_chunks(*a)) or chunks[-1])
+    chunked, _ = parse_one(trace, tmp_path / "chunked")
+    assert max(len(c) for c in chunks) > 1
+    query = "SELECT * FROM phase_spans ORDER BY ALL"
+    assert whole.rows(query) == chunked.rows(query) and whole.count("phase_spans") > 0
+    assert len(whole.rows("SELECT * FROM steps")) > 1

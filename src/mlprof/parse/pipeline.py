@@ -358,8 +358,8 @@ def _parse_window(wf: WindowFiles, out_dir: Path, cache: Path, stamp: dict, opti
         cols = k.cols if isinstance(k, SpilledTrace) else k
         info = dict(stamp)
         info["event_count"] = cols.event_count if cols else 0
-        info["unknown"] = [[ph, cat, n] for (ph, cat), n in cols.unknown.items()] if cols else []
-        del cols  # the columns go with the window once built
+        info["unknown"] = [list(u) for u in _unknown(cols)] if cols else []
+        del cols
         _stage(options.on_stage, f"window {wf.window_index}: building tables")
         if plan is not None:
             write_segmented(tmp, k, plan, pool, {}, budget, options.on_stage, win)

@@ -47,12 +47,13 @@ class Launches:
         self.parts.append(part)
 
     def table(self, con: duckdb.DuckDBPyConnection) -> None:
-        """The temporary table ``launch``: per correlation id, its first runtime call in the trace (as
+        """The temporary table ``_launch``: per correlation id, its first runtime call in the trace (as
         the whole build's lookup finds it); sentinels kept."""
         if not self.parts:
-            con.execute("CREATE TEMP TABLE launch (correlation BIGINT, host_op_id BIGINT, step BIGINT, comm BIGINT)")
+            con.execute("CREATE OR REPLACE TEMP TABLE _launch "
+                        "(correlation BIGINT, host_op_id BIGINT, step BIGINT, comm BIGINT)")
             return
-        con.execute("CREATE TEMP TABLE launch AS SELECT correlation, arg_min(host_op_id, row) AS host_op_id, "
+        con.execute("CREATE OR REPLACE TEMP TABLE _launch AS SELECT correlation, arg_min(host_op_id, row) AS host_op_id, "
                     "arg_min(step, row) AS step, arg_min(comm, row) AS comm "
                     f"FROM {parquet_list(self.parts)} GROUP BY correlation")
 
@@ -67,14 +68,8 @@ def _chunks(trace: SpilledTrace, kind: str, rows_per_chunk: int, names: list[str
         group.append(index)
         held += trace.pieces[index]["spilled"][kind][0]
         if held >= rows_per_chunk or at == len(pieces) - 1:
-            parts = [trace.piece_columns(i, kind, names) for i in group]
-            yield int(first[group[0]]), {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+            yield int(first[group[0]]), trace.columns(kind, group, names)
             group, held = [], 0
-
-
-def _all_rows(trace: SpilledTrace, kind: str) -> dict[str, np.ndarray]:
-    parts = [trace.piece_columns(index, kind) for index in trace.overlapping(kind, None, None)]
-    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]} if parts else {}
 
 
 def write_device_ops(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: StringPool, step_of,
@@ -82,7 +77,7 @@ def write_device_ops(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: 
                      con: duckdb.DuckDBPyConnection, budget_bytes: int | None) -> int:
     """``device_ops.parquet`` a chunk of rows at a time, each kernel joined to its launch; the
     collectives (few: one a communication kernel) go to ``rest``. Returns the device ops' rows."""
-    coll = _all_rows(trace, "collectives")
+    coll = trace.columns("collectives")
     coll_rows = coll["device_row"] if coll else np.zeros(0, dtype=np.int64)
     at_rows: dict[str, np.ndarray] = {}
     coll_correlation = np.full(len(coll_rows), MISSING, dtype=np.int64)
@@ -111,14 +106,17 @@ def write_device_ops(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: 
         del dev, tables
     launches.table(con)
     count = stack_parts(out_dir, "device_ops", parts, budget_bytes, con=con,
-                        join="LEFT JOIN launch l ON p.correlation = l.correlation",
+                        join="LEFT JOIN _launch l ON p.correlation = l.correlation",
                         replaced={"host_op_id": f"NULLIF(l.host_op_id, {MISSING})",
                                   "step": f"COALESCE(NULLIF(l.step, {MISSING}), p.step)"})
     if len(coll_rows):
         con.register("_coll", {"i": np.arange(len(coll_rows)), "correlation": coll_correlation})
-        found = con.execute(f"SELECT COALESCE(l.step, {MISSING}) AS step, COALESCE(l.comm, {MISSING}) AS comm "
-                            "FROM _coll c LEFT JOIN launch l ON c.correlation = l.correlation ORDER BY c.i").fetchnumpy()
-        con.unregister("_coll")
+        try:
+            found = con.execute(f"SELECT COALESCE(l.step, {MISSING}) AS step, COALESCE(l.comm, {MISSING}) AS comm "
+                                "FROM _coll c LEFT JOIN _launch l ON c.correlation = l.correlation "
+                                "ORDER BY c.i").fetchnumpy()
+        finally:
+            con.unregister("_coll")
         launch_step = np.asarray(found["step"], dtype=np.int64)
         at_rows["step"] = np.where(launch_step != MISSING, launch_step, coll_time_step)
         build_collectives(coll, w, pool, rest, 0, at_rows, np.asarray(found["comm"], dtype=np.int64))
@@ -157,9 +155,9 @@ def write_flows(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: Strin
             "max(row) AS _order")
     # Nearly every key is one start and one end: paired by one aggregate. Only the others go
     # through the windows (3-4x slower), which number each run's events.
-    con.execute(f"CREATE TEMP TABLE flow_keys AS SELECT category, flow_id, count(*) AS n, "
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _flow_keys AS SELECT category, flow_id, count(*) AS n, "
                 f"count(*) FILTER (WHERE ph = {FLOW_START}) AS starts FROM {source} GROUP BY category, flow_id")
-    clean = "SELECT category, flow_id FROM flow_keys WHERE n = 2 AND starts = 1"
+    clean = "SELECT category, flow_id FROM _flow_keys WHERE n = 2 AND starts = 1"
     messy = f"SELECT * FROM {source} ANTI JOIN ({clean}) USING (category, flow_id)"
     key = "PARTITION BY category, flow_id ORDER BY row"
     runs = (f"SELECT *, sum(CASE WHEN ph = prev_ph THEN 1 ELSE 0 END) OVER (PARTITION BY category, flow_id "
@@ -174,4 +172,4 @@ def write_flows(out_dir: Path, parts_dir: Path, trace: SpilledTrace, pool: Strin
     try:
         return write_table_sql(con, out_dir, "flows", relation, present, {"category"}, pool.values())
     finally:
-        con.execute("DROP TABLE flow_keys")
+        con.execute("DROP TABLE IF EXISTS _flow_keys")

@@ -83,14 +83,13 @@ class Plan:
     events_per_stretch: int
 
 
-def _stretch(trace: SpilledTrace, kind: str, lo: int | None, hi: int | None,
-             names: list[str] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def _stretch(trace: SpilledTrace, kind: str, lo: int | None, hi: int | None) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The rows of ``kind`` with times in [lo, hi) (None: unbounded) in file order, and their rows in the trace."""
     time = TIME_COLUMN[kind]
     parts, rows = [], []
     first_row = trace.rows_before(kind)
     for index in trace.overlapping(kind, lo, hi):
-        columns = trace.piece_columns(index, kind, names)
+        columns = trace.piece_columns(index, kind)
         keep = np.ones(len(columns[time]), dtype=bool)
         if lo is not None:
             keep &= columns[time] >= lo
@@ -209,7 +208,7 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
                       metadata=trace.cols.metadata, threads=trace.cols.threads, unknown=trace.cols.unknown,
                       event_count=trace.cols.event_count)
     for kind in ("instants", "device_annotations", "counters"):
-        setattr(k, kind, _stretch(trace, kind, None, None)[0])
+        setattr(k, kind, trace.columns(kind))
     build_misc(k, w, pool, rest)
     build_capture_files(win, rest, step_of)
     columns = rest.result()

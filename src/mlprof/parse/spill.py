@@ -110,6 +110,13 @@ class SpilledTrace:
         return {name: as_in_trace(kind, name, values, self.remaps.get(index), self.base_add, device_rows)
                 for name, values in self.spill.load(index, kind, names).items()}
 
+    def columns(self, kind: str, pieces: list[int] | None = None,
+                names: list[str] | None = None) -> dict[str, np.ndarray]:
+        """The columns of ``kind`` of ``pieces`` (default: every piece holding some), stacked in file order."""
+        pieces = self.overlapping(kind, None, None) if pieces is None else pieces
+        parts = [self.piece_columns(index, kind, names) for index in pieces]
+        return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]} if parts else {}
+
     def overlapping(self, kind: str, lo: int | None, hi: int | None) -> list[int]:
         """Pieces with rows of ``kind`` whose times may lie in [lo, hi) (None: unbounded)."""
         out = []

@@ -248,12 +248,15 @@ def stack_parts(out_dir: Path, name: str, parts: list[Path], budget_bytes: int |
             return 0
         replaced = replaced or {}
         names = ", ".join(f'{replaced.get(c, f"p.{c}")} AS "{c}"' for c in schema.column_names)
-        con.execute(f"COPY (SELECT {names} FROM {parquet_list(parts)} p {join} ORDER BY p._order) TO '{target}' "
-                    f"({PARQUET_OPTIONS}, ROW_GROUP_SIZE 65536)")
-        return con.execute(f"SELECT count(*) FROM read_parquet('{target}')").fetchall()[0][0]
+        return _copy_in_order(con, f"SELECT {names} FROM {parquet_list(parts)} p {join} ORDER BY p._order", target)
     finally:
         if own:
             con.close()
+
+
+def _copy_in_order(con: duckdb.DuckDBPyConnection, select: str, target: str) -> int:
+    """``select`` (ordered) into the table file ``target``; returns the rows written."""
+    return con.execute(f"COPY ({select}) TO '{target}' ({PARQUET_OPTIONS}, ROW_GROUP_SIZE 65536)").fetchall()[0][0]
 
 
 def write_columns(path: Path, columns: dict[str, np.ndarray], budget_bytes: int | None = None, *,
@@ -265,8 +268,10 @@ def write_columns(path: Path, columns: dict[str, np.ndarray], budget_bytes: int 
     con = connect(budget_bytes) if own else con
     try:
         con.register("_columns", columns)
-        con.execute(f"COPY (SELECT * FROM _columns) TO '{_sql_str(path)}' ({PARQUET_OPTIONS})")
-        con.unregister("_columns")
+        try:
+            con.execute(f"COPY (SELECT * FROM _columns) TO '{_sql_str(path)}' ({PARQUET_OPTIONS})")
+        finally:
+            con.unregister("_columns")
     finally:
         if own:
             con.close()
@@ -278,10 +283,8 @@ def write_table_sql(con: duckdb.DuckDBPyConnection, out_dir: Path, name: str, re
     columns: sentinels for NULL, string codes into ``strings`` for ``coded``), rows in its ``_order``."""
     _load_strings(con, strings)
     try:
-        target = _sql_str(out_dir / f"{name}.parquet")
-        con.execute(f"COPY (SELECT {_select_list(TABLES[name], present, coded)} FROM ({relation}) f "
-                    f"ORDER BY f._order) TO '{target}' ({PARQUET_OPTIONS}, ROW_GROUP_SIZE 65536)")
-        return con.execute(f"SELECT count(*) FROM read_parquet('{target}')").fetchall()[0][0]
+        return _copy_in_order(con, f"SELECT {_select_list(TABLES[name], present, coded)} FROM ({relation}) f "
+                              "ORDER BY f._order", _sql_str(out_dir / f"{name}.parquet"))
     finally:
         con.execute("DROP TABLE _strlist")
 

@@ -69,7 +69,8 @@ class Thresholds:
     op_storm_gap_ns: int = 200_000
     # ... warns at this share of step time. When this share of the storm ops' time is inside other
     # framework ops (a layer's views and transposes, DDP's per-parameter copies), the repetition is
-    # the model's own, not a Python loop (Python loops measured: 0-51%; a transformer's 92%).
+    # the model's own, not a Python loop (measured 2026-11-26: the diagnosis benchmark's Python loops 0-51%,
+    # per-sample loops around 512-2048-wide MLPs 54-72%; a DDP transformer on an H200 91-92%).
     op_storm_warn_share: float = 0.20
     op_storm_inside_ops_share: float = 0.80
     # CPU contention: other processes using at least this share of the machine's cores during the

@@ -197,14 +197,6 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             severity = "info"
     if severity is None or share < th.info_share:
         return []
-    # Storm ops nested in other framework ops are the model's own small ops, not a Python loop's:
-    # on a device run the launch-bound idle (device_idle) is the finding, this is its detail.
-    total_ns, inside_ns = ctx.store.rows(
-        "SELECT sum(end_ns - start_ns), sum(CASE WHEN inside_op THEN end_ns - start_ns ELSE 0 END) FROM _storm_ops")[0]
-    inside_share = (inside_ns or 0) / total_ns if total_ns else 0.0
-    framework = inside_share >= th.op_storm_inside_ops_share
-    if framework and ctx.has_device and severity in ("critical", "warning"):
-        severity = "info"
     steps_n = max(len(ctx.steps), 1)
     repeated = ctx.store.dicts("""
         SELECT name, calls, round(calls / steps, 1) AS calls_per_step, CAST(avg_ns AS BIGINT) AS avg_ns
@@ -223,7 +215,16 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     phases = _storm_phases(ctx)
     in_optimizer = phases.get("optimizer", 0) >= 0.5 * sum(phases.values()) > 0
     where = (" in the optimizer step" if in_optimizer else f" from {short_site(site['call_site'])}" if site else "")
-    if framework and not in_optimizer:
+    # Storm ops nested in other framework ops are the model's own small ops, not a Python loop's, unless a
+    # module is called that often (a per-sample loop around it) or the storm is the optimizer's per-tensor
+    # loop. On a device run the launch-bound idle (device_idle) is then the finding, this is its detail.
+    total_ns, inside_ns = ctx.store.rows(
+        "SELECT sum(end_ns - start_ns), sum(CASE WHEN inside_op THEN end_ns - start_ns ELSE 0 END) FROM _storm_ops")[0]
+    inside_share = (inside_ns or 0) / total_ns if total_ns else 0.0
+    framework = inside_share >= th.op_storm_inside_ops_share and not modules and not in_optimizer
+    if framework and ctx.has_device and severity in ("critical", "warning"):
+        severity = "info"
+    if framework:
         title = (f"Host-bound: {share:.0%} of step time issues tiny framework ops ({what}), {inside_share:.0%} of it "
                  "inside larger ops: the model's own small ops, not a Python loop")
         fix = _FRAMEWORK_FIX
