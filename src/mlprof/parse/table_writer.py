@@ -1,14 +1,14 @@
 """Write a parse's tables and their attribution, both cores busy when that pays.
 
-The largest table (host ops, on a CPU trace 0.5 s of a 2.5 s parse at 1.1M
-events) is one sequential DuckDB ``COPY``, and the attribution that follows
-it is mostly Python: one core each. So, with two cores and memory to spare,
-the largest table is written in a thread (DuckDB works without the GIL) while
-this thread writes the others and attributes the steps, reading the largest
-table from memory through the very projection its file is written with
+Writing the tables is DuckDB ``COPY``s, one after the other (host ops, on a
+CPU trace of 1.1M events, 0.3 s of a 2 s parse), and the attribution is
+mostly Python: one core each. So, with two cores and memory to spare, the
+tables are written in a thread (DuckDB works without the GIL) while this
+thread attributes the steps at once, reading every table from memory through
+the very projection its file is written with
 (:class:`mlprof.tables.store.TableStore` ``in_memory``). Otherwise the steps
-run one after the other, as they must on one core: the overlap keeps that
-table's columns through the attribution, which a tight budget cannot afford.
+run one after the other, as they must on one core: the overlap keeps every
+column through the attribution, which a tight budget cannot afford.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlprof.parse.attribution import write_attribution
+from mlprof.parse.attribution import ATTRIBUTION_TABLE, write_attribution
 from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.workers import worker_count
 from mlprof.tables.budget import memory_budget_bytes
@@ -27,8 +27,8 @@ from mlprof.tables.store import table_bytes, write_tables
 
 __all__ = ["write_tables_and_attribution"]
 
-# Rows of the largest table per busy core: with two cores it is written beside the
-# attribution from 200,000 rows on; a smaller one writes in about 0.1 s (1M host ops: 0.52 s).
+# Rows of the largest table per busy core: with two cores the tables are written beside the
+# attribution from 200,000 rows on; a smaller one writes in about 0.1 s (1M host ops: 0.3 s).
 _MIN_OVERLAP_ROWS = 100_000
 
 
@@ -36,27 +36,27 @@ def _rows(table: dict[str, np.ndarray]) -> int:
     return len(next(iter(table.values()), ()))
 
 
-def _overlapped_table(columns: dict[str, dict[str, np.ndarray]], budget_bytes: int | None) -> str | None:
-    """The table to write beside the attribution, or None to go one step after the other."""
+def _overlaps(columns: dict[str, dict[str, np.ndarray]], budget_bytes: int | None) -> bool:
+    """Whether to write the tables beside the attribution (else one step after the other)."""
     if not columns:
-        return None
-    largest = max(columns, key=lambda name: table_bytes(columns[name]))
-    if worker_count(_rows(columns[largest]), _MIN_OVERLAP_ROWS) < 2:
-        return None
+        return False
+    largest = max(columns.values(), key=table_bytes)
+    if worker_count(_rows(largest), _MIN_OVERLAP_ROWS) < 2:
+        return False
     # The overlap holds every column while the attribution runs: the parse's peak
     # came to 2.8x the columns at 1.1M events (346 MiB for 126), 1.9x at 4.5M
     # (964 MiB for 510), against 262 and 670 MiB one step after the other.
     held = sum(table_bytes(table) for table in columns.values())
-    return largest if 3 * held <= memory_budget_bytes(budget_bytes) else None
+    return 3 * held <= memory_budget_bytes(budget_bytes)
 
 
 class _Writer(threading.Thread):
-    """``write_tables`` of one table in a thread; its error, if any, is raised by :meth:`result`."""
+    """``write_tables`` in a thread; its error, if any, is raised by :meth:`result`."""
 
-    def __init__(self, out_dir: Path, name: str, table: dict[str, np.ndarray], strings: list[str],
-                 budget_bytes: int | None) -> None:
-        super().__init__(name=f"mlprof-write-{name}", daemon=True)
-        self._args = (out_dir, {name: table}, strings, budget_bytes, (name,))
+    def __init__(self, out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strings: list[str],
+                 budget_bytes: int | None, only: tuple[str, ...]) -> None:
+        super().__init__(name="mlprof-write-tables", daemon=True)
+        self._args = (out_dir, columns, strings, budget_bytes, only)
         self._error: BaseException | None = None
 
     def run(self) -> None:
@@ -76,23 +76,24 @@ class _Writer(threading.Thread):
 def write_tables_and_attribution(out_dir: Path, columns: dict[str, dict[str, np.ndarray]], strings: list[str],
                                  budget_bytes: int | None = None) -> None:
     """Every table of ``columns`` and ``phase_spans`` into ``out_dir`` (``columns`` is consumed)."""
-    overlapped = _overlapped_table(columns, budget_bytes)
-    if overlapped is None:
+    if not _overlaps(columns, budget_bytes):
         write_tables(out_dir, columns, strings, budget_bytes)
         release_freed_memory()
         write_attribution(out_dir, budget_bytes)
         release_freed_memory()
         return
-    table = columns.pop(overlapped)
-    writer = _Writer(out_dir, overlapped, table, strings, budget_bytes)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Every table the attribution reads is in memory (an absent one reads empty), so it never
+    # opens a file the writer is still writing; the writer leaves the attribution's own table alone.
+    in_memory = {name: columns.get(name) or {} for name in TABLES if name != ATTRIBUTION_TABLE}
+    writer = _Writer(out_dir, columns, strings, budget_bytes, tuple(in_memory))
     writer.start()
     try:
-        write_tables(out_dir, columns, strings, budget_bytes, tuple(name for name in TABLES if name != overlapped))
         # In this process only: the other core is the writer's, and no fork while a thread is inside DuckDB.
-        write_attribution(out_dir, budget_bytes, {overlapped: table}, strings, fork_workers=False)
+        write_attribution(out_dir, budget_bytes, in_memory, strings, fork_workers=False)
     except BaseException:
         writer.join()  # nothing may still write into out_dir once the caller removes it; this error wins
         raise
-    del table
+    del in_memory
     writer.result()
     release_freed_memory()
