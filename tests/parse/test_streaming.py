@@ -165,3 +165,30 @@ def test_pieces_a_worker_proves_give_the_whole_file_readers_columns(tmp_path, sm
     path = _write(tmp_path / "t.json.gz", events)
     pool_r, pool_w = StringPool(), StringPool()
     _same(read_kineto(path, pool_r), _read(path, pool_w, None), pool_r, pool_w)
+
+
+@pytest.mark.parametrize("name, base_first", [("t.json", True), ("t.json", False), ("t.json.gz", True),
+                                              ("t.json.gz", False)])
+def test_times_a_double_cannot_hold_are_read_to_the_ns_after_a_base_too(tmp_path, small_blocks, name, base_first):
+    """Kineto's ts after baseTimeNanoseconds run to weeks (55 days on a trace of this machine); past
+    2**43 µs (101.8 days) a double misses the ns, and the text is read exactly, by every reader,
+    wherever the base is written."""
+    from decimal import Decimal
+
+    ts_texts = [f"{9_000_000_000_000 + i * 37}.{i * 7 % 1000:03d}" for i in range(300)]  # from 104 days on
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 5}", "pid": 1, "tid": 7, "ts": f"@{i}@", "dur": 1.001}
+              for i in range(len(ts_texts))]
+    path = _write(tmp_path / "plain.json", events, base_first)
+    text = path.read_text()
+    for i, ts in enumerate(ts_texts):  # Kineto's own text: three decimals, zeros kept
+        text = text.replace(f'"@{i}@"', ts)
+    path.unlink()
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+    expected = [1_700_000_000_000_000_000 + int(Decimal(t) * 1000) for t in ts_texts]
+    floats = [1_700_000_000_000_000_000 + round(float(t) * 1000) for t in ts_texts]
+    assert floats != expected  # a double's ns are wrong here
+    for read in (read_kineto, kineto_stream.read_stream, lambda path, pool, *_: _read(path, pool, None)):
+        cols = read(path, StringPool(), None, None)
+        assert cols.host["start_ns"].tolist() == expected, read
+        assert cols.host["dur_ns"].tolist() == [1001] * len(events)

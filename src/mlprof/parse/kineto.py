@@ -249,8 +249,7 @@ def _decode_text(path: Path, text: _FileText, pool: StringPool, progress) -> Kin
     base_ns = top.baseTimeNanoseconds or 0
     if not 0 <= base_ns < 2**62:
         raise TraceFormatError(f"{path}: not a valid Kineto trace: baseTimeNanoseconds {base_ns} is out of range")
-    relative = bool(top.baseTimeNanoseconds)  # a base of 0 leaves the ts absolute
-    cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
+    cols = KinetoColumns(base_time_ns=base_ns)
     for key in TopLevel.__struct_fields__[2:]:
         raw = getattr(top, key)
         if raw:
@@ -270,7 +269,7 @@ def _decode_text(path: Path, text: _FileText, pool: StringPool, progress) -> Kin
     try:
         for i in range(1, n_parts):
             first, last = bounds[i], bounds[i + 1]
-            children.append(start_part(partial(_decode_part, path, raws, first, last, base_ns, text, relative)))
+            children.append(start_part(partial(_decode_part, path, raws, first, last, base_ns, text)))
         share = n_parts  # progress: the other parts run alongside this one
 
         def own_progress(done: int) -> None:
@@ -318,10 +317,10 @@ def _decode_range(path, raws, first, last, base_ns, pool, cols, accs, progress, 
             progress(end)
 
 
-def _decode_part(path, raws, first, last, base_ns, text, relative) -> dict:
+def _decode_part(path, raws, first, last, base_ns, text) -> dict:
     """A forked worker's share: its own string pool and columns, made picklable."""
     pool = StringPool()
-    cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
+    cols = KinetoColumns(base_time_ns=base_ns)
     accs = _new_accumulators()
     _decode_range(path, raws, first, last, base_ns, pool, cols, accs, None, text)
     return {"strings": pool.keys(), "threads": cols.threads, "unknown": dict(cols.unknown),

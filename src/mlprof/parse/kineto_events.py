@@ -164,6 +164,10 @@ class StringPool:
 
     def codes(self, values: list) -> np.ndarray:
         codes = self._codes
+        try:  # after the first chunks nearly every chunk has no new string: one C-level map
+            return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values))
+        except KeyError:
+            pass
         # dict.fromkeys finds the chunk's distinct strings at C speed; only
         # new ones get a code, then one C-level map looks all of them up.
         for value in dict.fromkeys(values):
@@ -205,9 +209,6 @@ class KinetoColumns:
     threads: list[tuple[int, int | None, str, str]] = field(default_factory=list)
     unknown: Counter = field(default_factory=Counter)
     event_count: int = 0
-    # ts are µs after baseTimeNanoseconds (small: a double holds them to the
-    # ns); False: absolute µs, read exactly from their text where needed.
-    relative_times: bool = False
 
 
 def _ints(values: list) -> np.ndarray:
@@ -284,7 +285,7 @@ def split_chunk(events: list[_Event], raws: list[msgspec.Raw] | Callable[[], lis
     ``raws``: the events' raw JSON text, or a function that gives it (it is
     only read for counter events and for times a double cannot hold).
     """
-    if not cols.relative_times and events and needs_exact_times(events):
+    if events and needs_exact_times(events):
         exact_times(events, _raws_of(raws))
     host, runtime, device, flows, instants, dev_ann, counters = [], [], [], [], [], [], []
     unknown = cols.unknown

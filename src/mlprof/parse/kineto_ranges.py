@@ -74,7 +74,7 @@ def _read(fd: int, size: int, pool: StringPool, progress, spill: Spill | None) -
     results, remaps = _decode_all(fd, pieces, base_ns, pool, progress, size, spill)
     tail, last_events = decode_tail(os.pread(fd, size - last[1], last[1]), head.bare, True)
     if last_events:
-        results[len(pieces)] = kept(spill, len(pieces), decode_piece(b",".join(last_events), base_ns, bool(base_ns),
+        results[len(pieces)] = kept(spill, len(pieces), decode_piece(b",".join(last_events), base_ns,
                                                                      pool, last_events))
     cols = columns_of([results[i] for i in range(len(results))], remaps, base_ns, head.top, tail, spill)
     if progress is not None:
@@ -136,7 +136,7 @@ def _decode_range(fd: int, piece: tuple[int, int], base_ns: int, pool: StringPoo
     if len(text) != end - start:  # the file shrank under us
         raise NotStreamable
     try:
-        return decode_piece(text, base_ns, bool(base_ns), pool)
+        return decode_piece(text, base_ns, pool)
     except BAD_INPUT:
         raise NotStreamable from None
 

@@ -227,7 +227,7 @@ def find_head(buf: bytes) -> _Head | None:
 
 
 # -- decoding pieces -------------------------------------------------------------
-def decode_piece(text: bytes, base_ns: int, relative: bool, pool: StringPool, raws: list | None = None,
+def decode_piece(text: bytes, base_ns: int, pool: StringPool, raws: list | None = None,
                   events: list | None = None) -> dict:
     """One piece's events -> its columns (per accumulated kind), threads and unknown counts.
 
@@ -235,10 +235,10 @@ def decode_piece(text: bytes, base_ns: int, relative: bool, pool: StringPool, ra
     from it, a few MiB at a time (:func:`_parts`), not cut into per-event raw
     text and joined again per chunk. ``events``: the piece's events, already
     decoded. The raw text of each event (``raws``, or decoded from its part's
-    text when first needed) is only read for counter events and for absolute
-    times a double cannot hold.
+    text when first needed) is only read for counter events and for times a
+    double cannot hold (:mod:`mlprof.parse.kineto_times`).
     """
-    cols = KinetoColumns(base_time_ns=base_ns, relative_times=relative)
+    cols = KinetoColumns(base_time_ns=base_ns)
     accs = {name: Accumulator() for name in ACCUMULATED}
     if events is not None:
         parts = [(text, events, raws)]
@@ -315,7 +315,7 @@ def _write_all(fd: int, data) -> None:
         view = view[os.write(fd, view):]
 
 
-def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool, spill: Spill | None) -> dict:
+def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, spill: Spill | None) -> dict:
     """A forked worker: decode the pieces sent to it, say when it wants the next."""
     pool = StringPool()
     pieces = {}
@@ -325,7 +325,7 @@ def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool, 
         if index < 0:
             break
         try:  # the parent proved the piece; this decode is its own copy of the events
-            pieces[index] = kept(spill, index, decode_piece(_read_exact(text_fd, length), base_ns, relative, pool))
+            pieces[index] = kept(spill, index, decode_piece(_read_exact(text_fd, length), base_ns, pool))
         except BAD_INPUT:
             return {"failed": True}
         except NotStreamable:
@@ -337,9 +337,9 @@ def _worker(me: int, text_fd: int, ready_fd: int, base_ns: int, relative: bool, 
 class _Pieces:
     """Hands pieces to idle workers, decodes the others here; results by piece index."""
 
-    def __init__(self, n_workers: int, base_ns: int, relative: bool, pool: StringPool,
+    def __init__(self, n_workers: int, base_ns: int, pool: StringPool,
                  spill: Spill | None = None) -> None:
-        self.base_ns, self.relative, self.pool, self.spill = base_ns, relative, pool, spill
+        self.base_ns, self.pool, self.spill = base_ns, pool, spill
         self.results: dict[int, dict] = {}
         self.remaps: dict[int, np.ndarray] = {}
         self.count = 0
@@ -350,7 +350,7 @@ class _Pieces:
             self.ready_r, self.ready_w = os.pipe()
             for me in range(n_workers - 1):
                 r, w = os.pipe()
-                self.workers.append(start_part(partial(_worker, me, r, self.ready_w, base_ns, relative, spill)))
+                self.workers.append(start_part(partial(_worker, me, r, self.ready_w, base_ns, spill)))
                 os.close(r)
                 self.pipes.append(w)
         self.owner: dict[int, int] = {}  # piece index -> worker (absent: here)
@@ -381,7 +381,7 @@ class _Pieces:
         index = self.count
         self.count += 1
         self.results[index] = kept(self.spill, index,
-                                   decode_piece(text, self.base_ns, self.relative, self.pool, raws, events))
+                                   decode_piece(text, self.base_ns, self.pool, raws, events))
 
     def add(self, text: bytes, raws: list) -> None:
         """One piece: its text and its events (decoded as msgspec.Raw), to an idle worker or here."""
@@ -484,10 +484,9 @@ def _read_blocks(blocks, size: int, events_guess: int, pool: StringPool, progres
         raise NotStreamable  # empty, or no traceEvents: the whole-file reader says which
     top = head.top
     base_ns = (top.baseTimeNanoseconds if top is not None else None) or 0
-    relative = bool(base_ns)
     if not 0 <= base_ns < 2**62:
         raise NotStreamable
-    pieces = _Pieces(worker_count(events_guess), base_ns, relative, pool, spill)
+    pieces = _Pieces(worker_count(events_guess), base_ns, pool, spill)
     try:
         buf = buf[head.events_at:]
         cut_any = False
@@ -560,7 +559,7 @@ def columns_of(results: list[dict], remaps: dict[int, np.ndarray], base_ns: int,
 
     With ``spill`` (the pieces' columns are on disk) the columns stay there: a :class:`SpilledTrace`.
     """
-    cols = KinetoColumns(base_time_ns=base_ns, relative_times=bool(base_ns))
+    cols = KinetoColumns(base_time_ns=base_ns)
     _set_metadata(cols, top, tail)
     tail_base = tail.baseTimeNanoseconds if tail is not None else None
     if tail_base and not base_ns:
@@ -568,7 +567,7 @@ def columns_of(results: list[dict], remaps: dict[int, np.ndarray], base_ns: int,
             raise NotStreamable
         # Kineto writes baseTimeNanoseconds after the events: times were read
         # relative to 0, the base is added to every time column now.
-        cols.base_time_ns, cols.relative_times = tail_base, True
+        cols.base_time_ns = tail_base
     cols.event_count = sum(r["events"] for r in results)
     if spill is not None:
         for piece in results:

@@ -174,7 +174,7 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
         host, host_rows = _stretch(trace, "host", lo, hi)
         runtime, runtime_rows = _stretch(trace, "runtime", lo, hi)
         memory, memory_rows = _stretch(trace, "memory", lo, hi)
-        k = KinetoColumns(base_time_ns=trace.cols.base_time_ns, relative_times=trace.cols.relative_times,
+        k = KinetoColumns(base_time_ns=trace.cols.base_time_ns,
                           host=host, runtime=runtime, memory=memory)
         tables = TableParts(pool)
         owner, step, comm = build_host_side(k, w, pool, tables, new_offsets(), step_of,
@@ -204,7 +204,7 @@ def write_segmented(out_dir: Path, trace: SpilledTrace, plan: Plan, pool: String
         con.close()
     if on_stage is not None:
         on_stage("writing tables")
-    k = KinetoColumns(base_time_ns=trace.cols.base_time_ns, relative_times=trace.cols.relative_times,
+    k = KinetoColumns(base_time_ns=trace.cols.base_time_ns,
                       metadata=trace.cols.metadata, threads=trace.cols.threads, unknown=trace.cols.unknown,
                       event_count=trace.cols.event_count)
     for kind in ("instants", "device_annotations", "counters"):
