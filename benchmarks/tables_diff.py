@@ -3,7 +3,7 @@
     python benchmarks/tables_diff.py A/tables B/tables
 
 Prints one line per table that differs (missing, other columns, other rows) and a summary;
-exits 1 when any differs. Used to check that two ways of building the tables (whole and in
+exits 1 when any differs, 2 when a directory holds no tables. Used to check that two ways of building the tables (whole and in
 stretches, before and after a change) give the very same tables.
 """
 
@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
     a, b = Path(args[0]), Path(args[1])
+    empty = [p for p in (a, b) if not any(p.glob("*.parquet"))]
+    if empty:  # a parse's directory, not its tables/, or a wrong path: nothing would "differ"
+        print(f"{empty[0]}: no table files here (give the tables/ directory of a parse)", file=sys.stderr)
+        return 2
     bad = differing_tables(a, b)
     for line in bad:
         print(line)
