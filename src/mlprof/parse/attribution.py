@@ -368,4 +368,4 @@ def write_attribution(tables_dir, budget_bytes: int | None = None,
     """
     with TableStore(tables_dir, budget_bytes, in_memory, strings) as store:
         spans = attribute_phases(store, fork_workers, budget_bytes)
-    replace_table(tables_dir, ATTRIBUTION_TABLE, spans, budget_bytes)
+        replace_table(tables_dir, ATTRIBUTION_TABLE, spans, budget_bytes, con=store.con)

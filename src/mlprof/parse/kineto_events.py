@@ -18,7 +18,7 @@ import msgspec
 import numpy as np
 
 from mlprof.parse.kineto_times import (EMPTY_RAW, MAX_US, TimeRangeError, decimal_us_to_ns, dur_column, exact_times,
-                                      needs_exact_times, ns_column)
+                                      exact_ts_ns, needs_exact_times, ns_column)
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
            "EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk", "TimeRangeError",
@@ -279,14 +279,18 @@ def _decode_args(events: list[_Event]) -> list[_Args]:
 
 
 def split_chunk(events: list[_Event], raws: list[msgspec.Raw] | Callable[[], list[msgspec.Raw]], base_ns: int,
-                pool: StringPool, cols: KinetoColumns, accs) -> None:
+                pool: StringPool, cols: KinetoColumns, accs,
+                exact_ts: Callable[[], list[int]] | None = None) -> None:
     """Add the columns of one chunk of events to ``accs`` (per kind of event).
 
     ``raws``: the events' raw JSON text, or a function that gives it (it is
     only read for counter events and for times a double cannot hold).
+    ``exact_ts``: a function giving the events' exact ts in ns, for times a
+    double cannot hold (else they are read from ``raws``).
     """
     if events and needs_exact_times(events):
-        exact_times(events, _raws_of(raws))
+        exact_times(events, exact_ts() if exact_ts is not None else
+                    exact_ts_ns(b"[" + b",".join(_raws_of(raws)) + b"]"))
     host, runtime, device, flows, instants, dev_ann, counters = [], [], [], [], [], [], []
     unknown = cols.unknown
     for i, e in enumerate(events):

@@ -36,6 +36,7 @@ from mlprof.errors import TraceFormatError
 from mlprof.parse.kineto_cuts import BAD_INPUT, as_array, decoded_cut, proven_cut, trusted_cuts
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, LIST_DECODER, TOP_DECODER, Accumulator, KinetoColumns, StringPool, TopLevel, split_chunk)
+from mlprof.parse.kineto_times import exact_ts_ns
 from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.spill import Spill, SpilledTrace, as_in_trace, kept
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
@@ -253,7 +254,8 @@ def decode_piece(text: bytes, base_ns: int, pool: StringPool, raws: list | None 
         for start in range(0, len(part_events), CHUNK_EVENTS):
             stop = start + CHUNK_EVENTS
             try:
-                split_chunk(part_events[start:stop], partial(lazy.slice, start, stop), base_ns, pool, cols, accs)
+                split_chunk(part_events[start:stop], partial(lazy.slice, start, stop), base_ns, pool, cols, accs,
+                            partial(lazy.times, start, stop))
             except BAD_INPUT:
                 raise NotStreamable from None
         del part_events
@@ -262,15 +264,23 @@ def decode_piece(text: bytes, base_ns: int, pool: StringPool, raws: list | None 
 
 
 class _LazyRaws:
-    """The raw text of a part's events, decoded when first asked for."""
+    """The raw text of a part's events, and their exact ts, decoded when first asked for."""
 
     def __init__(self, text, raws: list | None) -> None:
         self.text, self.raws = text, raws
+        self.ts_ns: list[int] | None = None
 
     def slice(self, start: int, stop: int) -> list:
         if self.raws is None:
             self.raws = LIST_DECODER.decode(as_array(self.text))
         return self.raws[start:stop]
+
+    def times(self, start: int, stop: int) -> list[int]:
+        # One decode of the part's ts texts, not its events' raw text cut and joined again per chunk.
+        if self.ts_ns is None:
+            self.ts_ns = exact_ts_ns(as_array(self.text) if self.raws is None else
+                                     b"[" + b",".join(self.raws) + b"]")
+        return self.ts_ns[start:stop]
 
 
 def _decode_events(view: memoryview) -> list:

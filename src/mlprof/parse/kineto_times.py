@@ -12,7 +12,8 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-__all__ = ["MAX_US", "TimeRangeError", "decimal_us_to_ns", "needs_exact_times", "exact_times", "ns_column",
+__all__ = ["MAX_US", "TimeRangeError", "decimal_us_to_ns", "needs_exact_times", "exact_times", "exact_ts_ns",
+           "ns_column",
            "dur_column", "EMPTY_RAW"]
 
 # An absent Raw field: msgspec cannot put Raw in a union with None.
@@ -48,14 +49,17 @@ def needs_exact_times(events: list) -> bool:
     return bool(len(ts)) and float(np.abs(ts).max()) >= _EXACT_FROM_US
 
 
-def exact_times(events: list, raws: list) -> None:
-    """Replace each event's float ts by exact int ns parsed from the JSON text.
+def exact_ts_ns(array_text) -> list[int]:
+    """Each event's ts, in exact ns from its decimal µs text, of a JSON array of events (0: none)."""
+    return decimal_us_to_ns([bytes(t.ts) or b"0" for t in _TIMES_DECODER.decode(array_text)]).tolist()
+
+
+def exact_times(events: list, ts_ns: list[int]) -> None:
+    """Replace each event's float ts by its exact int ns (:func:`exact_ts_ns`).
 
     Durations stay floats: they are small, so a double holds them to the ns.
     """
-    times = _TIMES_DECODER.decode(b"[" + b",".join(raws) + b"]")
-    ts = decimal_us_to_ns([bytes(t.ts) or b"0" for t in times]).tolist()
-    for e, t in zip(events, ts):
+    for e, t in zip(events, ts_ns):
         e.ts = t
 
 
