@@ -2,9 +2,9 @@
 
 Kineto writes ``ts``/``dur`` as float microseconds. Up to 2**43 µs (101.8
 days, after ``baseTimeNanoseconds`` or not) a double holds them to the ns;
-larger ones (epoch µs, or weeks after a base) are not, so those chunks are
-read again from the JSON text (:func:`decimal_us_to_ns`). Every value is range-checked: a time must fit
-int64 ns after the base is added.
+larger ones (epoch µs, or months after a base) are not, so those chunks are
+read again from the JSON text (:func:`decimal_us_to_ns`). Every value is
+range-checked: a time must fit int64 ns after the base is added.
 """
 
 from __future__ import annotations

@@ -242,11 +242,16 @@ def _drop_strings(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DROP TABLE IF EXISTS _strlist")
 
 
+def _coded(name: str, data: dict[str, np.ndarray]) -> set[str]:
+    """The text columns of ``data`` (one table's, as :func:`write_tables` takes them) held as pool codes."""
+    return {c.name for c in TABLES[name].columns
+            if c.sql_type == "VARCHAR" and c.name in data and data[c.name].dtype != object}
+
+
 def _coded_cells(data: dict[str, np.ndarray] | None, name: str) -> int:
-    """Coded text values among one table's columns (as :func:`write_tables` takes them)."""
+    """Coded text values among one table's columns."""
     data = data or {}
-    return sum(len(data[c.name]) for c in TABLES[name].columns
-               if c.sql_type == "VARCHAR" and c.name in data and data[c.name].dtype != object)
+    return sum(len(data[c]) for c in _coded(name, data))
 
 
 def _frame_select(con: duckdb.DuckDBPyConnection, name: str, data: dict[str, np.ndarray],
@@ -260,8 +265,7 @@ def _frame_select(con: duckdb.DuckDBPyConnection, name: str, data: dict[str, np.
     """
     schema = TABLES[name]
     frame = {col.name: data[col.name] for col in schema.columns if col.name in data}
-    coded = {c.name for c in schema.columns
-             if c.name in frame and c.sql_type == "VARCHAR" and frame[c.name].dtype != object}
+    coded = _coded(name, frame)
     con.register(f"_frame_{name}", {**frame, **{e: data[e] for e in extra}})
     more = "".join(f', f."{e}"' for e in extra)
     return f"SELECT {_select_list(schema, set(frame), coded, lookup)}{more} FROM _frame_{name} f"
