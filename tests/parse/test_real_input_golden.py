@@ -167,3 +167,40 @@ def test_query_counts_every_window_and_reparses_after_raw_data_changed(tmp_path)
     later = (root / "mlprof_output" / "parse_info.json").stat().st_mtime_ns + 10**9
     os.utime(trace, ns=(later, later))
     assert events() == len(EVENTS) + 3
+
+
+def test_decimal_microseconds_to_ns_agree_with_decimal_on_every_shape(monkeypatch):
+    """Batches all like Kineto's text (one length, three decimals) take a column-by-column path;
+    every other batch the general one. Both must be Decimal's answer, rounded half up."""
+    import random
+    from decimal import ROUND_HALF_UP, Decimal
+
+    from mlprof.parse import kineto_times
+
+    rng = random.Random(5)
+    shapes = {
+        "kineto": lambda: f"{rng.randint(10**12, 10**13 - 1)}.{rng.randint(0, 999):03d}",
+        "two decimals": lambda: f"{rng.randint(1000, 9999)}.{rng.randint(0, 99):02d}",
+        "integers": lambda: f"{rng.randint(10**5, 10**6 - 1)}",
+        "epoch us": lambda: f"{rng.randint(10**15, 2 * 10**15)}",
+        "leading zero": lambda: f"0{rng.randint(100, 999)}.{rng.randint(0, 999):03d}",
+        "negative": lambda: f"-{rng.randint(10, 99)}.{rng.randint(0, 999):03d}",
+        "five decimals": lambda: f"{rng.randint(10, 99)}.{rng.randint(0, 99999):05d}",
+        "exponent": lambda: f"{rng.randint(1, 9)}.5e3",
+        "mixed": lambda: rng.choice([f"{rng.randint(1, 9999)}", f"{rng.randint(1, 999)}.{rng.randint(0, 999):03d}"]),
+    }
+    uniform = []
+    real_uniform = kineto_times._uniform_ns
+
+    def spy(m):
+        got = real_uniform(m)
+        uniform.append(got is not None)
+        return got
+
+    monkeypatch.setattr(kineto_times, "_uniform_ns", spy)
+    for name, make in shapes.items():
+        for _ in range(200):
+            texts = [make().encode() for _ in range(rng.randint(1, 20))]
+            want = [int((Decimal(t.decode()) * 1000).to_integral_value(ROUND_HALF_UP)) for t in texts]
+            assert kineto_times.decimal_us_to_ns(texts).tolist() == want, (name, texts)
+    assert any(uniform) and not all(uniform)  # both paths taken
