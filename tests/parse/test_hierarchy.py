@@ -193,3 +193,18 @@ def test_nesting_holds_little_beside_its_outputs(monkeypatch):
         tracemalloc.stop()
     assert nest.depth.max() == 1
     assert peak < 50 * n
+
+
+def test_distinct_values_are_np_unique_of_the_selection():
+    """Few values found one minimum at a time, many by np.unique: the same answer either way."""
+    from mlprof.parse.hierarchy import distinct
+
+    rng = np.random.default_rng(3)
+    for trial in range(400):
+        n = int(rng.integers(0, 300))
+        values = rng.integers(-int(rng.integers(1, 12)), 12, size=n).astype(np.int64) * int(rng.choice([1, 2**40]))
+        where = rng.random(n) < 0.6 if trial % 2 else None
+        want = np.unique(values if where is None else values[where])
+        got = distinct(values, where)
+        assert got.tolist() == want.tolist() and got.dtype == np.int64
+    assert distinct(np.array([2**62, -2**63, 2**62], dtype=np.int64)).tolist() == [-2**63, 2**62]

@@ -48,14 +48,31 @@ def _slices(n: int) -> list[tuple[int, int]]:
     return [(a, min(a + _SLICE, n)) for a in range(0, n, _SLICE)] or [(0, 0)]
 
 
+def distinct(values: np.ndarray, where: np.ndarray | None = None, few: int = 4) -> np.ndarray:
+    """``np.unique(values[where])``. A trace has a handful of pids and tids for a million ops:
+    up to ``few`` distinct values are found one masked minimum at a time (a pass each, 1.5 ms
+    a million), not by ``np.unique`` (18 ms a million, whatever the count)."""
+    mask = np.ones(len(values), dtype=bool) if where is None else where.copy()
+    found = []
+    for _ in range(few):
+        if not mask.any():
+            return np.array(found, dtype=values.dtype)
+        low = values.min(where=mask, initial=np.iinfo(values.dtype).max)
+        found.append(low)
+        mask &= values != low
+    if not mask.any():
+        return np.array(found, dtype=values.dtype)
+    return np.unique(np.concatenate([np.array(found, dtype=values.dtype), values[mask]]))
+
+
 def _clock(pid: np.ndarray, tid: np.ndarray, start_ns: np.ndarray, dur_ns: np.ndarray, tree: np.ndarray,
            points: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> _Clock | None:
     """The clock over the tree ops and the points; None when there is nothing to nest or place."""
     times = [ts for _, _, ts in points if len(ts)]
     if not tree.any() and not times:
         return None
-    pid_values = np.unique(np.concatenate([np.unique(pid[tree])] + [np.unique(p) for p, _, _ in points]))
-    tid_values = np.unique(np.concatenate([np.unique(tid[tree])] + [np.unique(t) for _, t, _ in points]))
+    pid_values = np.unique(np.concatenate([distinct(pid, tree)] + [distinct(p) for p, _, _ in points]))
+    tid_values = np.unique(np.concatenate([distinct(tid, tree)] + [distinct(t) for _, t, _ in points]))
     t0 = min([int(start_ns.min(where=tree, initial=_NO_KEY))] + [int(ts.min()) for ts in times])
     t1 = max([int((start_ns + dur_ns).max(where=tree, initial=t0))] + [int(ts.max()) for ts in times])
     clock = _Clock(pid_values, tid_values, t0, t1 - t0 + 1)
