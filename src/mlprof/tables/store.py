@@ -177,14 +177,12 @@ def _select_list(schema: TableSchema, present: set[str], coded: set[str], lookup
 
 
 def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray],
-                  budget_bytes: int | None = None, *, con: duckdb.DuckDBPyConnection | None = None) -> None:
-    """Write one table of a tables directory being built (text columns as object arrays).
-    ``con``: an open connection to write with (opening one takes 10-20 ms)."""
+                  budget_bytes: int | None = None) -> None:
+    """Write one table of a tables directory being built (text columns as object arrays)."""
     schema = TABLES[name]
     frame = {col.name: columns[col.name] for col in schema.columns if col.name in columns}
     target = _sql_str(tables_dir / f"{name}.parquet")
-    own = con is None
-    con = connect(budget_bytes) if own else con
+    con = connect(budget_bytes)
     try:
         if frame and len(next(iter(frame.values()))):
             con.register("_replaced", frame)
@@ -200,8 +198,7 @@ def replace_table(tables_dir: Path, name: str, columns: dict[str, np.ndarray],
             finally:
                 con.execute(f'DROP TABLE "_empty_{name}"')
     finally:
-        if own:
-            con.close()
+        con.close()
 
 
 def table_bytes(table: dict[str, np.ndarray] | None) -> int:
