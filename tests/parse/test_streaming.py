@@ -192,3 +192,56 @@ def test_times_a_double_cannot_hold_are_read_to_the_ns_after_a_base_too(tmp_path
         cols = read(path, StringPool(), None, None)
         assert cols.host["start_ns"].tolist() == expected, read
         assert cols.host["dur_ns"].tolist() == [1001] * len(events)
+
+
+def _uptime_trace(path, first_us: int, n: int = 300):
+    """A plain trace of ``n`` ops whose ts texts start at ``first_us`` µs after the base, three decimals."""
+    texts = [f"{first_us + i * 37}.{i * 7 % 1000:03d}" for i in range(n)]
+    events = [{"ph": "X", "cat": "cpu_op", "name": f"op{i % 5}", "pid": 1, "tid": 7, "ts": f"@{i}@", "dur": 1.001}
+              for i in range(n)]
+    text = json.dumps({"baseTimeNanoseconds": 1_700_000_000_000_000_000, "traceEvents": events})
+    for i, ts in enumerate(texts):
+        text = text.replace(f'"@{i}@"', ts)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("first_us", [9_000_000_000_000, 4_000_000_000_000])
+def test_parts_decoded_with_ts_as_text_give_the_columns_of_the_double_and_its_reread(
+        tmp_path, small_blocks, monkeypatch, first_us):
+    """Once a part's times needed their text, the next parts are decoded with ts as text in one go;
+    the columns are those of decoding ts as doubles and reading the text again, past 2**43 µs and
+    below it, and the choice follows the last part."""
+    path = _uptime_trace(tmp_path / "t.json", first_us)
+    chosen = []
+    real_decoder = kineto_stream._TsAsText.decoder
+
+    def spy(self):
+        chosen.append(self.wanted)
+        return real_decoder(self)
+
+    monkeypatch.setattr(kineto_stream._TsAsText, "decoder", spy)
+    got = {}
+    for start_as_text in (False, True):
+        monkeypatch.setattr(kineto_stream._TS_AS_TEXT, "wanted", start_as_text)
+        chosen.clear()
+        pool = StringPool()
+        got[start_as_text] = (read_kineto(path, pool, None, None), pool)
+        assert len(chosen) > 5 and chosen[0] is start_as_text
+        # Past 2**43 µs every part after the first is read as text; below it, none is.
+        assert set(chosen[1:]) == {first_us >= 2**43}
+    _same(got[False][0], got[True][0], got[False][1], got[True][1])
+    whole_pool = StringPool()
+    _same(got[True][0], _read(path, whole_pool, None), got[True][1], whole_pool)
+
+
+def test_a_bad_ts_read_as_text_is_named_as_the_whole_file_reader_names_it(tmp_path, small_blocks, monkeypatch):
+    path = _uptime_trace(tmp_path / "t.json", 9_000_000_000_000)
+    path.write_text(path.read_text().replace("9000000000037.007", '"soon"'))
+    messages = []
+    for as_text in (False, True):
+        monkeypatch.setattr(kineto_stream._TS_AS_TEXT, "wanted", as_text)
+        with pytest.raises(TraceFormatError) as err:
+            read_kineto(path, StringPool(), None, None)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "ts" in messages[0]

@@ -91,7 +91,7 @@ def proven_cut(buf: bytes) -> tuple[int, list] | None:
     return best
 
 
-def decoded_cut(buf: bytes, lo: int, hi: int) -> tuple[int, list] | None:
+def decoded_cut(buf: bytes, lo: int, hi: int, decoder=EVENTS_DECODER) -> tuple[int, list] | None:
     """(start of the rest, decoded events) when the events of buf[lo:] up to the last cut before
     ``hi`` decode; None: there is no such cut, or they do not decode.
 
@@ -104,6 +104,6 @@ def decoded_cut(buf: bytes, lo: int, hi: int) -> tuple[int, list] | None:
     if last is None:
         return None
     try:
-        return last, EVENTS_DECODER.decode(as_array(buf, lo, buf.rindex(b"}", lo, last) + 1))
+        return last, decoder.decode(as_array(buf, lo, buf.rindex(b"}", lo, last) + 1))
     except BAD_INPUT:
         return None

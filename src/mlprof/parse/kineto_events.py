@@ -21,8 +21,8 @@ from mlprof.parse.kineto_times import (EMPTY_RAW, MAX_US, TimeRangeError, decima
                                       exact_ts_ns, needs_exact_times, ns_column)
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
-           "EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk", "TimeRangeError",
-           "MAX_US", "decimal_us_to_ns", "first_bad_field", "StringTooLongError", "MAX_STRING_CHARS"]
+           "EVENTS_DECODER", "TS_TEXT_EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk",
+           "TimeRangeError", "MAX_US", "decimal_us_to_ns", "first_bad_field", "StringTooLongError", "MAX_STRING_CHARS"]
 
 # Sentinel of absent integer fields inside the numpy columns (turned to NULL
 # when the tables are written). No real id, size or time takes this value.
@@ -91,6 +91,13 @@ class _Event(msgspec.Struct, gc=False):
     args: _Args = msgspec.field(default_factory=_Args)
 
 
+class _EventTsText(_Event, gc=False):
+    """An event with its ts as raw text: for parts of a trace whose times a double cannot hold
+    (:data:`TS_TEXT_EVENTS_DECODER`); turned to exact int ns before the columns are made."""
+
+    ts: msgspec.Raw = EMPTY_RAW
+
+
 class TopLevel(msgspec.Struct, gc=False):
     # None: the key is absent, so this is no Kineto/Chrome trace at all.
     traceEvents: Union[list[msgspec.Raw], None] = None
@@ -108,6 +115,7 @@ class TopLevel(msgspec.Struct, gc=False):
 TOP_DECODER = msgspec.json.Decoder(TopLevel)
 LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
+TS_TEXT_EVENTS_DECODER = msgspec.json.Decoder(list[_EventTsText])
 
 
 class _RawArgs(msgspec.Struct):
@@ -288,7 +296,7 @@ def split_chunk(events: list[_Event], raws: list[msgspec.Raw] | Callable[[], lis
     ``exact_ts``: a function giving the events' exact ts in ns, for times a
     double cannot hold (else they are read from ``raws``).
     """
-    if events and needs_exact_times(events):
+    if events and type(events[0].ts) is not int and needs_exact_times(events):  # int: read exactly already
         exact_times(events, exact_ts() if exact_ts is not None else
                     exact_ts_ns(b"[" + b",".join(_raws_of(raws)) + b"]"))
     host, runtime, device, flows, instants, dev_ann, counters = [], [], [], [], [], [], []
