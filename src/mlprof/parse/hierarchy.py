@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Nesting", "nest_host_events", "assign_steps", "fold_duplicates"]
+__all__ = ["Nesting", "nest_host_events", "assign_steps", "fold_duplicates", "distinct"]
 
 
 @dataclass

@@ -18,7 +18,7 @@ import msgspec
 import numpy as np
 
 from mlprof.parse.kineto_times import (EMPTY_RAW, MAX_US, TimeRangeError, decimal_us_to_ns, dur_column, exact_times,
-                                      exact_ts_ns, needs_exact_times, ns_column)
+                                      exact_ts_of_raws, needs_exact_times, ns_column)
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
            "EVENTS_DECODER", "TS_TEXT_EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk",
@@ -297,8 +297,7 @@ def split_chunk(events: list[_Event], raws: list[msgspec.Raw] | Callable[[], lis
     double cannot hold (else they are read from ``raws``).
     """
     if events and type(events[0].ts) is not int and needs_exact_times(events):  # int: read exactly already
-        exact_times(events, exact_ts() if exact_ts is not None else
-                    exact_ts_ns(b"[" + b",".join(_raws_of(raws)) + b"]"))
+        exact_times(events, exact_ts() if exact_ts is not None else exact_ts_of_raws(_raws_of(raws)))
     host, runtime, device, flows, instants, dev_ann, counters = [], [], [], [], [], [], []
     unknown = cols.unknown
     for i, e in enumerate(events):

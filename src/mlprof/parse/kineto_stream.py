@@ -38,7 +38,7 @@ from mlprof.parse.kineto_cuts import BAD_INPUT, as_array, decoded_cut, proven_cu
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, LIST_DECODER, TOP_DECODER, TS_TEXT_EVENTS_DECODER, Accumulator, KinetoColumns, StringPool, TopLevel,
     split_chunk)
-from mlprof.parse.kineto_times import EXACT_FROM_NS, exact_times, exact_ts_ns, ts_texts_to_ns
+from mlprof.parse.kineto_times import exact_times, exact_ts_ns, exact_ts_of_raws, ts_ns_need_text, ts_texts_to_ns
 from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.spill import Spill, SpilledTrace, as_in_trace, kept
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
@@ -260,7 +260,7 @@ def decode_piece(text: bytes, base_ns: int, pool: StringPool, raws: list | None 
             except BAD_INPUT:
                 raise NotStreamable from None  # the whole-file reader names the event
             exact_times(part_events, ts_ns)
-            _TS_AS_TEXT.wanted = max(map(abs, ts_ns), default=0) >= EXACT_FROM_NS
+            _TS_AS_TEXT.wanted = ts_ns_need_text(ts_ns)
         for start in range(0, len(part_events), CHUNK_EVENTS):
             stop = start + CHUNK_EVENTS
             try:
@@ -290,8 +290,7 @@ class _LazyRaws:
     def times(self, start: int, stop: int) -> list[int]:
         # One decode of the part's ts texts, not its events' raw text cut and joined again per chunk.
         if self.ts_ns is None:
-            self.ts_ns = exact_ts_ns(as_array(self.text) if self.raws is None else
-                                     b"[" + b",".join(self.raws) + b"]")
+            self.ts_ns = exact_ts_ns(as_array(self.text)) if self.raws is None else exact_ts_of_raws(self.raws)
         return self.ts_ns[start:stop]
 
 

@@ -13,7 +13,7 @@ import msgspec
 import numpy as np
 
 __all__ = ["MAX_US", "TimeRangeError", "decimal_us_to_ns", "needs_exact_times", "exact_times", "exact_ts_ns",
-           "ts_texts_to_ns", "EXACT_FROM_NS",
+           "ts_texts_to_ns", "ts_ns_need_text", "exact_ts_of_raws",
            "ns_column",
            "dur_column", "EMPTY_RAW"]
 
@@ -36,7 +36,6 @@ class TimeRangeError(ValueError):
 # baseTimeNanoseconds are not small: 14 to 55 days on the real traces at hand, so a base does not
 # make a chunk safe; epoch µs without a base are always read again.
 _EXACT_FROM_US = float(2**43)
-EXACT_FROM_NS = 2**43 * 1000
 
 
 class _Times(msgspec.Struct, gc=False):
@@ -49,6 +48,17 @@ _TIMES_DECODER = msgspec.json.Decoder(list[_Times])
 def needs_exact_times(events: list) -> bool:
     ts = np.fromiter([e.ts for e in events], dtype=np.float64, count=len(events))
     return bool(len(ts)) and float(np.abs(ts).max()) >= _EXACT_FROM_US
+
+
+def ts_ns_need_text(ts_ns: list[int]) -> bool:
+    """Whether exact ns (read from the text) are times a double would not have held: the rule of
+    :func:`needs_exact_times`, for times already read."""
+    return max(map(abs, ts_ns), default=0) >= int(_EXACT_FROM_US) * 1000
+
+
+def exact_ts_of_raws(raws: list) -> list[int]:
+    """Each event's exact ts in ns, from the events' raw JSON text."""
+    return exact_ts_ns(b"[" + b",".join(raws) + b"]")
 
 
 def exact_ts_ns(array_text) -> list[int]:

@@ -209,7 +209,8 @@ def table_bytes(table: dict[str, np.ndarray] | None) -> int:
 # Coded text columns are written through a DuckDB ENUM of the pool's strings where that pays: Parquet's
 # writer then takes each row's dictionary index as it is, where it hashes a VARCHAR row by row (the
 # 1.0M host ops of a CPU trace: 0.22 s instead of 0.38 s, the same file). Making the ENUM costs about
-# 1.3 us a string, a coded cell saves about 40 ns: it is made for at most one string per 32 cells.
+# 1.3 us a string, a coded cell saves about 40 ns: it is made for at most one string per 32 cells,
+# and for 65,536 strings at most (85 ms to make).
 _ENUM_MAX_STRINGS = 65_536
 _CELLS_PER_ENUM_STRING = 32
 
@@ -221,8 +222,8 @@ def _load_strings(con: duckdb.DuckDBPyConnection, strings: list[str], coded_cell
     con.register("_strings_src", {"code": np.arange(len(strings), dtype=np.int32),
                                   "value": np.array(strings, dtype=object)})
     try:
-        con.execute("CREATE TABLE _strlist AS SELECT list(value ORDER BY code) AS l FROM _strings_src")
         if not 0 < len(strings) <= min(_ENUM_MAX_STRINGS, coded_cells // _CELLS_PER_ENUM_STRING):
+            con.execute("CREATE TABLE _strlist AS SELECT list(value ORDER BY code) AS l FROM _strings_src")
             return "_strlist"
         # Made from a query, an ENUM takes each text once (DuckDB drops repeats): codes of equal
         # text, a raw JSON value and a name alike, share one value.
