@@ -35,7 +35,7 @@ from .errors import ConfigError, TorchUnavailableError
 __all__ = [
     "Option", "OPTIONS", "ProfilerActivity", "ProfilerLevel", "ExportType", "HostSystem", "check_activities",
     "options_for", "option", "option_field", "check_fields", "check_bool", "check_int", "add_arguments",
-    "markdown_table",
+    "markdown_table", "AUTO_ACTIVE",
 ]
 
 PROFILE, EXPERIMENTAL, RUN, DYNAMIC = "profile", "experimental", "run", "dynamic"
@@ -97,6 +97,20 @@ def _int_at_least(minimum: int) -> Callable[[Any, str], int]:
     def check(value: Any, name: str) -> int:
         return check_int(value, name, minimum)
     return check
+
+
+# ``active`` of ``mlprof run``: record until the window's steps are evidence enough (schedule.WindowTargets).
+AUTO_ACTIVE = "auto"
+
+
+def _int_or_auto(value: Any, name: str) -> int | str:
+    if isinstance(value, str) and value.strip().lower() == AUTO_ACTIVE:
+        return AUTO_ACTIVE
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name}: expected '{AUTO_ACTIVE}' or an integer >= 1, got {value!r}")
+    return value
 
 
 def _int_between(low: int, high: int, unit: str) -> Callable[[Any, str], int]:
@@ -281,7 +295,7 @@ class Option:
     """One option: its key (Python keyword, JSON and config-file key), type and default, help, check."""
 
     name: str
-    kind: str  # bool, int, float, float_or_none, choice, list, str, str_or_none, object
+    kind: str  # bool, int, int_or_auto, float, float_or_none, choice, list, str, str_or_none, object
     default: Any
     help: str
     check: Callable[[Any, str], Any]
@@ -342,7 +356,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("wait", "int", 0, "idle steps at the start of each cycle", _int_at_least(0), (RUN,)),
     Option("warmup", "int", 1, "profiled but unrecorded steps before each recorded window", _int_at_least(0),
            (RUN, DYNAMIC), defaults={DYNAMIC: 0}),
-    Option("active", "int", 3, "steps recorded per window", _int_at_least(1), (RUN,)),
+    Option("active", "int_or_auto", AUTO_ACTIVE, "steps recorded per window; 'auto': until the window holds "
+           "20 steps and 2 s of them (at least 5 steps, at most 200 or 60 s)", _int_or_auto, (RUN,)),
     Option("repeat", "int", 1, "number of windows (0: until the job ends)", _int_at_least(0), (RUN,)),
     Option("storage_limit", "str_or_none", None, "age out the oldest capture data past this size (>= 200MB), "
            "e.g. 2GB", _check_storage_limit, (RUN,)),
@@ -422,6 +437,13 @@ def _float_or_none(text: str) -> float | None:
         raise argparse.ArgumentTypeError(f"expected a number of ms or 'none', got {text!r}") from None
 
 
+def _cli_int_or_auto(text: str) -> int | str:
+    try:
+        return _int_or_auto(text, "value")
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"expected '{AUTO_ACTIVE}' or a whole number >= 1, got {text!r}") from None
+
+
 def cli_default(opt: Option, surface: str = RUN) -> Any:
     """The default as the CLI's namespace holds it (plain strings for enums)."""
     value = opt.default_for(surface)
@@ -445,6 +467,8 @@ def add_arguments(parser: argparse.ArgumentParser, surface: str = RUN) -> None:
             parser.add_argument(flag, dest=dest, type=float, default=default, help=help_text)
         elif opt.kind == "int":
             parser.add_argument(flag, dest=dest, type=int, default=default, help=help_text)
+        elif opt.kind == "int_or_auto":
+            parser.add_argument(flag, dest=dest, type=_cli_int_or_auto, default=default, help=help_text)
         elif opt.kind == "list":
             parser.add_argument(flag, dest=dest, action=ListOption, choices=opt.choices or None, default=default,
                                 help=help_text + " (a comma list, or repeat the option)")

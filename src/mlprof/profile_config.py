@@ -31,7 +31,7 @@ from typing import Any
 from .capture.output_path import check_output_template
 from .collect.run_options import RunOptions
 from .errors import ConfigError
-from .options import _int_at_least, check_bool
+from .options import AUTO_ACTIVE, _int_at_least, check_bool
 
 __all__ = ["ProfileConfig", "load_profile_config", "trainer_run_options", "first_recorded_step", "SECTION_DEFAULTS"]
 
@@ -70,6 +70,20 @@ class ProfileConfig:
 def first_recorded_step(options: RunOptions) -> int:
     """The first trainer step (counted from 1) an integration's window records."""
     return options.skip_first + options.wait + options.warmup + 1
+
+
+def last_recorded_step(options: RunOptions) -> int | None:
+    """The last trainer step of the first window; None for a window sized by evidence (known as it runs)."""
+    if options.active == AUTO_ACTIVE:
+        return None
+    return first_recorded_step(options) + options.active - 1
+
+
+def recorded_steps_text(options: RunOptions, first: int) -> str:
+    """'8-10' for a fixed window starting at ``first``, '8 on' for a window sized by evidence."""
+    if options.active == AUTO_ACTIVE:
+        return f"{first} on"
+    return f"{first}-{first + options.active - 1}"
 
 
 def _check_int(value: Any, name: str, minimum: int) -> int:

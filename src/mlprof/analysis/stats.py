@@ -24,15 +24,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from mlprof.schedule import MIN_STEPS, RECOMMENDED_STEPS
+
 __all__ = ["Distribution", "Shift", "Verdict", "describe", "shift", "relative_verdict",
            "MIN_STEPS", "RECOMMENDED_STEPS", "CONFIDENCE", "MIN_CHANGE", "CPU_MIN_CHANGE"]
 
 CONFIDENCE = 0.95
-# Below this many steps per run no verdict is given (with 3 vs 3 steps not even a
-# perfect separation reaches 95% confidence: its chance under "no change" is 1/10).
-MIN_STEPS = 5
-# Enough steps per run to resolve changes of a few percent on a noisy host.
-RECOMMENDED_STEPS = 20
 # Two runs of the same code differ by a few percent as a whole (memory layout, CPU frequency, the
 # machine's load at that moment) even when each run's steps are steady: a shift whose estimate is
 # under this fraction reads "no change", even when its interval excludes zero.
@@ -91,6 +88,13 @@ class Verdict:
     base_steps: int
     new_steps: int
     sentence: str
+    # What decided: "wall time", or a measure the machine's load does not stretch (compare_load).
+    measure: str = "wall time"
+    # The smallest change called faster/slower: runs of the same code differ this much as a whole.
+    margin_pct: float | None = None
+    # Runs per side (several: the interval is the runs' spread, not the steps').
+    base_runs: int = 1
+    new_runs: int = 1
 
 
 def describe(values) -> Distribution | None:
@@ -205,10 +209,12 @@ def relative_verdict(base, new, confidence: float = CONFIDENCE, min_change: floa
     if s is None or min(m, n) < MIN_STEPS or s.low is None:
         change = None if s is None else round(100 * s.estimate, 3)
         sentence = (f"inconclusive: {steps}; record at least {MIN_STEPS} steps per run for a verdict, "
-                    f"{RECOMMENDED_STEPS} or more to resolve a few percent (mlprof run --active {RECOMMENDED_STEPS})")
+                    f"{RECOMMENDED_STEPS} or more to resolve a few percent (the default window of mlprof run, "
+                    f"--active auto, records {RECOMMENDED_STEPS} or more)")
         if change is not None:
             sentence += f"; point estimate {change:+.1f}%"
-        return Verdict("inconclusive", change, None, None, confidence, m, n, sentence)
+        return Verdict("inconclusive", change, None, None, confidence, m, n, sentence,
+                       margin_pct=round(100 * min_change, 3))
     level = f"{confidence * 100:g}% CI"
     if (s.low > 0 or s.high < 0) and abs(s.estimate) < min_change:
         verdict = "no change"
@@ -227,4 +233,4 @@ def relative_verdict(base, new, confidence: float = CONFIDENCE, min_change: floa
         sentence = (f"no change beyond noise: {100 * s.estimate:+.1f}% "
                     f"({level} {100 * s.low:+.1f}%..{100 * s.high:+.1f}%, {steps})")
     return Verdict(verdict, round(100 * s.estimate, 3), round(100 * s.low, 3), round(100 * s.high, 3),
-                   confidence, m, n, sentence)
+                   confidence, m, n, sentence, margin_pct=round(100 * min_change, 3))

@@ -102,10 +102,20 @@ class AutoProfiler:
             self._windows_seen = windows
             if opts.storage_limit_bytes and self._output_dir is not None:
                 age_out(self._output_dir, opts.storage_limit_bytes)
+        if not prof.enabled or self._windows_done(prof):
+            self.close()
+
+    def _windows_done(self, prof) -> bool:  # noqa: ANN001
+        """Every window of ``--repeat`` recorded (never with --repeat 0)."""
+        opts = self.options
+        if not opts.repeat:
+            return False
+        finished = getattr(prof._schedule, "finished", None)
+        if finished is not None:  # a window sized by evidence ends when its schedule says so
+            return bool(finished)
         cycle = opts.wait + opts.warmup + opts.active
         index = prof.step_num - self._first_index  # the schedule's step
-        if not prof.enabled or (opts.repeat and index >= opts.skip_first + opts.repeat * cycle):
-            self.close()
+        return index >= opts.skip_first + opts.repeat * cycle
 
     def close(self) -> None:
         if self.prof is not None and not self.done:

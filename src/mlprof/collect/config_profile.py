@@ -17,7 +17,8 @@ from typing import Any
 
 from ..capture.output_path import rank_output_dir
 from ..config import CollectOptions
-from ..schedule import ProfilerAction, schedule
+from ..options import AUTO_ACTIVE
+from ..schedule import ProfilerAction, evidence_schedule, schedule
 from .environment import rank_info
 from .run_options import RUN_SAMPLES_ENV, RunOptions
 
@@ -26,7 +27,10 @@ __all__ = ["make_profile", "build_profile", "profile_from_config", "DisabledProf
 logger = logging.getLogger("mlprof")
 
 
-def run_schedule(options: RunOptions) -> schedule:
+def run_schedule(options: RunOptions) -> schedule | evidence_schedule:
+    if options.active == AUTO_ACTIVE:
+        return evidence_schedule(wait=options.wait, warmup=options.warmup, repeat=options.repeat,
+                                 skip_first=options.skip_first)
     return schedule(wait=options.wait, warmup=options.warmup, active=options.active, repeat=options.repeat,
                     skip_first=options.skip_first)
 
@@ -34,8 +38,12 @@ def run_schedule(options: RunOptions) -> schedule:
 class _CountedFromOne:
     """A schedule for steps numbered from 1 (a trainer's): step N is the schedule's step N - 1."""
 
-    def __init__(self, base: schedule) -> None:
+    def __init__(self, base: schedule | evidence_schedule) -> None:
         self.base = base
+
+    @property
+    def finished(self) -> bool:
+        return bool(getattr(self.base, "finished", False))
 
     def __call__(self, step: int) -> ProfilerAction:
         return self.base(step - 1) if step >= 1 else ProfilerAction.NONE

@@ -52,7 +52,7 @@ class RunOptions:
     skip_first: int = _field("skip_first")
     wait: int = _field("wait")
     warmup: int = _field("warmup")
-    active: int = _field("active")
+    active: int | str = _field("active")  # or "auto" (AUTO_ACTIVE): a window sized by evidence
     repeat: int = _field("repeat")
     storage_limit: str | None = _field("storage_limit")
 

@@ -24,6 +24,7 @@ from ..capture import layout
 from ..capture.output_path import capture_search_dirs, output_root
 from ..capture.records import Manifest, read_manifest
 from ..errors import CommandStartError, ConfigError, MlprofError
+from ..profile_config import recorded_steps_text
 from ..capture.files import make_private_dir, write_json_atomic
 from .device_lock import DeviceLock, devices_of
 from .run_options import OPTIONS_ENV, RUN_SAMPLES_ENV, TRAINER_STEPS_ENV, RunOptions
@@ -135,8 +136,8 @@ def empty_capture_reason(capture: Path, options: RunOptions, trainer_steps: bool
     seen = manifest.steps_seen
     ended = (f"the job ended after {seen} step(s)" if isinstance(seen, int)
              else "the job ended before its first optimizer step")
-    return (f"{capture}: nothing was captured: {ended}, and the first window records steps {first}-"
-            f"{first + options.active - 1} (--skip-first {options.skip_first}, --wait {options.wait}, "
+    return (f"{capture}: nothing was captured: {ended}, and the first window records steps "
+            f"{recorded_steps_text(options, first)} (--skip-first {options.skip_first}, --wait {options.wait}, "
             f"--warmup {options.warmup}, --active {options.active}); lower --skip-first or run more steps")
 
 

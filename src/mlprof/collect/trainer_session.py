@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from ..capture import layout
 from ..capture.output_path import rank_output_dir
-from ..profile_config import first_recorded_step
+from ..profile_config import first_recorded_step, last_recorded_step, recorded_steps_text
 from .capture_writer import default_worker_name
 from .config_profile import build_profile
 from .environment import rank_info
@@ -93,10 +93,10 @@ class TrainerSession:
         prof.add_metadata_json("integration", json.dumps(
             {"name": self.integration, "stage": self.stage, "first_step": first_step,
              "first_recorded_step": first_recorded_step(self.options), **metadata}, default=str))
-        if first_step > first_recorded_step(self.options) + self.options.active - 1 and self.options.repeat == 1:
+        last = last_recorded_step(self.options)
+        if last is not None and first_step > last and self.options.repeat == 1:
             logger.warning("mlprof: %s starts at step %d, after the steps to profile (%d-%d); nothing will be "
-                           "profiled", self._what(), first_step, first_recorded_step(self.options),
-                           first_recorded_step(self.options) + self.options.active - 1)
+                           "profiled", self._what(), first_step, first_recorded_step(self.options), last)
         self.prof = prof
         self.last_step = first_step - 1
         prof.start()
@@ -144,8 +144,8 @@ class TrainerSession:
             return
         first = first_recorded_step(self.options)
         logger.warning("mlprof: nothing was captured: %s ended after step %s, and the first window records steps "
-                       "%d-%d (start_step %d); lower start_step or run more steps. The empty capture %s is removed.",
-                       self._what(), self.last_step, first, first + self.options.active - 1, first, capture)
+                       "%s (start_step %d); lower start_step or run more steps. The empty capture %s is removed.",
+                       self._what(), self.last_step, recorded_steps_text(self.options, first), first, capture)
         shutil.rmtree(capture, ignore_errors=True)
 
     def _what(self) -> str:

@@ -158,7 +158,7 @@ class MlprofArguments:
         default=None, metadata={"help": "where captures go ({id}: the rank); default <output_dir>/mlprof"})
     mlprof_start_step: Optional[int] = field(  # noqa: UP007
         default=None, metadata={"help": "first profiled optimizer step, counted from 1 (default 7)"})
-    mlprof_active: Optional[int] = field(default=None, metadata={"help": "steps profiled (default 3)"})  # noqa: UP007
+    mlprof_active: Optional[int] = field(default=None, metadata={"help": "steps profiled (default: auto, until the window holds enough steps)"})  # noqa: UP007
     mlprof_config: Optional[str] = field(  # noqa: UP007
         default=None, metadata={"help": "a training config (YAML/JSON) whose profile section sets everything"})
     mlprof_options: Optional[str] = field(  # noqa: UP007
