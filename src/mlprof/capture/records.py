@@ -127,6 +127,9 @@ class StepRecord(_Record, kw_only=True):
     # (run-queue delay, Linux); null where not measured (older captures, other platforms).
     cpu_ns: Union[Int, None] = None
     cpu_wait_ns: Union[Int, None] = None
+    # The stepping thread's own time on a CPU during the step (schedstat, Linux): work it did, without
+    # waits for a core, sleeps, I/O or (under KVM) time the hypervisor gave its core away.
+    thread_cpu_ns: Union[Int, None] = None
 
 
 class MarkRecord(_Record, kw_only=True):

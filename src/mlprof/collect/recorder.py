@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlprof.collect.schedstat import open_schedstat, run_delay_ns
+from mlprof.collect.schedstat import on_cpu_and_delay_ns, open_schedstat
 
 
 __all__ = ["HostRecorder", "active_recorder", "range_record"]
@@ -50,7 +50,8 @@ class HostRecorder:
     # Window files recorded beside this recorder (python_samples, modules), by files() key:
     # their dicts (StackSampler/ModuleRecorder.to_json()) or records.
     attribution: dict[str, Any] = field(default_factory=dict)
-    _current_step: tuple[int, int, int, int | None] | None = None  # step, start_ns, cpu_ns, wait_ns at start
+    # step, start_ns, then at its start: process CPU ns, the thread's wait ns, the thread's on-CPU ns
+    _current_step: tuple[int, int, int, int | None, int | None] | None = None
     _cpu_clock: "StepCpuClock | None" = None
     _gc_start_ns: int = 0
     _device: Any = None  # mlprof.collect.device_markers.DeviceRangeTimer, lazily
@@ -63,10 +64,11 @@ class HostRecorder:
 
     def end_step(self, ts_ns: int) -> None:
         if self._current_step is not None:
-            step, start_ns, cpu0, wait0 = self._current_step
-            cpu1, wait1 = self._cpu_clock.read() if self._cpu_clock is not None else (cpu0, None)
+            step, start_ns, cpu0, wait0, run0 = self._current_step
+            cpu1, wait1, run1 = self._cpu_clock.read() if self._cpu_clock is not None else (cpu0, None, None)
             self.steps.append({"step": step, "start_ns": start_ns, "end_ns": ts_ns, "cpu_ns": cpu1 - cpu0,
-                               "cpu_wait_ns": None if wait0 is None or wait1 is None else wait1 - wait0})
+                               "cpu_wait_ns": None if wait0 is None or wait1 is None else wait1 - wait0,
+                               "thread_cpu_ns": None if run0 is None or run1 is None else run1 - run0})
             self._current_step = None
 
     def step_range(self) -> tuple[int | None, int | None]:
@@ -164,11 +166,13 @@ class StepCpuClock:
         self._tid = threading.get_ident()
         self._fd = open_schedstat()
 
-    def read(self) -> tuple[int, int | None]:
+    def read(self) -> tuple[int, int | None, int | None]:
+        """The process's CPU ns, the stepping thread's wait ns and its own on-CPU ns (Nones: not measured)."""
         cpu_ns = time.process_time_ns()
         if threading.get_ident() != self._tid:
-            return cpu_ns, None
-        return cpu_ns, run_delay_ns(self._fd)
+            return cpu_ns, None, None
+        on_cpu, wait = on_cpu_and_delay_ns(self._fd)
+        return cpu_ns, wait, on_cpu
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["open_schedstat", "run_delay_ns"]
+__all__ = ["open_schedstat", "run_delay_ns", "on_cpu_and_delay_ns"]
 
 
 def open_schedstat(tid: int | None = None) -> int | None:
@@ -23,9 +23,19 @@ def open_schedstat(tid: int | None = None) -> int | None:
 
 def run_delay_ns(fd: int | None) -> int | None:
     """The thread's total run-queue delay so far, ns; None where not measured."""
+    return on_cpu_and_delay_ns(fd)[1]
+
+
+def on_cpu_and_delay_ns(fd: int | None) -> tuple[int | None, int | None]:
+    """The thread's total time on a CPU and its run-queue delay so far, ns (one read); Nones where not measured.
+
+    The time on a CPU is the scheduler's own clock of the thread (first field): under KVM with steal
+    accounting it leaves out the time the hypervisor gave the core to another guest.
+    """
     if fd is None:
-        return None
+        return None, None
     try:
-        return int(os.pread(fd, 128, 0).split()[1])
+        fields = os.pread(fd, 128, 0).split()
+        return int(fields[0]), int(fields[1])
     except (OSError, ValueError, IndexError):
-        return None
+        return None, None

@@ -124,7 +124,7 @@ def _step_cpu(win: WindowData, number: np.ndarray, start: np.ndarray,
     within a tenth of the step (or 1 ms) of the span, so a renumbered trace never
     borrows another step's figures.
     """
-    cpu, wait = _full(len(number), MISSING), _full(len(number), MISSING)
+    cpu, wait, thread = _full(len(number), MISSING), _full(len(number), MISSING), _full(len(number), MISSING)
     records = {r.step: r for r in win.steps}
     for i, (n, s, e) in enumerate(zip(number.tolist(), start.tolist(), end.tolist())):
         r = records.get(n)
@@ -134,7 +134,9 @@ def _step_cpu(win: WindowData, number: np.ndarray, start: np.ndarray,
             cpu[i] = r.cpu_ns
         if r.cpu_wait_ns is not None:
             wait[i] = r.cpu_wait_ns
-    return cpu, wait
+        if r.thread_cpu_ns is not None:
+            thread[i] = r.thread_cpu_ns
+    return cpu, wait, thread
 
 
 def _lookup(keys_sorted: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -181,11 +183,12 @@ def add_steps(win: WindowData, pool: StringPool, tables: TableParts, host: dict)
     """The window's steps table (from ``host``: its ops, or only those named as steps); returns the
     function that gives the step of each time."""
     steps_n, steps_s, steps_e, source = step_table(win, pool, host)
-    cpu_ns, cpu_wait_ns = _step_cpu(win, steps_n, steps_s, steps_e)
+    cpu_ns, cpu_wait_ns, thread_cpu_ns = _step_cpu(win, steps_n, steps_s, steps_e)
     tables.add("steps", win.window_index, {"step": steps_n, "start_ns": steps_s, "end_ns": steps_e,
                                            "dur_ns": steps_e - steps_s,
                                            "source": np.array([source] * len(steps_n), dtype=object),
-                                           "cpu_ns": cpu_ns, "cpu_wait_ns": cpu_wait_ns})
+                                           "cpu_ns": cpu_ns, "cpu_wait_ns": cpu_wait_ns,
+                                           "thread_cpu_ns": thread_cpu_ns})
 
     def step_of(ts: np.ndarray) -> np.ndarray:
         return assign_steps(ts, steps_s, steps_e, steps_n, MISSING)

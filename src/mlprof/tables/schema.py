@@ -164,6 +164,8 @@ TABLES: dict[str, TableSchema] = {
             ("cpu_ns", "BIGINT", "CPU time of the whole process during the step, ns (NULL: not measured)"),
             ("cpu_wait_ns", "BIGINT",
              "time the stepping thread waited for a CPU core (run-queue delay), ns (NULL: not measured)"),
+            ("thread_cpu_ns", "BIGINT",
+             "the stepping thread's own time on a CPU during the step, ns (NULL: not measured)"),
         ),
         _t(
             "markers",
