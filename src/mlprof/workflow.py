@@ -18,6 +18,7 @@ per-rank parsing and extraction, run in worker processes, is in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 from mlprof.analysis.advisor import AdvisorReport, Finding, Thresholds, advise_outputs
@@ -28,6 +29,8 @@ from mlprof.analysis.op_analyse import op_analysis
 from mlprof.cluster_workflow import extract_ranks
 from mlprof.errors import ConfigError
 from mlprof.outputs import parsed_outputs, single_output
+from mlprof.tables.layout import TABLES_DIR
+from mlprof.tables.store import TableStore
 
 __all__ = ["advise", "op_analyse", "compare", "cluster", "Thresholds", "Finding", "AdvisorReport", "Comparison",
            "ClusterReport"]
@@ -45,10 +48,32 @@ def op_analyse(path: str | Path, names: list[str] | str) -> dict[str, list[dict]
 
 
 def compare(base: str | Path, new: str | Path, top: int | None = None) -> Comparison:
-    """What got faster or slower from ``base`` to ``new`` (one capture or trace each)."""
-    b, n = single_output(Path(base)), single_output(Path(new))
-    with b.open() as bs, n.open() as ns:
-        return compare_stores(bs, ns, top)
+    """What got faster or slower from ``base`` to ``new``: each a capture or trace, or a directory of
+    repeated runs of the same code (the verdict then rests on the spread between runs)."""
+    sides = []
+    for path in (Path(base), Path(new)):
+        sides.append(repeated_runs(path, [(o.source, o.output_dir) for o in parsed_outputs(path)]))
+    with ExitStack() as stack:
+        stores = [[stack.enter_context(TableStore(out / TABLES_DIR)) for _, out in side] for side in sides]
+        return compare_stores(stores[0], stores[1], top)
+
+
+def repeated_runs(path: Path, outputs: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """``outputs`` found under ``path`` as one side of a comparison: one run, or several runs of the same
+    code; refused when they are the ranks of one distributed job (that is `mlprof cluster`'s)."""
+    if not outputs:
+        raise ConfigError(f"{path}: no capture or trace found")
+    if len(outputs) > 1:
+        from mlprof.analysis.jobs import group_jobs, run_identity
+
+        identities = []
+        for source, out in outputs:
+            with TableStore(out / TABLES_DIR) as store:
+                identities.append(run_identity(store, source))
+        if any(len(job) > 1 for job in group_jobs(identities).jobs):
+            raise ConfigError(f"{path}: holds ranks of one distributed job, not repeated runs: give one rank's "
+                              "capture per side, or use `mlprof cluster`")
+    return outputs
 
 
 def cluster(path: str | Path | Sequence[str | Path], workers: int | None = None, scheduler: str | None = None,

@@ -22,12 +22,14 @@ and input shapes), kernels (device ops by name) and memory peaks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from mlprof.analysis.devices import RunDevice, run_device
 from mlprof.analysis.ops import DEVICE_NS_PER_OP, HOST_OP_FILTER
 from mlprof.analysis.run_facts import fact_warnings, run_facts
-from mlprof.analysis.compare_load import load_aware_verdict, run_load
+from mlprof.analysis.compare_load import load_aware_runs_verdict, load_aware_verdict, run_load
+from mlprof.analysis.compare_runs import RUNS_MIN_CHANGE, runs_verdict
 from mlprof.analysis.stats import CPU_MIN_CHANGE, MIN_CHANGE, Distribution, Shift, Verdict, describe, relative_verdict, shift
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
 from mlprof.analysis.training import RateChange, throughput_changes
@@ -80,8 +82,9 @@ class Gate:
 
     limit_pct: float
     failed: bool  # NEW is slower than the limit even at the lower end of the confidence interval
-    inconclusive: bool  # too few steps to tell
+    inconclusive: bool  # too few steps or runs to tell
     reason: str  # one sentence saying why it failed or not
+    measure: str = "wall time"  # what the verdict was taken on (Verdict.measure)
 
 
 @dataclass
@@ -122,19 +125,32 @@ class Comparison:
         return self.step_time.new_ns > self.step_time.base_ns * (1 + pct / 100.0)
 
     def gate(self, pct: float) -> Gate:
-        """Fail only when the step time's slowdown exceeds ``pct`` % at the lower end of its interval."""
+        """Fail only when the verdict is ``slower`` and the slowdown exceeds ``pct`` % even at the lower end
+        of its interval. The verdict already holds back changes under its margin (``Verdict.margin_pct``:
+        how much runs of the same code differ as a whole), so a limit under the margin fails only on
+        slowdowns beyond the margin; several runs per side measure that spread instead."""
         v = self.verdict
         if v is None or v.verdict == "inconclusive" or v.low_pct is None:
             why = v.sentence if v else "no verdict"
-            return Gate(pct, False, True, f"cannot tell whether NEW is more than {pct:g}% slower: {why}")
+            return Gate(pct, False, True, f"cannot tell whether NEW is more than {pct:g}% slower: {why}",
+                        v.measure if v else "wall time")
         ci = f"{v.confidence * 100:g}% CI {v.low_pct:+.1f}%..{v.high_pct:+.1f}%"
-        if v.low_pct > pct:
-            return Gate(pct, True, False, f"NEW is slower by {v.change_pct:.1f}% ({ci}): beyond the {pct:g}% "
-                                          f"limit even at the interval's lower end")
-        if v.change_pct > pct:
+        on = f", on {v.measure}"
+        if v.verdict == "slower" and v.low_pct > pct:
+            return Gate(pct, True, False, f"NEW is slower by {v.change_pct:.1f}% ({ci}{on}): beyond the {pct:g}% "
+                                          "limit even at the interval's lower end", v.measure)
+        if v.verdict == "slower" and v.change_pct > pct:
             return Gate(pct, False, False, f"slower by {v.change_pct:.1f}% but within noise of the {pct:g}% limit "
-                                           f"({ci}): not failing; record more steps to decide")
-        return Gate(pct, False, False, f"not slower by more than {pct:g}%: {v.sentence}")
+                                           f"({ci}{on}): not failing; record more steps or runs to decide",
+                        v.measure)
+        if v.change_pct is not None and v.change_pct > pct and v.margin_pct is not None:
+            runs = "with one run per side" if v.base_runs == 1 and v.new_runs == 1 else "between these runs"
+            return Gate(pct, False, False,
+                        f"NEW measured {v.change_pct:+.1f}% ({ci}{on}), under the {v.margin_pct:g}% by which runs "
+                        f"of the same code differ on this machine {runs}: not failing; to resolve a smaller "
+                        "change, compare several runs per side (mlprof compare BASE_DIR NEW_DIR, each holding "
+                        "repeated runs)", v.measure)
+        return Gate(pct, False, False, f"not slower by more than {pct:g}%: {v.sentence}", v.measure)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -236,18 +252,35 @@ def _with_stats(d: Delta, base: list, new: list, log: bool = False) -> Delta:
     return replace(d, base_stats=describe(base), new_stats=describe(new), change=shift(base, new, log=log))
 
 
-def compare(base: TableStore, new: TableStore, top: int | None = None,
+def compare(base: TableStore | Sequence[TableStore], new: TableStore | Sequence[TableStore], top: int | None = None,
             min_change: float | None = None) -> Comparison:
     """Compare ``new`` against ``base``; each section keeps its ``top`` items by impact (None: all).
 
     ``Comparison.more`` counts, per section, the rows ``top`` left out. ``min_change`` is the smallest
     step-time change called faster/slower; None: ``MIN_CHANGE``, or ``CPU_MIN_CHANGE`` when both runs
-    computed on the CPU.
+    computed on the CPU (one run per side), ``compare_runs.RUNS_MIN_CHANGE`` with several.
+
+    Either side may be several runs of the same code (a sequence of stores): the step-time verdict then
+    rests on the spread between runs (:mod:`mlprof.analysis.compare_runs`), the step time's distribution
+    and the breakdown's on every step of every run; the op, kernel and memory sections and the aligned
+    steps compare the first run of each side.
     """
-    base_steps, new_steps = step_breakdown(base), step_breakdown(new)
-    if not base_steps or not new_steps:
-        which = "base" if not base_steps else "new"
-        raise MlprofError(f"compare: the {which} run has no profiled steps to align")
+    base_runs = [base] if isinstance(base, TableStore) else list(base)
+    new_runs = [new] if isinstance(new, TableStore) else list(new)
+    if not base_runs or not new_runs:
+        raise MlprofError(f"compare: no {'base' if not base_runs else 'new'} run given")
+    base, new = base_runs[0], new_runs[0]
+    base_by_run = [step_breakdown(s) for s in base_runs]
+    new_by_run = [step_breakdown(s) for s in new_runs]
+    for side, by_run in (("base", base_by_run), ("new", new_by_run)):
+        empty = [i for i, steps in enumerate(by_run) if not steps]
+        if empty:
+            which = side if len(by_run) == 1 else f"{side} run {empty[0] + 1} of {len(by_run)}"
+            raise MlprofError(f"compare: the {which} has no profiled steps to align")
+    base_steps, new_steps = base_by_run[0], new_by_run[0]
+    all_base = [s for steps in base_by_run for s in steps]
+    all_new = [s for steps in new_by_run for s in steps]
+    several = len(base_runs) > 1 or len(new_runs) > 1
     aligned_by, pairs = align_steps(base_steps, new_steps)
     n = len(pairs)
     b_steps, n_steps = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -255,13 +288,18 @@ def compare(base: TableStore, new: TableStore, top: int | None = None,
     mean_n = sum(s.dur_ns for s in n_steps) / n
     step_delta = mean_n - mean_b
     step_time = _with_stats(_delta("step time", mean_b, mean_n, step_delta),
-                            [s.dur_ns for s in base_steps], [s.dur_ns for s in new_steps], log=True)
+                            [s.dur_ns for s in all_base], [s.dur_ns for s in all_new], log=True)
     devices = run_device(base), run_device(new)
     cross = devices[0].kind != devices[1].kind
     if min_change is None:
-        min_change = CPU_MIN_CHANGE if devices[0].kind == devices[1].kind == "cpu" else MIN_CHANGE
-    verdict = relative_verdict([s.dur_ns for s in base_steps], [s.dur_ns for s in new_steps],
-                               min_change=min_change)
+        min_change = (RUNS_MIN_CHANGE if several
+                      else CPU_MIN_CHANGE if devices[0].kind == devices[1].kind == "cpu" else MIN_CHANGE)
+    if several:
+        verdict = runs_verdict([[s.dur_ns for s in steps] for steps in base_by_run],
+                               [[s.dur_ns for s in steps] for steps in new_by_run], min_change=min_change)
+    else:
+        verdict = relative_verdict([s.dur_ns for s in base_steps], [s.dur_ns for s in new_steps],
+                                   min_change=min_change)
     breakdown = []
     for f in BREAKDOWN_FIELDS:
         vb = [getattr(s, f) for s in b_steps]
@@ -272,8 +310,8 @@ def compare(base: TableStore, new: TableStore, top: int | None = None,
         view = "device" if f in _DEVICE_FIELDS else "host"
         row = _delta(f.removesuffix("_ns"), sum(v or 0 for v in vb) / n, sum(v or 0 for v in vn) / n,
                      step_delta, view=view)
-        breakdown.append(_with_stats(row, [getattr(s, f) or 0 for s in base_steps],
-                                     [getattr(s, f) or 0 for s in new_steps]))
+        breakdown.append(_with_stats(row, [getattr(s, f) or 0 for s in all_base],
+                                     [getattr(s, f) or 0 for s in all_new]))
     _mark_steps(base, b_steps)
     _mark_steps(new, n_steps)
     device_view = any(s.computing_ns is not None for s in b_steps + n_steps)
@@ -327,15 +365,27 @@ def compare(base: TableStore, new: TableStore, top: int | None = None,
     facts = {"base": run_facts(base), "new": run_facts(new)}
     warnings = fact_warnings(facts["base"], facts["new"])
     if not cross and devices[0].kind == "cpu" and devices[1].kind == "cpu":
-        loads = run_load(base), run_load(new)
-        verdict, load_warnings = load_aware_verdict(verdict, *loads, min_change=min_change)
+        if several:
+            base_loads, new_loads = [run_load(s) for s in base_runs], [run_load(s) for s in new_runs]
+            verdict, load_warnings = load_aware_runs_verdict(verdict, base_loads, new_loads, min_change=min_change)
+            loads = base_loads[0], new_loads[0]
+        else:
+            loads = run_load(base), run_load(new)
+            verdict, load_warnings = load_aware_verdict(verdict, *loads, min_change=min_change)
         warnings += load_warnings
         facts["load"] = {"base": loads[0].to_dict() if loads[0] else None,
                          "new": loads[1].to_dict() if loads[1] else None}
+    if several:
+        notes = [f"{len(base_runs)} base run(s) and {len(new_runs)} new run(s): the verdict compares the runs' "
+                 "median steps (their spread is in the interval); step time and breakdown statistics cover every "
+                 "step of every run; aligned steps, op, kernel and memory rows compare the first run of each side"]
+    else:
+        notes = []
     return Comparison(aligned_by=aligned_by, steps=n, step_time=step_time,
                       step_pairs=[StepPair(b.step, w.step, b.dur_ns, w.dur_ns, w.dur_ns - b.dur_ns) for b, w in pairs],
                       **sections, verdict=verdict, warnings=warnings, facts=facts,
-                      more=more, base_device=devices[0], new_device=devices[1], notes=_device_notes(*devices),
+                      more=more, base_device=devices[0], new_device=devices[1],
+                      notes=notes + _device_notes(*devices),
                       throughput=throughput_changes(base, new))
 
 

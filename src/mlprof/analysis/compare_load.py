@@ -29,10 +29,11 @@ from dataclasses import dataclass, replace
 
 from mlprof.analysis.host import (STARVED_SHARE, cpu_demand_percent, is_starved, step_cpu_waits, step_host_load,
                                   training_cpu_percent, training_pid)
+from mlprof.analysis.compare_runs import runs_verdict
 from mlprof.analysis.stats import MIN_CHANGE, Verdict, relative_verdict
 from mlprof.tables.store import TableStore
 
-__all__ = ["RunLoad", "run_load", "load_aware_verdict", "LOAD_DIFFERS", "BUSY_OTHERS_PERCENT", "WAIT_MATERIAL",
+__all__ = ["RunLoad", "run_load", "load_aware_verdict", "load_aware_runs_verdict", "LOAD_DIFFERS", "BUSY_OTHERS_PERCENT", "WAIT_MATERIAL",
            "BUSY_MIN_CHANGE"]
 
 # The training process's CPU share differing by this fraction between the runs means their loads differ.
@@ -126,15 +127,52 @@ def load_aware_verdict(wall: Verdict, base: RunLoad | None, new: RunLoad | None,
         measure = (f"step time less the time the training thread waited for a CPU core "
                    f"({_pct(base.wait_share)} of BASE's steps, {_pct(new.wait_share)} of NEW's)")
         judged = relative_verdict(base.ready_ns_by_step, new.ready_ns_by_step, min_change=margin)
+        short = READY_MEASURE
     elif sampled:
         measure = "the CPU time per step of the training process"
         judged = relative_verdict(base.cpu_ns_by_step, new.cpu_ns_by_step, min_change=margin)
+        short = CPU_SHARE_MEASURE
     else:
         return wall, []
+    return _judged(wall, judged, measure, short, why, warning)
+
+
+def _judged(wall: Verdict, judged: Verdict, measure: str, short: str, why: str, warning: str) -> tuple[Verdict, list]:
     if judged.verdict == "inconclusive":
         return replace(wall, verdict="inconclusive",
                        sentence=f"inconclusive: the machine's load differed between the runs ({warning})"), [warning]
-    return replace(judged, sentence=f"{judged.sentence}, judged on {measure} because {why}"), [warning]
+    return replace(judged, measure=short, sentence=f"{judged.sentence}, judged on {measure} because {why}"), [warning]
+
+
+# The measures a verdict can be taken on (Verdict.measure), besides "wall time".
+READY_MEASURE = "step time less the wait for a core"
+CPU_SHARE_MEASURE = "CPU time per step (host samples)"
+
+
+def load_aware_runs_verdict(wall: Verdict, base: list[RunLoad | None], new: list[RunLoad | None],
+                            min_change: float) -> tuple[Verdict, list[str]]:
+    """:func:`load_aware_verdict` for several runs per side: when the load mattered in any run, every
+    run is judged on the same load-free measure (all must have it), and the runs' spread decides."""
+    if wall.verdict == "inconclusive" or any(r is None for r in base + new):
+        return wall, []
+    loaded = [r for r in base + new if r.busy or r.waited or r.starved]
+    if not loaded:
+        return wall, []
+    busy = any(r.busy or r.starved for r in base + new)
+    margin = max(min_change, BUSY_MIN_CHANGE) if busy else min_change
+    why = (f"the machine's load mattered in {len(loaded)} of {len(base) + len(new)} runs "
+           f"(other processes on its cores, or the training thread waiting for one)")
+    warning = f"{why}; wall time says {wall.sentence}"
+    if all(r.ready_ns_by_step for r in base + new):
+        judged = runs_verdict([r.ready_ns_by_step for r in base], [r.ready_ns_by_step for r in new],
+                              min_change=margin)
+        return _judged(wall, judged, "step time less the time the training thread waited for a CPU core",
+                       READY_MEASURE, why, warning)
+    if all(r.steps for r in base + new):
+        judged = runs_verdict([r.cpu_ns_by_step for r in base], [r.cpu_ns_by_step for r in new], min_change=margin)
+        return _judged(wall, judged, "the CPU time per step of the training process", CPU_SHARE_MEASURE, why,
+                       warning)
+    return wall, []
 
 
 def _why(base: RunLoad, new: RunLoad, differs: bool, starved: bool) -> str:

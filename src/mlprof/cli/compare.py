@@ -21,7 +21,7 @@ __all__ = ["register", "run", "EXIT_SLOWER", "EXIT_INCONCLUSIVE"]
 
 # Exit status when --fail-if-slower trips: distinct from every error status of main.py.
 EXIT_SLOWER = 9
-# Exit status when --fail-if-slower cannot decide: too few steps for a confidence interval.
+# Exit status when --fail-if-slower cannot decide (too few steps or runs) and --strict asks to fail then.
 EXIT_INCONCLUSIVE = 10
 TERMINAL_TOP = 10
 
@@ -31,15 +31,19 @@ def register(sub) -> None:
                        description="Align the steps of BASE and NEW (captures, traces or parsed outputs; "
                                    "parsed first when needed) and show what got faster or slower per step, "
                                    "ranked by impact on step time. Deltas are NEW - BASE.")
-    p.add_argument("base", type=Path, metavar="BASE", help="the run to compare against (one capture or trace)")
-    p.add_argument("new", type=Path, metavar="NEW", help="the run to judge (one capture or trace)")
+    p.add_argument("base", type=Path, metavar="BASE",
+                   help="the run to compare against: a capture or trace, or a directory of repeated runs")
+    p.add_argument("new", type=Path, metavar="NEW",
+                   help="the run to judge: a capture or trace, or a directory of repeated runs")
     p.add_argument("--top", type=int, default=None, metavar="N",
                    help=f"rows per section (default: {TERMINAL_TOP} in the terminal, all with --json); "
                         "the rows left out are counted ('N more', \"more\" in JSON)")
     p.add_argument("--fail-if-slower", type=finite_float, default=None, metavar="PCT",
-                   help=f"exit with status {EXIT_SLOWER} when NEW's step time is more than PCT%% slower than "
-                        "BASE's even at the lower end of the 95%% confidence interval (beyond noise); "
-                        f"status {EXIT_INCONCLUSIVE} when too few steps to tell")
+                   help=f"exit with status {EXIT_SLOWER} when NEW's step time is slower beyond noise and by more "
+                        "than PCT%% even at the lower end of the 95%% confidence interval; when the runs cannot "
+                        "tell (too few steps or runs), a warning and status 0 (see --strict)")
+    p.add_argument("--strict", action="store_true",
+                   help=f"with --fail-if-slower: exit with status {EXIT_INCONCLUSIVE} when the runs cannot tell")
     p.add_argument("--min-change", type=finite_float, default=None, metavar="PCT",
                    help=f"smallest step-time change called faster/slower (default {MIN_CHANGE * 100:g}%%, "
                         f"{CPU_MIN_CHANGE * 100:g}%% when both runs computed on the CPU): two runs of the same "
@@ -48,12 +52,11 @@ def register(sub) -> None:
     p.set_defaults(run=run)
 
 
-def _one(path: Path, progress) -> tuple[str, Path]:
-    outs = parsed_outputs(path, None, progress)
-    if len(outs) != 1:
-        raise ConfigError(f"{path}: compare needs one capture or trace per side, found {len(outs)} "
-                          "(give one rank's capture, or use `mlprof cluster`)")
-    return outs[0]
+def _side(path: Path, progress) -> list[tuple[str, Path]]:
+    """One run, or several runs of the same code (repeated `mlprof run`s into one directory)."""
+    from mlprof.workflow import repeated_runs
+
+    return repeated_runs(path, parsed_outputs(path, None, progress))
 
 
 _UNITS = (("ms", 1e6), ("us", 1e3), ("ns", 1.0))
@@ -126,6 +129,7 @@ def format_comparison(base: str, new: str, c: Comparison, top: int) -> list[str]
     lines = [f"base: {base}{dev['base']}", f"new:  {new}{dev['new']}", *(f"note: {note}" for note in c.notes)]
     if c.verdict is not None:
         lines.append(c.verdict.sentence)
+        lines.append(f"verdict taken on: {c.verdict.measure}")
     lines += _distribution_lines(c)
     lines += [f"{c.steps} steps aligned by {c.aligned_by}: mean step {st.base_ns / 1e6:,.3f} -> "
               f"{st.new_ns / 1e6:,.3f} ms ({_pct(st)}" + (f", speedup x{c.speedup:.2f})" if c.speedup else ")")]
@@ -158,25 +162,39 @@ def _throughput_lines(c: Comparison) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from mlprof.analysis.compare import compare
 
+    from contextlib import ExitStack
+
     progress = progress_for(args)
-    (base_src, base_out), (new_src, new_out) = _one(args.base, progress), _one(args.new, progress)
     if args.top is not None and args.top < 0:
         raise ConfigError(f"--top: expected a count >= 0, got {args.top}")
-    with TableStore(base_out / TABLES_DIR) as b, TableStore(new_out / TABLES_DIR) as n:
+    if args.min_change is not None and args.min_change < 0:
+        raise ConfigError(f"--min-change {args.min_change:g}: must be >= 0")
+    if args.strict and args.fail_if_slower is None:
+        raise ConfigError("--strict: goes with --fail-if-slower PCT")
+    base_side, new_side = _side(args.base, progress), _side(args.new, progress)
+    base_src = base_side[0][0] if len(base_side) == 1 else f"{args.base} ({len(base_side)} runs)"
+    new_src = new_side[0][0] if len(new_side) == 1 else f"{args.new} ({len(new_side)} runs)"
+    with ExitStack() as stack:
+        b = [stack.enter_context(TableStore(out / TABLES_DIR)) for _, out in base_side]
+        n = [stack.enter_context(TableStore(out / TABLES_DIR)) for _, out in new_side]
         # The terminal cuts at print time (and counts the rest); JSON keeps all unless --top says otherwise.
-        if args.min_change is not None and args.min_change < 0:
-            raise ConfigError(f"--min-change {args.min_change:g}: must be >= 0")
         result = compare(b, n, top=args.top if args.json else None,
                          min_change=None if args.min_change is None else args.min_change / 100)
     gate = result.gate(args.fail_if_slower) if args.fail_if_slower is not None else None
     if args.json:
         print_json({"base": base_src, "new": new_src, **result.to_dict(), "top": args.top,
-                    "fail_if_slower_pct": args.fail_if_slower, "failed": bool(gate and gate.failed),
+                    "base_runs": [src for src, _ in base_side], "new_runs": [src for src, _ in new_side],
+                    "fail_if_slower_pct": args.fail_if_slower, "strict": args.strict,
+                    "failed": bool(gate and (gate.failed or (gate.inconclusive and args.strict))),
                     "gate": asdict(gate) if gate else None})
     else:
         print("\n".join(format_comparison(base_src, new_src, result,
                                           TERMINAL_TOP if args.top is None else args.top)))
     if gate is None:
+        return 0
+    if gate.inconclusive and not args.strict:
+        print(f"mlprof compare: warning: --fail-if-slower {gate.limit_pct:g}: {gate.reason}; not failing "
+              "(--strict fails when the runs cannot tell)", file=sys.stderr)
         return 0
     print(f"mlprof compare: --fail-if-slower {gate.limit_pct:g}: {gate.reason}", file=sys.stderr)
     return EXIT_SLOWER if gate.failed else EXIT_INCONCLUSIVE if gate.inconclusive else 0
