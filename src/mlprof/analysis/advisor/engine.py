@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.evidence_strength import mark_thin_call_sites, window_notes
 from mlprof.analysis.advisor.explained import Explained, explain
 from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
 from mlprof.analysis.advisor.rules_comm import communication_overlap, exposed_by_step, split_waiting
@@ -104,8 +105,10 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
     for rule in rules:
         findings.extend(rule(ctx, th))
     findings = npu_wording(ctx, findings)
+    mark_thin_call_sites(findings)
     report = AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
                            findings=findings, rules_run=[r.__name__ for r in rules], steps=list(ctx.steps))
+    report.notes.extend(window_notes(ctx))
     note = profiling_cost_note(ctx.metadata.get("capture.step_times"))
     if note:
         report.notes.append(note)
