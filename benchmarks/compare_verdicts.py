@@ -1,15 +1,22 @@
-"""Does `mlprof compare` give the same verdict on a quiet and on a busy machine?
+"""Can `mlprof compare --fail-if-slower` stay on in CI? Its false alarms and detections on default captures.
 
-    python benchmarks/compare_verdicts.py [--steps 20] [--repeats 1] [--json]
+    python benchmarks/compare_verdicts.py [--pairs 50] [--detect 20] [--levels 5,10,25,100]
+                                          [--conditions quiet,busy] [--limit 5] [--save runs.json]
 
-For each condition (quiet; busy: shell loops on every core in another session,
-like another job on the host) it profiles a training loop with `mlprof run`
-three times (a base run, the same code again, and the same loop doing twice
-the work per step: two micro-batches) and compares the base with each: "no
-change" and "2x work". ``--repeats N`` does it all N times. Prints one row per
-pair: condition, expected, verdict, change and interval, the measure the verdict
-was taken on (wall time, or step time less the wait for a core on a busy host),
-then per condition and pair the changes of every repeat.
+Every run is `mlprof run --output DIR -- python tests/scenarios/compare_job.py STEPS --extra-pct P`
+with mlprof's default options (the window sized by evidence; no --active, no --skip-first) at torch's
+default thread count. Per condition (quiet; busy: two shell loops per core in another session, another
+job on the host, for the whole condition):
+
+* **A/A**: ``--pairs`` pairs of runs of the same code, each pair compared with `--fail-if-slower LIMIT`:
+  a false alarm is exit 9 (``failed``); a verdict ``slower`` is counted too.
+* **Detection**: for each level in ``--levels`` (% more work per step: the job's steps run that many more
+  identical passes), ``--detect`` runs, each compared with the base run of one A/A pair: detected means
+  the verdict ``slower``; the gate's exit 9 at LIMIT is counted as well.
+
+Runs are interleaved (base, same, then one run of each level) so that a drift in the machine's speed
+over the minutes touches every kind alike. Prints one line per comparison as it goes, then the table;
+``--save`` keeps every run's per-step measures (wall, wait for a core, thread CPU) for other analyses.
 Exit 0 whatever the result: it measures, it does not gate.
 """
 
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,85 +39,123 @@ sys.path.insert(0, str(SCENARIOS))
 from diagnosis_busy import start_busy, stop_busy  # noqa: E402
 
 JOB = SCENARIOS / "compare_job.py"
-PAIRS = (("no change", "same", "no change"), ("2x work", "double", "slower"))
+# Steps the job runs: the default window (skip 5, warm-up 1, then up to 200 steps) fits inside.
+JOB_STEPS = 230
 
 
-def profile(out: Path, steps: int, micro_batches: int) -> Path:
-    cmd = [sys.executable, "-m", "mlprof", "run", "--output", str(out), "--skip-first", "3", "--active", str(steps),
-           "--", sys.executable, str(JOB), str(steps + 6), "--micro-batches", str(micro_batches)]
+def profile(out: Path, extra_pct: float) -> Path:
+    cmd = [sys.executable, "-m", "mlprof", "run", "--output", str(out), "--",
+           sys.executable, str(JOB), str(JOB_STEPS), "--extra-pct", f"{extra_pct:g}"]
     # A lock dir of its own: another mlprof run on this host (a test suite) must not refuse ours.
     env = {**os.environ, "MLPROF_LOCK_DIR": str(out.parent / "locks")}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"mlprof run exit {done.returncode}: {done.stderr.strip()[-300:]}")
     (capture,) = [p for p in out.iterdir() if p.name.endswith("_mlprof")]
     return capture
 
 
-def verdict(base: Path, new: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "mlprof", "compare", str(base), str(new), "--json"],
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"mlprof compare exit {done.returncode}: {done.stderr.strip()[-300:]}")
-    return json.loads(done.stdout)["verdict"]
+def step_measures(capture: Path) -> dict:
+    from mlprof.tables.layout import TABLES_DIR
+    from mlprof.tables.store import TableStore
+
+    with TableStore(capture / "mlprof_output" / TABLES_DIR) as store:
+        rows = store.rows("SELECT dur_ns, cpu_wait_ns, thread_cpu_ns, cpu_ns FROM steps ORDER BY window_index, step")
+    return {"wall_ns": [r[0] for r in rows], "wait_ns": [r[1] for r in rows],
+            "thread_cpu_ns": [r[2] for r in rows], "process_cpu_ns": [r[3] for r in rows]}
 
 
-def run_all(workdir: Path, steps: int, conditions=("quiet", "busy")) -> list[dict]:
-    """Per condition three runs (base, the same code again, twice the work), all under the same load;
-    both pairs are compared against the one base run."""
+def judge(base: Path, new: Path, limit: float) -> dict:
+    from mlprof.analysis.compare import compare
+    from mlprof.tables.layout import TABLES_DIR
+    from mlprof.tables.store import TableStore
+
+    with TableStore(base / "mlprof_output" / TABLES_DIR) as b, TableStore(new / "mlprof_output" / TABLES_DIR) as n:
+        result = compare(b, n, top=0)
+    v, gate = result.verdict, result.gate(limit)
+    return {"verdict": v.verdict, "change_pct": v.change_pct, "low_pct": v.low_pct, "high_pct": v.high_pct,
+            "measure": v.measure, "margin_pct": v.margin_pct, "steps": f"{v.base_steps} vs {v.new_steps}",
+            "failed": gate.failed, "inconclusive": gate.inconclusive}
+
+
+def run_condition(condition: str, workdir: Path, pairs: int, detect: int, levels: list[float], limit: float,
+                  saved: list[dict]) -> list[dict]:
     rows = []
-    for condition in conditions:
-        busy = start_busy(2 * 2, seconds=300) if condition == "busy" else None  # another session: another job
+    busy = start_busy(2 * (os.cpu_count() or 1), seconds=4 * 3600) if condition == "busy" else None
+    if busy:
+        time.sleep(3)  # past the loops' start-up
+    try:
+        for i in range(max(pairs, detect)):
+            here = workdir / condition / str(i)
+            base = profile(here / "base", 0)
+            saved.append({"condition": condition, "run": f"{i} base", "extra_pct": 0, **step_measures(base)})
+            news = []
+            if i < pairs:
+                news.append(("A/A", 0.0))
+            if i < detect:
+                news += [(f"+{level:g}%", level) for level in levels]
+            for label, level in news:
+                new = profile(here / label.replace("/", "").replace("%", "pct").replace("+", "p"), level)
+                saved.append({"condition": condition, "run": f"{i} {label}", "extra_pct": level,
+                              **step_measures(new)})
+                row = {"condition": condition, "pair": i, "kind": label, "extra_pct": level,
+                       **judge(base, new, limit)}
+                rows.append(row)
+                ci = "-" if row["low_pct"] is None else f"{row['low_pct']:+.1f}..{row['high_pct']:+.1f}%"
+                change = "-" if row["change_pct"] is None else f"{row['change_pct']:+.1f}%"
+                print(f"{condition:<5} {i:>3} {label:<6} {row['verdict']:<12} {change:>8} {ci:<17} "
+                      f"gate={'FAIL' if row['failed'] else 'pass'} on {row['measure']} ({row['steps']} steps)",
+                      flush=True)
+            shutil.rmtree(here, ignore_errors=True)
+    finally:
         if busy:
-            time.sleep(3)  # past the loops' start-up, so the first run does not meet a different load
-        try:
-            runs = {mb_label: profile(workdir / condition / mb_label, steps, mb)
-                    for mb_label, mb in (("base", 1), ("same", 1), ("double", 2))}
-        finally:
-            if busy:
-                stop_busy(busy)
-        for label, new_label, expected in PAIRS:
-            v = verdict(runs["base"], runs[new_label])
-            measure = "less wait" if "waited for a CPU core (" in v["sentence"] else (
-                "cpu time" if "CPU time per step" in v["sentence"] else "wall")
-            rows.append({"condition": condition, "pair": label, "expected": expected, "verdict": v["verdict"],
-                         "measure": measure,
-                         "change_pct": v["change_pct"], "low_pct": v["low_pct"], "high_pct": v["high_pct"],
-                         "steps": f"{v['base_steps']} vs {v['new_steps']}", "sentence": v["sentence"],
-                         "right": v["verdict"] == expected})
+            stop_busy(busy)
     return rows
+
+
+def table(rows: list[dict], levels: list[float], limit: float) -> list[str]:
+    lines = [f"| condition | A/A pairs: gate fails (exit 9) at {limit:g}% | A/A: verdict slower | "
+             + " | ".join(f"+{lv:g}%: slower (gate fails)" for lv in levels) + " |",
+             "|---|---|---|" + "---|" * len(levels)]
+    for condition in dict.fromkeys(r["condition"] for r in rows):
+        mine = [r for r in rows if r["condition"] == condition]
+        aa = [r for r in mine if r["kind"] == "A/A"]
+        cells = [f"{sum(r['failed'] for r in aa)}/{len(aa)}", f"{sum(r['verdict'] == 'slower' for r in aa)}/{len(aa)}"]
+        for level in levels:
+            det = [r for r in mine if r["kind"] == f"+{level:g}%"]
+            cells.append(f"{sum(r['verdict'] == 'slower' for r in det)}/{len(det)} "
+                         f"({sum(r['failed'] for r in det)}/{len(det)})")
+        lines.append(f"| {condition} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20, help="profiled steps per run (default 20)")
-    parser.add_argument("--repeats", type=int, default=1, help="do every run and comparison N times (default 1)")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--pairs", type=int, default=50, help="same-code pairs per condition (default 50)")
+    parser.add_argument("--detect", type=int, default=20, help="regressed runs per level and condition (default 20)")
+    parser.add_argument("--levels", default="5,10,25,100", help="regressions to detect, %% more work (default 5,10,25,100)")
+    parser.add_argument("--conditions", default="quiet,busy", help="quiet, busy or both (default quiet,busy)")
+    parser.add_argument("--limit", type=float, default=5.0, help="--fail-if-slower PCT (default 5, the README's)")
+    parser.add_argument("--save", type=Path, default=None, help="write every run's per-step measures here (JSON)")
+    parser.add_argument("--json", action="store_true", help="print the comparisons as JSON at the end")
     args = parser.parse_args(argv)
+    levels = [float(x) for x in args.levels.split(",") if x.strip()]
+    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
+    if set(conditions) - {"quiet", "busy"}:
+        parser.error("--conditions: quiet and/or busy")
     started = time.perf_counter()
-    rows = []
-    for repeat in range(args.repeats):
-        with tempfile.TemporaryDirectory(prefix="mlprof-compare-") as tmp:
-            rows += [{"repeat": repeat + 1, **r} for r in run_all(Path(tmp), args.steps)]
+    rows, saved = [], []
+    with tempfile.TemporaryDirectory(prefix="mlprof-compare-") as tmp:
+        for condition in conditions:
+            rows += run_condition(condition, Path(tmp), args.pairs, args.detect, levels, args.limit, saved)
+            if args.save:
+                args.save.write_text(json.dumps(saved))
     if args.json:
         print(json.dumps(rows, indent=2))
-        return 0
-    print(f"{'#':>2}  {'condition':<9}  {'pair':<9}  {'expected':<9}  {'verdict':<12}  {'change':>8}  {'95% CI':<17}  "
-          f"{'measure':<9}  steps")
-    for r in rows:
-        ci = "-" if r["low_pct"] is None else f"{r['low_pct']:+.1f}..{r['high_pct']:+.1f}%"
-        change = "-" if r["change_pct"] is None else f"{r['change_pct']:+.1f}%"
-        mark = "" if r["right"] else "   <- WRONG"
-        print(f"{r['repeat']:>2}  {r['condition']:<9}  {r['pair']:<9}  {r['expected']:<9}  {r['verdict']:<12}  "
-              f"{change:>8}  {ci:<17}  {r['measure']:<9}  {r['steps']}{mark}")
     print()
-    for condition in dict.fromkeys(r["condition"] for r in rows):
-        for label, _, _ in PAIRS:
-            picked = [r for r in rows if r["condition"] == condition and r["pair"] == label]
-            changes = ", ".join("-" if r["change_pct"] is None else f"{r['change_pct']:+.0f}%" for r in picked)
-            print(f"{condition:<9}  {label:<9}  {sum(r['right'] for r in picked)}/{len(picked)} right: {changes}")
-    right = sum(r["right"] for r in rows)
-    print(f"\n{right} of {len(rows)} verdicts as expected; elapsed {time.perf_counter() - started:.0f} s")
+    print("\n".join(table(rows, levels, args.limit)))
+    print(f"\nelapsed {time.perf_counter() - started:.0f} s, {len(saved)} runs; command: "
+          f"python benchmarks/compare_verdicts.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     return 0
 
 
