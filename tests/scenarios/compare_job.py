@@ -1,6 +1,6 @@
 """A plain training loop for compare's verdict checks: ``--extra-pct P`` does P% more work per step.
 
-    python compare_job.py STEPS [--extra-pct P] [--threads N]
+    python compare_job.py STEPS [--extra-pct P] [--threads N] [--max-seconds S]
 
 A step is ``UNITS`` identical forward+backward passes, then one optimizer step;
 ``--extra-pct 25`` runs 25% more passes (``UNITS * 1.25``), so the work added is
@@ -10,6 +10,7 @@ known exactly. No mlprof import: it runs unmodified under `mlprof run`.
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,9 @@ def main() -> None:
     parser.add_argument("steps", type=int)
     parser.add_argument("--extra-pct", type=float, default=0.0, help="more work per step, % (multiples of 5)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    parser.add_argument("--max-seconds", type=float, default=None,
+                        help="stop after this long even before STEPS (a profiled window of slow steps ends by "
+                             "60 s: the steps after it only cost time)")
     args = parser.parse_args()
     torch.manual_seed(0)
     if args.threads:
@@ -39,7 +43,10 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(128, 128), torch.randint(0, 10, (128,))
     passes = passes_for(args.extra_pct)
+    deadline = None if args.max_seconds is None else time.monotonic() + args.max_seconds
     for _ in range(args.steps):
+        if deadline is not None and time.monotonic() > deadline:
+            break
         opt.zero_grad()
         for _ in range(passes):  # gradient accumulation: the same work again
             F.cross_entropy(model(x), y).backward()
