@@ -1,10 +1,9 @@
 """torch_npu's SQLite export is read without writing a byte beside it (issue 30, item 5), on a real db.
 
 The db of rank 0 is in WAL mode. ``file:{path}?mode=ro`` made SQLite add
-``-shm``/``-wal`` files to the input folder, failed with "attempt to write a
-readonly database" for a user who may not write there (and on read-only media),
-and took a ``#`` or
-``?`` in a folder name as the end of the path.
+``-shm``/``-wal`` files to the input folder, failed for a user who may not
+write there ("attempt to write a readonly database") and on read-only media,
+and took a ``#`` or ``?`` in a folder name as the end of the path.
 """
 
 from __future__ import annotations
