@@ -51,7 +51,7 @@ def refuse_link(path: Path, what: str) -> Path:
     planted (by whoever could write the capture) to send mlprof's writes elsewhere."""
     if os.path.islink(path):
         raise CaptureError(f"{path}: the {what} is a symlink, which mlprof never makes; refusing to write "
-                           "through it (remove it, or give --output)")
+                           "through it (remove it, or parse with --output)")
     return path
 
 
