@@ -163,3 +163,44 @@ def test_control_characters_in_file_names_are_escaped_in_messages(tmp_path):
         fh.write(b'{"traceEvents": [')
     result = mlprof("parse", os.fsdecode(bad), env={"PYTHONIOENCODING": "utf-8:strict"})
     assert result.returncode == 4 and "r\\xff.pt.trace.json" in result.stderr, result.stderr
+
+
+def _hold_lock(out: str, name: str, log: str, ready, hold_s: float) -> None:
+    import time
+
+    from mlprof.capture.files import output_lock
+
+    with output_lock(Path(out)):
+        with open(log, "a") as fh:
+            fh.write(f"{name} in\n")
+        if ready is not None:
+            ready.set()
+        time.sleep(hold_s)
+        with open(log, "a") as fh:
+            fh.write(f"{name} out\n")
+
+
+def test_the_removed_lock_file_still_excludes_parses_that_waited_on_it(tmp_path):
+    """Item 12: .lock is removed on release. b waits on a's file; once a removes it and b is in, c finds no
+    file at the name and makes a new one: b must have moved to that name too, or b and c run side by side."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    out, log = tmp_path / "out", tmp_path / "log"
+    out.mkdir()
+    log.write_text("")
+    a_in, b_in = ctx.Event(), ctx.Event()
+    a = ctx.Process(target=_hold_lock, args=(str(out), "a", str(log), a_in, 1.0))
+    a.start()
+    assert a_in.wait(60)
+    b = ctx.Process(target=_hold_lock, args=(str(out), "b", str(log), b_in, 1.0))
+    b.start()  # opens a's .lock and waits on it (a holds it for a second)
+    assert b_in.wait(60)
+    c = ctx.Process(target=_hold_lock, args=(str(out), "c", str(log), None, 0.0))
+    c.start()
+    for p in (a, b, c):
+        p.join(60)
+        assert p.exitcode == 0
+    lines = log.read_text().splitlines()
+    assert lines == ["a in", "a out", "b in", "b out", "c in", "c out"]  # never two inside at once
+    assert not (out / ".lock").exists()
