@@ -19,8 +19,8 @@ from pathlib import Path
 from mlprof.capture.layout import DIR_MODE, FILE_MODE
 from mlprof.errors import CaptureError, MlprofError
 
-__all__ = ["DIR_MODE", "FILE_MODE", "make_private_dir", "refuse_link", "atomic_write", "write_json_atomic", "output_lock",
-           "replace_dir", "publish_file"]
+__all__ = ["DIR_MODE", "FILE_MODE", "make_private_dir", "refuse_link", "atomic_write", "write_json_atomic",
+           "output_lock", "replace_dir", "publish_file"]
 
 
 def make_private_dir(path: Path, what: str = "output directory") -> Path:
