@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlprof.capture.files import refuse_link
 from mlprof.capture.layout import INFO_FILE, OUTPUT_DIR, RAW_DIR
 from mlprof.errors import ConfigError
 from mlprof.tables.layout import PARSE_INFO_FILE, TABLES_DIR, tables_schema
@@ -122,7 +123,7 @@ def parsed_outputs(path: Path, parse_missing: bool = True, output: Path | None =
         return [ParsedOutput(source, path)]
     found = []
     for source, default_out in input_sources(path):
-        out = Path(output) if output else default_out
+        out = Path(output) if output else refuse_link(default_out, "output directory")
         # No tables yet, or raw data newer than them (a window added, a trace rewritten): parse.
         if not (out / TABLES_DIR).is_dir() or (parse_missing and is_stale(source, out)):
             if not parse_missing:

@@ -52,13 +52,47 @@ def test_duckdb_holds_half_the_budget_and_spills_outside_the_working_directory(p
     with TableStore(parsed / "tables") as store:
         assert store.rows("SELECT current_setting('memory_limit')")[0][0] == "32.0 MiB"
         spill = Path(store.rows("SELECT current_setting('temp_directory')")[0][0])
-        assert spill.parent == Path(tempfile.gettempdir())
+        assert spill.parent.parent == Path(tempfile.gettempdir())
         # Grouping 10M rows into 4M groups does not fit 32 MiB: DuckDB spills instead of failing or growing.
         rows = store.rows("SELECT count(*), sum(n) FROM (SELECT i % 4000000 AS k, count(*) AS n "
                           "FROM range(10000000) t(i) GROUP BY k)")
         assert rows == [(4000000, 10000000)] and not store.over_budget
         assert spill.is_dir()
     assert not spill.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_spill_goes_to_a_private_directory_never_to_one_another_user_planted(parsed, monkeypatch, tmp_path):
+    """Issue 30, item 1: the spill directory was $TMPDIR/mlprof-spill-<pid>-<n>, reused when it existed;
+    DuckDB then wrote its temporary files through symlinks planted in it."""
+    from mlprof.tables import store as store_module
+
+    monkeypatch.setenv(MEMORY_BUDGET_ENV, "64M")
+    shared = tmp_path / "shared_tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # a sticky temporary directory any user may create names in
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    upcoming = int(repr(store_module._spill_dirs).strip("count()"))
+    planted = []
+    for n in range(upcoming, upcoming + 5):  # the names the next connections would take
+        d = shared / f"mlprof-spill-{os.getpid()}-{n}"
+        d.mkdir()
+        os.chown(d, 65534, 65534)
+        d.chmod(0o777)
+        for i in range(8):
+            for name in (f"duckdb_temp_{os.getpid()}_{i}_owner", f"duckdb_temp_storage_S32K-{i}.tmp",
+                         f"duckdb_temp_block-{i}.block"):
+                (d / name).symlink_to(victim)
+        planted.append(d)
+    with TableStore(parsed / "tables") as store:
+        spill = Path(store.rows("SELECT current_setting('temp_directory')")[0][0])
+        store.rows("SELECT count(*) FROM (SELECT i % 4000000 AS k, count(*) AS n FROM range(10000000) t(i) GROUP BY k)")
+        assert spill.parent not in planted and spill not in planted
+        st = os.lstat(spill.parent)
+        assert st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o700
+        assert spill.is_dir()
+    assert victim.read_text() == "precious"
 
 
 def test_a_query_that_cannot_spill_runs_over_the_budget_and_says_so(parsed, monkeypatch, capsys):

@@ -162,3 +162,21 @@ def test_host_sys_samples_the_process_into_the_capture(tmp_path, trainer):
 def _has_samples(capture, count):
     path = capture / "host_samples.jsonl"
     return path.exists() and len(path.read_text().splitlines()) > count
+
+
+def test_existing_output_and_log_directories_keep_their_mode(tmp_path, trainer):
+    """Issue 30, item 2: an existing output dir (a sticky 1777 one) and the dynamic log dir were chmodded 0750."""
+    import os
+
+    from mlprof.collect.dynamic_logs import DynamicLogs
+
+    result = tmp_path / "result"
+    result.mkdir()
+    os.chmod(result, 0o1777)
+    run_profiled(tmp_path, trainer)
+    assert stat.S_IMODE(os.stat(result).st_mode) == 0o1777
+    assert all(stat.S_IMODE(c.stat().st_mode) == 0o750 for c in result.iterdir() if c.is_dir())  # made here
+    (tmp_path / "dyn" / "log").mkdir(parents=True)
+    os.chmod(tmp_path / "dyn" / "log", 0o1777)
+    DynamicLogs.open(tmp_path / "dyn", lambda: 0).close()
+    assert stat.S_IMODE(os.stat(tmp_path / "dyn" / "log").st_mode) == 0o1777

@@ -12,7 +12,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from shared_data import SHARED_ASCEND
+
 BASE_NS = 1_700_000_000_000_000_000
+ASCEND_RANK0 = SHARED_ASCEND / "db" / "level1" / "rank0_ascend_pt"
 
 
 def _event(**over) -> dict:
@@ -98,7 +101,22 @@ def _trace_cases() -> list[tuple[str, Callable[[Path], Path]]]:
     cases.append(("events_missing_dur", _file("t.pt.trace.json", good_trace_text([{"ph": "X", "cat": "cpu_op",
                                                                                       "name": "a", "ts": 1}]))))
     cases.append(("fifo_trace", _fifo))
+    # Issue 30: a bomb whose ratio passes the cap early but not over the whole file (random bytes follow);
+    # a name that is a terminal escape sequence; an output directory planted as a symlink beside the trace.
+    cases.append(("gzip_bomb_then_noise", _file("t.pt.trace.json.gz", gzip.compress(
+        b'{"traceEvents":[' + b" " * 20 * 2**20) + gzip.compress(b'"' + os.urandom(2**17).hex().encode() + b'"]}'))))
+    cases.append(("name_with_escapes", _file("t\x1b[2J\x1b]0;pwned\x07\x9b31m.pt.trace.json", b'{"traceEvents": [')))
+    cases.append(("trace_output_symlink_out", _trace_output_planted))
     return cases
+
+
+def _trace_output_planted(d: Path) -> Path:
+    trace = _file("t.pt.trace.json", good_trace_text())(d)
+    victim = d / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("precious")
+    (d / "t_mlprof_output").symlink_to(victim)
+    return trace
 
 
 def _field_sub(field: str, raw: str) -> bytes:
@@ -161,7 +179,47 @@ def _capture_cases() -> list[tuple[str, Callable[[Path], Path]]]:
     cases.append(("capture_trace_symlink_out", _capture_symlinked_trace))
     cases.append(("capture_trace_fifo", _capture_fifo_trace))
     cases.append(("capture_only_partial", _capture_only_partial))
+    cases.append(("capture_output_symlink_out", _capture_output_planted))
+    cases.append(("capture_window_symlink_out", _capture_window_linked_out))
+    cases.append(("capture_raw_symlink_out", _capture_raw_linked_out))
+    if ASCEND_RANK0.is_dir():
+        cases.append(("ascend_db_hostile_folder", _ascend_db_hostile_folder))
     return cases
+
+
+def _capture_output_planted(d: Path) -> Path:
+    """mlprof_output planted as a symlink to a directory outside the capture (issue 30, item 3)."""
+    root = _capture(d)
+    victim = d / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("precious")
+    (root / "mlprof_output").symlink_to(victim)
+    return root
+
+
+def _capture_window_linked_out(d: Path) -> Path:
+    root = _capture(d)
+    window = root / "raw" / "window_0000"
+    window.rename(d / "elsewhere")
+    window.symlink_to(d / "elsewhere")
+    return root
+
+
+def _capture_raw_linked_out(d: Path) -> Path:
+    root = _capture(d)
+    (root / "raw").rename(d / "elsewhere")
+    (root / "raw").symlink_to(d / "elsewhere")
+    return root
+
+
+def _ascend_db_hostile_folder(d: Path) -> Path:
+    """The real torch_npu db (WAL mode) under a folder name that cuts a raw SQLite URI (issue 30, item 5):
+    reading it must add no -shm/-wal file (the test checks the input is unchanged)."""
+    import shutil
+
+    rank = d / "run #1?mode=rwc" / ASCEND_RANK0.name
+    shutil.copytree(ASCEND_RANK0, rank)
+    return rank
 
 
 def _capture_symlinked_trace(d: Path) -> Path:

@@ -39,10 +39,12 @@ def _snapshot(root: Path) -> dict[str, tuple]:
         for name in dirnames + filenames:
             path = Path(dirpath) / name
             st = os.lstat(path)
+            # The mode too: a directory planted as an output must not be chmodded (issue 30).
             if stat.S_ISREG(st.st_mode):
-                out[str(path.relative_to(root))] = ("file", hashlib.sha256(path.read_bytes()).hexdigest())
+                out[str(path.relative_to(root))] = ("file", hashlib.sha256(path.read_bytes()).hexdigest(),
+                                                    stat.S_IMODE(st.st_mode))
             else:
-                out[str(path.relative_to(root))] = (stat.S_IFMT(st.st_mode),)
+                out[str(path.relative_to(root))] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode))
     return out
 
 
@@ -60,6 +62,7 @@ def _check(case: str, argv: list[str], code: int, err: str, before: dict, after:
     where = f"{case}: mlprof {' '.join(argv[:1])}"
     assert code in DOCUMENTED, f"{where}: exit {code}: {err}"
     assert err.count("\n") <= 1 and "Traceback" not in err, f"{where}: {err}"
+    assert not any(c in err for c in "\x1b\x07\x9b"), f"{where}: a control character printed raw: {err!r}"
     if code != 0:
         assert err.startswith(f"mlprof {argv[0]}: error: "), f"{where}: {err}"
         assert after == before, f"{where}: left {set(after) ^ set(before)}"
@@ -81,7 +84,8 @@ def test_every_command_refuses_or_reads_malformed_input_cleanly(tmp_path, monkey
 
 
 SUBPROCESS_CASES = ["truncated_200", "field_ts_0", "doc_7", "doc_19", "gzip_truncated_20", "manifest_0",
-                    "window_2", "capture_trace_fifo", "field_args_6", "doc_24"]
+                    "window_2", "capture_trace_fifo", "field_args_6", "doc_24", "name_with_escapes",
+                    "capture_output_symlink_out", "gzip_bomb_then_noise"]
 
 
 @pytest.mark.parametrize("name", SUBPROCESS_CASES)

@@ -216,3 +216,29 @@ def test_full_disk_while_exporting_names_the_file_and_leaves_no_temporary(tmp_pa
         run_exports(out, ExportOptions())
     assert not [p for p in out.iterdir() if "tmp" in p.name]
     assert not (out / "trace_view.json").exists()
+
+
+def test_gzip_bomb_is_refused_by_its_ratio_so_far_not_at_its_end(tmp_path):
+    """Issue 30, item 15: the ratio was taken against the whole file, so a bomb was read to its end (a 1 GiB
+    one: 11-40 s, 650 MB) and one followed by enough incompressible bytes was not refused at all. Here 64 MiB
+    of spaces (1030x) come before a 1 MiB name of random hex: 200x overall, a valid trace."""
+    import gzip
+    import io
+
+    from mlprof.parse.kineto_stream import gunzip_blocks
+
+    event = (_EV % "").replace('"a"', '"' + os.urandom(2**19).hex() + '"')
+    data = (gzip.compress(b'{"traceEvents":[' + b" " * 64 * 2**20, compresslevel=6)
+            + gzip.compress((event + "]}").encode(), compresslevel=6))
+    assert len(b" " * 64 * 2**20) < 1000 * len(data) / 3  # far from the cap overall
+    text_bytes = 0
+    with pytest.raises(TraceFormatError, match="expands beyond 1000x the compressed bytes read: a decompression "
+                                               "bomb"):
+        for piece, _ in gunzip_blocks("bomb.pt.trace.json.gz", io.BytesIO(data), len(data), 2**20):
+            text_bytes += len(piece)
+    assert text_bytes <= 16 * 2**20  # refused at its first 16 MiB of text, not at its 64th
+    path = tmp_path / "bomb.pt.trace.json.gz"
+    path.write_bytes(data)
+    with pytest.raises(TraceFormatError, match="decompression bomb"):
+        parse_path(path, ParseOptions(output_dir=tmp_path / "out"))
+    assert not (tmp_path / "out").exists()

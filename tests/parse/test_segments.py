@@ -104,7 +104,7 @@ def test_a_trace_built_in_stretches_gives_the_tables_of_one_built_whole(tmp_path
     if events < 400:
         assert len(stretches) > 1
     # Nothing of the spill or the parts is left.
-    assert segmented["files"] == whole["files"] == [".lock", "parse_info.json", "tables"]
+    assert segmented["files"] == whole["files"] == ["parse_info.json", "tables"]
     assert sorted(p.name for p in (tmp_path / "segmented" / "tables").iterdir()) == \
         sorted(p.name for p in (tmp_path / "whole" / "tables").iterdir())
 
@@ -191,7 +191,7 @@ def test_a_gpu_trace_built_in_stretches_gives_the_tables_of_one_built_whole(tmp_
     assert segmented["info"] == whole["info"]
     assert len([s for s in segmented["stages"] if "stretch" in s]) > 1
     assert "building tables: device ops" in segmented["stages"]
-    assert segmented["files"] == whole["files"] == [".lock", "parse_info.json", "tables"]
+    assert segmented["files"] == whole["files"] == ["parse_info.json", "tables"]
     # The cases are there: kernels joined to their launches' ops and steps, named collectives, paired flows.
     with TableStore(tmp_path / "segmented" / "tables") as store:
         for table in ("device_ops", "collectives"):
@@ -277,7 +277,7 @@ def test_a_trace_of_one_step_is_built_whole(tmp_path, monkeypatch):
     segmented = _parse(trace, tmp_path / "s", monkeypatch, 10)
     assert segmented["tables"] == whole["tables"] and segmented["info"] == whole["info"]
     assert not [s for s in segmented["stages"] if "stretch" in s]
-    assert segmented["files"] == [".lock", "parse_info.json", "tables"]
+    assert segmented["files"] == ["parse_info.json", "tables"]
 
 
 @pytest.mark.parametrize("trace", [SHARED_TRACES / "nccl_parser_config/nccl_data.json.gz",
@@ -310,7 +310,7 @@ def test_a_full_disk_is_named_and_leaves_no_spill_and_no_tables(tmp_path, monkey
         monkeypatch.setattr(segment_joins, "stack_parts", fail)
     with pytest.raises(MlprofError, match="cannot write: No space left on device"):
         parse_path(trace, ParseOptions(output_dir=tmp_path / "out"))
-    assert not (tmp_path / "out").exists() or [p.name for p in (tmp_path / "out").iterdir()] == [".lock"]
+    assert not (tmp_path / "out").exists() or [p.name for p in (tmp_path / "out").iterdir()] == []
 
 
 def test_only_a_trace_too_large_for_its_budget_is_spilled(tmp_path, monkeypatch):

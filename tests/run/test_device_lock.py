@@ -55,3 +55,56 @@ def test_cpu_only_hosts_hold_no_lock_and_gpu_hosts_lock_what_the_job_sees(tmp_pa
     with DeviceLock([], lock_dir=locks), DeviceLock([], lock_dir=locks):
         pass  # two CPU-only runs side by side
     assert not locks.exists()
+
+
+def _shared_tmp(tmp_path, monkeypatch):
+    """A sticky 1777 temporary directory, no $XDG_RUNTIME_DIR, and a home of the test's own."""
+    import tempfile
+
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("MLPROF_LOCK_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home_cache"))
+    return shared
+
+
+@pytest.mark.parametrize("mode", [0o700, 0o777])
+def test_a_lock_dir_another_user_made_first_is_not_used_and_runs_go_on(tmp_path, monkeypatch, capsys, mode):
+    """Issue 30, item 6: another user's /tmp/mlprof-locks-<uid> refused every `mlprof run` on the host."""
+    shared = _shared_tmp(tmp_path, monkeypatch)
+    squatted = shared / f"mlprof-locks-{os.geteuid()}"
+    squatted.mkdir()
+    os.chmod(squatted, mode)
+    os.chown(squatted, 65534, 65534)
+    with DeviceLock(["0"]) as lock:
+        assert lock.lock_dir.parent == tmp_path / "home_cache" / "mlprof"
+        assert (os.stat(lock.lock_dir).st_mode & 0o777) == 0o700
+        with pytest.raises(MlprofError, match="device 0 is already being profiled"):
+            DeviceLock(["0"]).acquire()  # the fallback is one place for all of this user's runs
+    assert list(squatted.iterdir()) == []
+    err = capsys.readouterr().err
+    assert f"{squatted}: not used as the device lock directory (it belongs to uid 65534" in err
+
+
+def test_a_lock_dir_path_planted_as_a_symlink_is_not_followed(tmp_path, monkeypatch, capsys):
+    shared = _shared_tmp(tmp_path, monkeypatch)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (shared / f"mlprof-locks-{os.geteuid()}").symlink_to(victim)
+    with DeviceLock(["all"]):
+        pass
+    assert list(victim.iterdir()) == [] and "it is a symlink" in capsys.readouterr().err
+
+
+def test_the_web_uis_runtime_dir_falls_back_the_same_way(tmp_path, monkeypatch, capsys):
+    from mlprof.ui.runtime import runtime_dir
+
+    shared = _shared_tmp(tmp_path, monkeypatch)
+    squatted = shared / f"mlprof-ui-{os.geteuid()}"
+    squatted.mkdir()
+    os.chown(squatted, 65534, 65534)
+    assert runtime_dir().parent == tmp_path / "home_cache" / "mlprof"
+    assert "belongs to uid 65534" in capsys.readouterr().err

@@ -61,6 +61,8 @@ def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
         assert any(r["Op Name"].startswith("aten::") for r in csv.DictReader(f))
     samples = json.loads((capture / "host_samples.json").read_text())
     assert samples and all("job_cpu_percent" in s and "net_recv_bytes_per_s" in s for s in samples)
+    # The sampler's file was attached to the capture, and is not left at the --output root (issue 30, item 12).
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [capture.name]
     assert max(s["job_rss_bytes"] for s in samples) > 50 * 2**20, "the job's memory was not sampled"
     # No sample is written once the job has gone (it would show a job using nothing).
     assert all(s["cpu_count"] >= 1 and s["job_threads"] >= 1 and isinstance(s["top_processes"], list)
@@ -332,3 +334,6 @@ def test_a_failure_after_the_job_is_one_line_and_the_jobs_exit_code_wins(tmp_pat
     result = runner.run_command(options, [sys.executable, str(SCRIPT), "6"], {})
     assert result.exit_code == 0
     assert len(result.problems) == 1 and "No space left on device" in result.problems[0]
+    # Samples no capture could take are kept, and the line says where.
+    assert result.samples_file is not None and result.samples_file.is_file()
+    assert f"kept in {result.samples_file}" in result.problems[0]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from mlprof.cli.common import add_common, add_thresholds, print_json
 from mlprof.cli.exit_codes import EXIT_PARTIAL
+from mlprof.errors import printable
 
 if TYPE_CHECKING:
     from mlprof.analysis.cluster import ClusterReport
@@ -93,5 +94,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(format_cluster(report)))
     for f in report.failed:
-        print(f"mlprof cluster: error: {f['error']}", file=sys.stderr)
+        print(f"mlprof cluster: error: {printable(f['error'])}", file=sys.stderr)
     return EXIT_PARTIAL if report.failed else 0

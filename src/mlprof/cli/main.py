@@ -16,7 +16,7 @@ import sys
 from mlprof._version import __version__
 from mlprof.cli.exit_codes import (EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_PARTIAL,
                                    exit_code_for)
-from mlprof.errors import MlprofError
+from mlprof.errors import MlprofError, printable
 
 __all__ = ["main", "build_parser", "EXIT_CODES", "EXIT_PARTIAL"]
 
@@ -80,17 +80,42 @@ def _subcommand_parser(parser: argparse.ArgumentParser, command: str | None) -> 
     return subparsers.choices.get(command, parser) if subparsers is not None else parser
 
 
+class _PrintableStream:
+    """A text stream whose writes pass through :func:`mlprof.errors.printable` (line breaks kept): a
+    path or a name from the input (an op name, a file name) never reaches the terminal as an escape
+    sequence, whichever report prints it."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(printable(text, lines=True))
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
         _subcommand_parser(parser, getattr(args, "command", None)).refuse_unknown(extra)
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _PrintableStream(stdout), _PrintableStream(stderr)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return args.run(args)
     except MlprofError as exc:
         if os.environ.get("MLPROF_DEBUG"):
             raise
-        print(f"mlprof {args.command}: error: {exc}", file=sys.stderr)
+        # One line, whatever the message holds (a file name with a line break in it).
+        print(f"mlprof {args.command}: error: {printable(exc)}", file=sys.stderr)
         return exit_code_for(exc)
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
@@ -101,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line, but say it is one
         if os.environ.get("MLPROF_DEBUG"):
             raise
-        print(f"mlprof {args.command}: internal error: {type(exc).__name__}: {exc} "
+        print(f"mlprof {args.command}: internal error: {type(exc).__name__}: {printable(exc)} "
               "(set MLPROF_DEBUG=1 for a traceback)", file=sys.stderr)
         return EXIT_INTERNAL
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mlprof.cli.common import ListOption, add_common, exit_code_for, print_json, progress_for
 from mlprof.cli.exit_codes import EXIT_PARTIAL
-from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
+from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError, printable
 from mlprof.export import (EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
                            ExportOptions)
 from mlprof.tables.budget import parse_size
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         entry = result.to_dict()
         entry["exports"] = []
         if result.error is not None:
-            print(f"mlprof parse: error: {result.error}", file=sys.stderr)
+            print(f"mlprof parse: error: {printable(result.error)}", file=sys.stderr)
         elif export_options is not None:
             options = export_options
             if args.export_type is None and "db" in result.requested_export_types:

@@ -14,11 +14,11 @@ import glob
 import json
 import os
 import stat
-import tempfile
 import time
 from pathlib import Path
 
 from ..errors import MlprofError
+from ..private_dirs import check_private_dir, private_user_dir
 
 __all__ = ["DeviceLock", "LOCK_DIR_ENV", "devices_of", "default_lock_dir", "host_has_accelerator"]
 
@@ -45,42 +45,42 @@ def devices_of(environment: dict[str, str], has_accelerator: bool | None = None)
 
 
 def default_lock_dir() -> Path:
-    """A private per-user directory: $XDG_RUNTIME_DIR/mlprof-locks, else /tmp/mlprof-locks-<uid>.
+    """A private per-user directory: $XDG_RUNTIME_DIR/mlprof-locks, else /tmp/mlprof-locks-<uid>, else (when
+    another user made that one first) one under the home directory (:func:`mlprof.private_dirs.private_user_dir`).
 
     Never a directory shared between users: a lock file there could be a
     symlink planted by another user, and a root run would write through it.
     """
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isabs(runtime):
-        return Path(runtime) / "mlprof-locks"
-    return Path(tempfile.gettempdir()) / f"mlprof-locks-{os.geteuid()}"
+    return private_user_dir("mlprof-locks", "device lock directory")
 
 
 def _private_dir(path: Path) -> Path:
-    """Create ``path`` 0700, or check an existing one is a real directory of ours, not open to others."""
+    """Create a lock directory given by name (``MLPROF_LOCK_DIR``) 0700, or check an existing one is a
+    real directory of ours, not open to others; else refuse it."""
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(path)
     except OSError as exc:
         raise MlprofError(f"{path}: cannot create the device lock directory: {exc.strerror or exc}") from None
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise MlprofError(f"{path}: device lock directory is a symlink or not a directory; refusing to use it")
-    if st.st_uid != os.geteuid():
-        raise MlprofError(f"{path}: device lock directory belongs to uid {st.st_uid}, not to this user; "
-                          "refusing to use it")
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
+    why = check_private_dir(path)
+    if why is not None:
+        raise MlprofError(f"{path}: device lock directory: {why}; refusing to use it")
     return path
 
 
 class DeviceLock:
     def __init__(self, devices: list[str], lock_dir: Path | None = None) -> None:
         self.devices = devices
-        self.lock_dir = lock_dir or Path(os.environ.get(LOCK_DIR_ENV) or default_lock_dir())
+        # The default is found (and made) when a device is first locked: a CPU-only run makes no directory.
+        named = lock_dir or os.environ.get(LOCK_DIR_ENV)
+        self.lock_dir = Path(named) if named else None
         self._fds: list[int] = []
 
     def _open(self, name: str) -> int:
-        path = _private_dir(self.lock_dir) / f"device-{name.replace('/', '_')}.lock"
+        if self.lock_dir is None:
+            self.lock_dir = default_lock_dir()
+        else:
+            _private_dir(self.lock_dir)
+        path = self.lock_dir / f"device-{name.replace('/', '_')}.lock"
         try:
             # O_NOFOLLOW: a symlink planted as the lock file is refused, never written through.
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)

@@ -15,7 +15,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..capture import layout
+from ..capture.files import make_private_dir
 
 __all__ = ["DynamicLogs", "ROTATE_BYTES"]
 
@@ -55,9 +55,8 @@ class DynamicLogs:
 
     @classmethod
     def open(cls, config_dir: Path, rank_getter) -> "DynamicLogs":
-        log_dir = config_dir / "log"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(log_dir, layout.DIR_MODE)
+        # The private mode only when made here: an existing directory keeps its own.
+        log_dir = make_private_dir(config_dir / "log", "dynamic profiling log directory")
         stem = f"{socket.gethostname()}_{os.getpid()}"
         tag = f"{id(log_dir):x}"
         return cls(

@@ -112,13 +112,19 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
     captures = _captures_since(options.output, started_ns)
     problems = []
     if samples_file is not None and samples_file.exists():
+        attached = 0
         for capture in captures:
             # After the job: a full disk or a broken capture is reported, and the
             # job's exit code still wins.
             try:
                 _attach_samples(capture, samples_file)
+                attached += 1
             except (OSError, ValueError, MlprofError) as exc:
-                problems.append(f"{capture}: host samples not attached: {exc}")
+                problems.append(f"{capture}: host samples not attached (kept in {samples_file}): {exc}")
+        if captures and attached == len(captures):
+            # Every capture holds its span now: the file was a leftover at the --output root after every run.
+            samples_file.unlink(missing_ok=True)
+            samples_file = None
     for capture in captures:
         reason = empty_capture_reason(capture, options, trainer_steps)
         if reason:

@@ -18,6 +18,7 @@ from collections import defaultdict
 from mlprof.errors import TraceFormatError
 from mlprof.parse.ascend_common import (
     COMM_SUBTASKS, MEMCPY_TASKS, NPU_DEVICE_TYPE, AscendInput, AscendRows, collective_kind, shapes_json, torch_dtype)
+from mlprof.parse.sqlite_input import open_read_only
 
 __all__ = ["read_ascend_db"]
 
@@ -195,8 +196,8 @@ def read_ascend_db(inp: AscendInput) -> AscendRows:
     """One rank's SQLite export as :class:`AscendRows`."""
     path = inp.db_path
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
+        con = open_read_only(path)
+    except (sqlite3.Error, OSError) as exc:
         raise TraceFormatError(f"{path}: cannot open as SQLite ({exc})") from None
     try:
         missing = [t for t in _NEEDED if t not in _tables(con)]

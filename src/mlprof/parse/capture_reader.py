@@ -109,6 +109,9 @@ def read_capture(capture_dir: Path) -> CaptureInput:
     capture = CaptureInput(capture_dir=capture_dir, manifest=manifest, metadata=metadata)
     capture.scalar_segments = _scalar_segments(capture_dir / layout.SCALARS_DIR, capture.skipped)
     raw = capture_dir / layout.RAW_DIR
+    if raw.is_symlink():  # mlprof never makes one: windows read through it would come from anywhere
+        capture.skipped.append(f"{raw}: a symlink; refusing to read it")
+        return capture
     if not raw.is_dir():
         return capture
     for entry in sorted(raw.iterdir()):
@@ -116,7 +119,12 @@ def read_capture(capture_dir: Path) -> CaptureInput:
             capture.skipped.append(f"{entry}: partial window (being written or interrupted)")
             continue
         window_index = layout.window_index(entry.name)
-        if window_index is None or not entry.is_dir():
+        if window_index is None:
+            continue
+        if entry.is_symlink():
+            capture.skipped.append(f"{entry}: a symlink; refusing to read it as a window")
+            continue
+        if not entry.is_dir():
             continue
         window_json = entry / layout.WINDOW_FILE
         try:

@@ -35,7 +35,7 @@ from mlprof.parse.kineto_stream import load_spilled
 from mlprof.parse.segments import Plan, plan_segments, wants_spill, write_segmented
 from mlprof.parse.spill import Spill, SpilledTrace
 from mlprof.parse.memory import release_freed_memory
-from mlprof.capture.files import atomic_write, make_private_dir, output_lock, replace_dir
+from mlprof.capture.files import atomic_write, make_private_dir, output_lock, refuse_link, replace_dir
 from mlprof.tables.layout import PARSE_INFO_FILE, TABLES_DIR, WINDOW_CACHE_FILE, WINDOWS_DIR, tables_schema
 from mlprof.tables.budget import MIN_MEMORY_BUDGET_BYTES
 from mlprof.tables.schema import TABLES
@@ -183,7 +183,9 @@ def _count_events(result: ParseResult, event_count: int, unknown: list) -> None:
 
 
 def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseResult:
-    out_dir = Path(options.output_dir) if options.output_dir else item.output_dir
+    # A default output dir (inside the capture, beside the trace) is refused when it is a symlink:
+    # whoever wrote the input could have planted it. An --output the user named is theirs to choose.
+    out_dir = Path(options.output_dir) if options.output_dir else refuse_link(item.output_dir, "output directory")
     existed = out_dir.exists()
     try:
         with named_write_errors(out_dir):
@@ -390,7 +392,7 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
     meta = _capture_metadata(item)
     make_private_dir(out_dir)
     with output_lock(out_dir):
-        cache_root = make_private_dir(out_dir / WINDOWS_DIR)
+        cache_root = make_private_dir(refuse_link(out_dir / WINDOWS_DIR, "window cache directory"))
         parts: list[Path] = []
         errors: list[MlprofError] = []
         for wf in item.windows:

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +21,7 @@ import duckdb
 import numpy as np
 
 from mlprof.errors import MlprofError
+from mlprof.private_dirs import private_temp_dir
 from mlprof.tables.budget import MEMORY_BUDGET_ENV, query_memory_bytes
 from mlprof.tables.schema import ID_SPACES, TABLES, TableSchema
 
@@ -46,14 +46,16 @@ def connect(budget_bytes: int | None = None) -> duckdb.DuckDBPyConnection:
     ``budget_bytes``: a command's own budget, else the environment's or the default).
 
     Past its limit DuckDB spills joins and sorts to a directory of its own
-    under the system's temporary directory (made on the first spill, removed
-    when the connection closes), not to ``.tmp`` in the working directory.
+    (made on the first spill, removed when the connection closes) inside this
+    process's private temporary directory (:func:`mlprof.private_dirs.private_temp_dir`:
+    a random name, 0700), not to ``.tmp`` in the working directory, and never to
+    a predictable name in the shared ``/tmp`` that another user could have made first.
     """
     con = duckdb.connect()
     # Progress is ours to show (on stderr, when asked), not DuckDB's.
     con.execute("SET enable_progress_bar = false")
     con.execute(f"SET memory_limit = '{query_memory_bytes(budget_bytes)}B'")
-    spill = Path(tempfile.gettempdir()) / f"mlprof-spill-{os.getpid()}-{next(_spill_dirs)}"
+    spill = private_temp_dir() / f"spill-{os.getpid()}-{next(_spill_dirs)}"
     con.execute(f"SET temp_directory = '{_sql_str(spill)}'")
     return con
 

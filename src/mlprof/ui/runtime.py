@@ -13,12 +13,12 @@ import json
 import os
 import signal
 import socket
-import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mlprof.errors import ConfigError, MlprofError
+from mlprof.private_dirs import private_user_dir
 
 __all__ = ["ServerRecord", "check_host", "bind_socket", "runtime_dir", "write_record", "remove_record",
            "stop_server"]
@@ -61,14 +61,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def runtime_dir() -> Path:
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    path = Path(base) / "mlprof-ui" if base and Path(base).is_dir() else Path(f"/tmp/mlprof-ui-{os.getuid()}")
-    path.mkdir(mode=0o700, exist_ok=True)
-    st = path.lstat()
-    # In /tmp anyone could have made it first: use it only if it is ours and private.
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise MlprofError(f"{path}: not a private directory of this user; remove it")
-    return path
+    """Where the servers' records are: $XDG_RUNTIME_DIR/mlprof-ui, else <temp dir>/mlprof-ui-<uid> when it is
+    ours and private (in /tmp anyone could have made it first), else one under the home directory."""
+    return private_user_dir("mlprof-ui", "web UI's runtime directory")
 
 
 def _record_path(port: int) -> Path:
