@@ -489,10 +489,24 @@ def anomaly_transformer(fixed: bool, steps: int, out: Path) -> None:
         train(model, token_batches(16, 32), steps)
 
 
+class ResBlock(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        return F.relu(x + self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+
+
 def anomaly_cnn_no_nan_check(fixed: bool, steps: int, out: Path) -> None:
     """Anomaly detection with ``check_nan=False`` (tracebacks only) switched on inside the loop, after a
-    warm-up, around a CNN with AdamW (fixed: never switched on)."""
-    model = SmallCNN(8)
+    warm-up, around a small ResNet (conv-bn-relu blocks with residual adds) with AdamW (fixed: never
+    switched on)."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), *[ResBlock(8) for _ in range(4)],
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     it = images(16, 16)
     for step in range(steps):
