@@ -173,7 +173,7 @@ def test_debug_variables_are_info_with_their_fixes(tmp_path):
     assert f.severity == "info" and f.share == 0.0
     assert f.evidence.metrics == {"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "NCCL_DEBUG": "INFO",
                                   "TORCH_SHOW_CPP_STACKTRACES": "1", "PYTHONTRACEMALLOC": "5"}
-    assert "NCCL_DEBUG: unset it or set WARN" in f.fix
+    assert "NCCL_DEBUG: unset it or set WARN; it logs every communicator" in f.fix
 
 
 def test_quiet_debug_variables_are_silent(tmp_path):

@@ -161,7 +161,7 @@ def anomaly_detection(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                      f"{tb['nodes'] / steps_n:.0f} autograd nodes a step")
     if nan_ns:
         parts.append(f"{ctx.share(nan_ns):.0%} testing gradients for NaN")
-    measured = f" costs {share:.0%} of step time ({', '.join(parts)})" if cost_ns else " (cost not measurable here)"
+    measured = f": {share:.0%} of step time ({', '.join(parts)})" if cost_ns else " (cost not measurable here)"
     return [Finding(
         id="anomaly_detection", severity=severity, share=round(share, 4), impact_ns=int(cost_ns),
         title=f"Autograd anomaly detection is on{measured}",
@@ -266,8 +266,8 @@ def launch_blocking(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
 # name -> (is it on?, why it slows the job, the fix)
 _DEBUG_VARIABLES = {
     "TORCH_DISTRIBUTED_DEBUG": (lambda v: v.upper() in ("INFO", "DETAIL"),
-                                "DETAIL checks every collective's shapes across ranks with extra collectives "
-                                "and logs DDP's bucket activity", "unset it (or set OFF)"),
+                                "checks (at DETAIL) every collective's shapes across ranks with extra "
+                                "collectives and logs DDP's bucket activity", "unset it (or set OFF)"),
     "NCCL_DEBUG": (lambda v: v.upper() in ("INFO", "TRACE"), "logs every communicator and, at TRACE, every call",
                    "unset it or set WARN"),
     "NCCL_DEBUG_SUBSYS": (lambda v: bool(v.strip()), "widens NCCL's debug logging", "unset it"),
@@ -279,14 +279,14 @@ _DEBUG_VARIABLES = {
                             "unset it or set WARNING"),
     "TORCH_LOGS": (lambda v: bool(v.strip()), "turns on torch.compile/dynamo logging (graph dumps, guards)",
                    "unset it"),
-    "TORCH_USE_CUDA_DSA": (_truthy, "device-side assertions: extra checks in every kernel", "unset it"),
+    "TORCH_USE_CUDA_DSA": (_truthy, "adds device-side assertions: extra checks in every kernel", "unset it"),
     "PYTORCH_NO_CUDA_MEMORY_CACHING": (_truthy, "disables the caching allocator: every tensor is a cudaMalloc "
-                                       "and cudaFree (memory_churn shows the time)", "unset it"),
+                                       "and a cudaFree (memory_churn shows the time)", "unset it"),
     "PYTHONTRACEMALLOC": (_truthy, "traces every Python allocation", "unset it"),
-    "PYTHONDEVMODE": (_truthy, "Python development mode: extra checks and debug allocator hooks", "unset it"),
+    "PYTHONDEVMODE": (_truthy, "turns on Python's development mode: extra checks and debug allocator hooks", "unset it"),
     "PYTHONMALLOC": (lambda v: v.strip().lower().endswith("_debug") or v.strip().lower() == "debug",
-                     "debug hooks on every Python allocation", "unset it"),
-    "ASCEND_GLOBAL_LOG_LEVEL": (lambda v: v.strip() in ("0", "1"), "CANN logs at DEBUG/INFO",
+                     "puts debug hooks on every Python allocation", "unset it"),
+    "ASCEND_GLOBAL_LOG_LEVEL": (lambda v: v.strip() in ("0", "1"), "makes CANN log at DEBUG/INFO",
                                 "set it to 3 (ERROR)"),
 }
 
@@ -312,7 +312,7 @@ def debug_environment(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         title=f"Debug settings in the environment: {settings}",
         evidence=Evidence(metrics={d["name"]: d["value"] for d in found},
                           ops=[{"name": d["name"], "value": d["value"], "effect": d["why"]} for d in found]),
-        fix="; ".join(f"{d['name']}: {d['fix']} ({d['why']})" for d in found) + ".",
+        fix=" ".join(f"{d['name']}: {d['fix']}; it {d['why']}." for d in found),
         rank=ctx.rank)]
 
 
