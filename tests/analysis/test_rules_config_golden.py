@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mlprof.analysis.advisor import advise
+from mlprof.analysis.advisor import AdvisorContext, advise
+from mlprof.analysis.advisor.rules_config import anomaly_cost_by_op
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
 
@@ -70,6 +71,8 @@ def _anomaly_steps(n_steps=4, creators=80, creator_us=40, nan_us=(50, 30, 10)):
         t = b0 + 200
         for name, dur in zip(("aten::isnan", "aten::_is_any_true", "aten::item"), nan_us):
             events.append(X(name, t, dur))
+            if name == "aten::isnan":
+                events.append(X("aten::ne", t + 5, dur - 10))  # the op isnan runs, under it
             t += dur + 5
         events.append(X("aten::mm", t0 + 6_600, 3_300))
     return events
@@ -94,6 +97,11 @@ def test_anomaly_mode_is_charged_its_tracebacks_and_nan_checks_and_leads(tmp_pat
         assert f.severity == "info" and "anomaly detection's tracebacks" in f.title, rule
         assert f.fix.startswith("Turn anomaly detection off first") and f.evidence.metrics["anomaly_detection_ns"]
     assert report.warnings == [top]
+    # Per op name, what is anomaly detection's: every creator's traceback, and the checks' ops to the leaves.
+    with _capture(tmp_path, _anomaly_steps(), {**PLAIN, "anomaly_enabled": True}, name="again") as store:
+        by_op = anomaly_cost_by_op(AdvisorContext(store))
+    assert by_op == {"aten::t": 4 * 80 * 40_000, "aten::isnan": 4 * 10_000, "aten::ne": 4 * 40_000,
+                     "aten::_is_any_true": 4 * 30_000, "aten::item": 4 * 10_000}
 
 
 def test_a_creators_own_work_is_not_charged_to_anomaly_mode(tmp_path):

@@ -184,15 +184,19 @@ def anomaly_cost_by_op(ctx: AdvisorContext) -> dict[str, int]:
             SELECT name, sum(traceback_ns)::BIGINT FROM ({_creator_costs_sql(creators)}) GROUP BY name"""):
         cost[name] = cost.get(name, 0) + int(ns or 0)
     names = ", ".join(f"'{n}'" for n in _NAN_CHECK_OPS)
+    # The checks and the ops under them, by parent links (a few levels: isnan > ne, _is_any_true > any >
+    # as_strided): a join by time containment would pair every check with every op of its thread.
     for name, ns in ctx.store.rows(f"""
-            WITH checks AS (
-                SELECT c.window_index, c.tid, c.start_ns, c.start_ns + c.dur_ns AS end_ns FROM host_ops c
+            WITH RECURSIVE tree(window_index, op_id, name, self_ns, level) AS (
+                SELECT c.window_index, c.op_id, c.name, c.self_ns, 0 FROM host_ops c
                 JOIN host_ops e ON e.op_id = c.parent_op_id AND e.window_index = c.window_index
                 WHERE c.step IS NOT NULL AND c.category = 'cpu_op' AND c.name IN ({names})
-                  AND e.name LIKE 'autograd::engine::evaluate_function:%')
-            SELECT h.name, sum(h.self_ns) FROM host_ops h JOIN checks k ON k.window_index = h.window_index
-              AND k.tid = h.tid AND h.start_ns >= k.start_ns AND h.start_ns + h.dur_ns <= k.end_ns
-            WHERE h.category = 'cpu_op' GROUP BY h.name"""):
+                  AND e.name LIKE 'autograd::engine::evaluate_function:%'
+                UNION ALL
+                SELECT h.window_index, h.op_id, h.name, h.self_ns, t.level + 1 FROM host_ops h
+                JOIN tree t ON h.parent_op_id = t.op_id AND h.window_index = t.window_index
+                WHERE t.level < 4 AND h.category = 'cpu_op')
+            SELECT name, sum(self_ns) FROM tree GROUP BY name"""):
         cost[name] = cost.get(name, 0) + int(ns or 0)
     return cost
 
