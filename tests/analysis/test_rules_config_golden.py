@@ -243,3 +243,17 @@ def test_an_inference_loop_building_a_graph_is_info(tmp_path):
 def test_training_or_frozen_weights_are_not_inference_with_grad(tmp_path, seq_step, backward):
     with _capture(tmp_path, _forward_only(seq_step=seq_step, backward=backward), PLAIN) as store:
         assert "grad_without_backward" not in {f.id for f in advise(store).findings}
+
+
+def test_compare_warns_when_the_torch_settings_differ(tmp_path):
+    from mlprof.analysis.compare import compare
+
+    events = [X(f"ProfilerStep#{i + 1}", i * STEP_US, STEP_US, cat="user_annotation") for i in range(3)]
+    events += [X("aten::mm", i * STEP_US + 10, 9_000) for i in range(3)]
+    with _capture(tmp_path, events, PLAIN, name="base") as base, \
+            _capture(tmp_path, events, {**PLAIN, "anomaly_enabled": True}, name="new") as new, \
+            _capture(tmp_path, events, PLAIN, name="same") as same:
+        differ, alike = compare(base, new), compare(base, same)
+    (warning,) = [w for w in differ.warnings if "torch settings" in w]
+    assert "base anomaly_enabled=False" in warning and "new anomaly_enabled=True" in warning
+    assert not [w for w in alike.warnings if "torch settings" in w]
