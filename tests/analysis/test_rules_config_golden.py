@@ -90,6 +90,7 @@ def test_anomaly_mode_is_charged_its_tracebacks_and_nan_checks_and_leads(tmp_pat
     assert m["nan_check_ns"] == 4 * 90_000 and m["nan_check_ops"] == 12
     assert top.impact_ns == 4 * (80 * 40_000 + 90_000)
     assert top.share == pytest.approx(top.impact_ns / (4 * STEP_US * 1000), abs=1e-4)
+    assert top.evidence.ops[0] == {"name": "aten::t", "anomaly_ns": 4 * 80 * 40_000}
     # The tiny ops are still reported, but as anomaly detection's cost, not as a loop to vectorise.
     # So are the op it inflated (aten::t: every call is a node creator) and the storm of them.
     for rule in ("op_storm", "dominant_op"):

@@ -162,6 +162,7 @@ def anomaly_detection(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if nan_ns:
         parts.append(f"{ctx.share(nan_ns):.0%} testing gradients for NaN")
     measured = f": {share:.0%} of step time ({', '.join(parts)})" if cost_ns else " (cost not measurable here)"
+    by_op = sorted(anomaly_cost_by_op(ctx).items(), key=lambda kv: (-kv[1], kv[0])) if cost_ns else []
     return [Finding(
         id="anomaly_detection", severity=severity, share=round(share, 4), impact_ns=int(cost_ns),
         title=f"Autograd anomaly detection is on{measured}",
@@ -171,7 +172,9 @@ def anomaly_detection(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             "traceback_ns_per_node": int(tb["per_node_ns"]),
             "traceback_share_of_forward": round(tb["traceback_ns"] / tb["forward_ns"], 4) if tb["forward_ns"] else None,
             "nan_check_ns": nan_ns, "nan_check_ops": nan_ops,
-            "python_samples_in_traceback": tb["samples_in_traceback"], "python_samples": tb["samples"]}),
+            "python_samples_in_traceback": tb["samples_in_traceback"], "python_samples": tb["samples"]},
+            # The ops whose time the mode inflated most (a creator's traceback, the checks' own ops).
+            ops=[{"name": name, "anomaly_ns": ns} for name, ns in by_op[:8] if ns]),
         fix=_ANOMALY_FIX, rank=ctx.rank)]
 
 
