@@ -7,8 +7,9 @@ records them (profiler_metadata.json ``torch_state``, docs/capture_format.md)
 and the advisor's configuration rules read them (analysis/advisor/rules_config.py).
 
 Read on the training thread (the window hooks run there): grad mode and
-inference mode are per thread, the rest is process-wide. Every read is a
-plain getter costing well under a microsecond; torch is taken from
+inference mode are per thread, the rest is process-wide. Each read is 14
+plain getters, 16 us together (measured on the project's busy 2-core VM), twice
+a window; torch is taken from
 ``sys.modules`` (never imported here) and any getter an older or newer torch
 lacks is left out rather than failing the window.
 """
