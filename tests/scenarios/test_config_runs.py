@@ -54,8 +54,9 @@ def test_anomaly_mode_is_the_top_finding_with_its_measured_cost(runs):
     assert m["nodes_per_step"] == 16
     assert m["traceback_ns"] > 0 and m["nan_check_ns"] > 0 and m["check_nan"] is True
     assert top["impact_ns"] == m["traceback_ns"] + m["nan_check_ns"]
-    # Nothing else about the code warns: the inflated ops are anomaly detection's, not a loop to vectorise.
-    assert [f["id"] for f in findings if f["severity"] in ALARMS] == ["anomaly_detection"]
+    # The inflated ops are anomaly detection's, not a loop to vectorise or an op to replace.
+    assert not [f["id"] for f in findings if f["severity"] in ALARMS
+                and f["id"] in ("op_storm", "dominant_op", "dominant_module")]
 
 
 def test_the_fixed_twin_has_no_config_finding(runs):
