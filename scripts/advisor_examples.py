@@ -43,6 +43,9 @@ FROM_DIAGNOSIS = {
     "slow_rank": ("slow_rank", "two gloo ranks under torchrun; rank 1 does extra work"),
     "communication_overlap": ("slow_rank", "the waiting rank of the same job"),
     "recompilation": ("compile_recompiles", "a torch.compile'd loss that reads a Python number changing every step"),
+    "anomaly_detection": ("anomaly_mlp", "torch.autograd.set_detect_anomaly(True) left on from debugging"),
+    "debug_environment": ("deterministic_mlp", "TORCH_SHOW_CPP_STACKTRACES=1 set by the script"),
+    "deterministic_algorithms": ("deterministic_mlp", "torch.use_deterministic_algorithms(True) on a CPU"),
 }
 # rule id -> (diagnosis scenario, extra `mlprof run` options, what the run is): run here.
 FROM_RUN = {

@@ -85,12 +85,20 @@ CASES: tuple[Case, ...] = (
     Case("linalg_forward", ("dominant_op",), "torch.linalg.eigh recomputed in every forward (MLP)"),
     Case("sort_forward", ("dominant_op",), "full sort of the embeddings in every forward (embedding model)"),
     Case("slow_rank", ("slow_rank",), "rank 1 of 2 (gloo, DDP) does an extra feature pass", distributed=True),
+    Case("anomaly_mlp", ("anomaly_detection",),
+         "torch.autograd.set_detect_anomaly(True) left on from debugging (MLP)"),
+    Case("anomaly_transformer", ("anomaly_detection",),
+         "the loop inside `with torch.autograd.detect_anomaly():` (transformer)"),
+    Case("anomaly_cnn_no_nan_check", ("anomaly_detection",),
+         "set_detect_anomaly(True, check_nan=False) switched on inside the loop (ResNet-style CNN, AdamW)"),
     Case("clean_mlp", (), "healthy MLP"),
     Case("clean_cnn", (), "healthy CNN"),
     Case("two_runs", (), "two separate runs of a healthy MLP in one --output folder", scenario="clean_mlp",
          runs_in_one_output=2),
     Case("busy_machine", (), "healthy MLP while the harness keeps every core busy", scenario="clean_mlp",
          busy_harness=True, environment=("cpu_contention",)),
+    Case("deterministic_mlp", (), "healthy MLP with deterministic algorithms and TORCH_SHOW_CPP_STACKTRACES=1 "
+         "(costless on a CPU: info only)"),
 )
 
 

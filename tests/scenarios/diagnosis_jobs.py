@@ -469,10 +469,70 @@ def slow_rank(fixed: bool, steps: int, out: Path) -> None:
         dist.destroy_process_group()
 
 
+def anomaly_mlp(fixed: bool, steps: int, out: Path) -> None:
+    """torch.autograd.set_detect_anomaly(True) left on from debugging a NaN (fixed: off)."""
+    torch.autograd.set_detect_anomaly(not fixed)
+    try:
+        train(mlp(width=256, depth=4), vectors(128), steps)
+    finally:
+        torch.autograd.set_detect_anomaly(False)
+
+
+def anomaly_transformer(fixed: bool, steps: int, out: Path) -> None:
+    """The loop wrapped in ``with torch.autograd.detect_anomaly():`` (a transformer: many small graph nodes
+    per step; fixed: no context)."""
+    model = TinyTransformer()
+    if fixed:
+        train(model, token_batches(16, 32), steps)
+        return
+    with torch.autograd.detect_anomaly():
+        train(model, token_batches(16, 32), steps)
+
+
+class ResBlock(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        return F.relu(x + self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+
+
+def anomaly_cnn_no_nan_check(fixed: bool, steps: int, out: Path) -> None:
+    """Anomaly detection with ``check_nan=False`` (tracebacks only) switched on inside the loop, after a
+    warm-up, around a small ResNet (conv-bn-relu blocks with residual adds) with AdamW (fixed: never
+    switched on)."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), *[ResBlock(8) for _ in range(4)],
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    it = images(16, 16)
+    for step in range(steps):
+        if step == 1 and not fixed:
+            torch.autograd.set_detect_anomaly(True, check_nan=False)
+        x, y = next(it)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.autograd.set_detect_anomaly(False)
+
+
+def deterministic_mlp(fixed: bool, steps: int, out: Path) -> None:
+    """A healthy MLP with torch.use_deterministic_algorithms(True) (costless on a CPU) and a debug variable
+    set: a control, worth info findings only."""
+    os.environ["TORCH_SHOW_CPP_STACKTRACES"] = "1"
+    torch.use_deterministic_algorithms(True)
+    train(mlp(), vectors(), steps)
+
+
 SCENARIOS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f in (
     clean_mlp, clean_cnn, loader_getitem, per_sample, row_dropout, rnn_cell_loop, checkpoint_every_step,
     gc_storm, float64_model, sleep_in_loop, log_io, item_loop, memory_churn, cpu_contention, oversubscription,
-    dynamic_shapes, hf_dynamic_seq, optimizer_loop, compile_recompiles, eval_every_3, linalg_forward, sort_forward, slow_rank)}
+    dynamic_shapes, hf_dynamic_seq, optimizer_loop, compile_recompiles, eval_every_3, linalg_forward, sort_forward, slow_rank,
+    anomaly_mlp, anomaly_transformer, anomaly_cnn_no_nan_check, deterministic_mlp)}
 
 
 def main() -> None:

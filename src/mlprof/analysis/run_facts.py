@@ -30,6 +30,7 @@ FACT_LABELS = {
     "profiler_level": "profiler level",
     "profiler_options": "profiler options",
     "threads": "thread settings",
+    "torch_settings": "torch settings",
     "batch_shape": "batch shape (first forward op's inputs)",
 }
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -81,7 +82,21 @@ def facts_from_metadata(meta: dict) -> dict:
         threads["torch threads"] = system["torch_num_threads"]
     if threads:
         facts["threads"] = ", ".join(f"{k}={v}" for k, v in threads.items())
+    settings = _torch_settings(meta.get("profiler_metadata.torch_state"))
+    if settings:
+        facts["torch_settings"] = settings
     return facts
+
+
+# The process-wide torch settings that change speed (collect/torch_state.py), as the first window opened.
+_TORCH_SETTINGS = ("anomaly_enabled", "deterministic_algorithms", "float32_matmul_precision",
+                   "cuda_matmul_allow_tf32", "cudnn_benchmark", "cudnn_deterministic")
+
+
+def _torch_settings(windows) -> str | None:
+    first = _dict(windows[0]).get("at_start") if isinstance(windows, list) and windows else None
+    known = {k: first[k] for k in _TORCH_SETTINGS if k in _dict(first)}
+    return ", ".join(f"{k}={v}" for k, v in known.items()) or None
 
 
 _SHAPED = "h.input_dims IS NOT NULL AND h.input_dims NOT IN ('[]', '[[]]')"

@@ -102,6 +102,8 @@ class CaptureMetadata(_Record, kw_only=True):
     user: dict[str, Any] = {}  # add_metadata (strings) and add_metadata_json (decoded JSON)
     environment: dict[str, Any] = {}  # performance-relevant variables that are set
     system: dict[str, Any] = {}
+    # Per written window: {"window", "at_start": {setting: value}, "changed": {setting: [start, end]}}.
+    torch_state: list[dict[str, Any]] = []
 
 
 # -- raw/window_NNNN/window.json ------------------------------------------------------------------

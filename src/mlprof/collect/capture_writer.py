@@ -56,6 +56,8 @@ class CaptureWriter:
             created_wall_ns=time.time_ns(),
         )
         self.user_metadata: dict[str, Any] = {}
+        # One entry per written window: its torch settings (collect/torch_state.py).
+        self.torch_state: list[dict[str, Any]] = []
         self.write_manifest()
         self.write_metadata()
 
@@ -64,7 +66,8 @@ class CaptureWriter:
 
     def write_metadata(self) -> None:
         write_json_atomic(self.path / layout.METADATA_FILE, CaptureMetadata(
-            user=self.user_metadata, environment=performance_environment(), system=system_info()))
+            user=self.user_metadata, environment=performance_environment(), system=system_info(),
+            torch_state=self.torch_state))
 
     def begin_window(self, window_index: int) -> Path:
         partial = self.path / layout.RAW_DIR / layout.partial_dir_name(window_index)

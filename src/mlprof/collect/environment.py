@@ -19,11 +19,15 @@ CAPTURED_VARIABLES = (
     "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
     "MASTER_ADDR", "MASTER_PORT", "LD_PRELOAD", "MALLOC_CONF",
+    # Debug switches that slow a job down when left on (analysis/advisor/rules_config.py reads them).
+    "TORCH_SHOW_CPP_STACKTRACES", "TORCH_CPP_LOG_LEVEL", "TORCH_LOGS", "TORCH_USE_CUDA_DSA",
+    "PYTORCH_ALLOC_CONF", "PYTORCH_NPU_ALLOC_CONF", "PYTORCH_JIT",
+    "PYTHONDEVMODE", "PYTHONTRACEMALLOC", "PYTHONMALLOC",
 )
 # Families of variables, captured whenever a name starts with one of these.
 CAPTURED_PREFIXES = (
     "NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "TORCHINDUCTOR_", "TORCH_COMPILE_",
-    "GLOO_", "KMP_", "GOMP_", "MKL_", "CUDNN_", "HIP_", "HSA_", "ROCR_", "HCCL_", "ASCEND_",
+    "TORCHDYNAMO_", "GLOO_", "KMP_", "GOMP_", "MKL_", "CUDNN_", "HIP_", "HSA_", "ROCR_", "HCCL_", "ASCEND_",
 )
 # Never record values that look like credentials, whatever their prefix.
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|_KEY$|^KEY_|AUTH", re.IGNORECASE)
@@ -78,5 +82,6 @@ def system_info() -> dict[str, Any]:
     torch = sys.modules.get("torch")
     if torch is not None:
         info["torch_num_threads"] = torch.get_num_threads()
+        info["torch_num_interop_threads"] = torch.get_num_interop_threads()
         info["cuda_device_count"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
     return info

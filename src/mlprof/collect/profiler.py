@@ -31,6 +31,7 @@ from .recorder import HostRecorder
 from .scalars import ScalarLog, activate as activate_scalars, deactivate as deactivate_scalars
 from .sampler import samples_between, spawn_sampler
 from .stack_sampler import StackSampler
+from .torch_state import torch_state, window_state
 
 __all__ = ["profile", "_KinetoProfile"]
 
@@ -114,6 +115,8 @@ class _KinetoProfile:
         self._step_timer = StepTimer()
         self._last_window: HostRecorder | None = None
         self._window_bounds = (0, 0)
+        # The window's torch settings at its start and at its end (collect/torch_state.py).
+        self._torch_state: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
         self._window_index = 0
         self._capture: CaptureWriter | None = None
         self._user_metadata: dict[str, Any] = {}
@@ -143,6 +146,8 @@ class _KinetoProfile:
         )
         self._recorder.attach()
         self._window_bounds = (time.time_ns(), 0)
+        # Read here, on the training thread: grad mode is per thread.
+        self._torch_state = (torch_state(), {})
         self._start_attribution()
 
     def window_stopping(self) -> None:
@@ -152,6 +157,7 @@ class _KinetoProfile:
         self._stop_attribution(recorder)
         self._last_window = recorder
         self._window_bounds = (self._window_bounds[0], time.time_ns())
+        self._torch_state = (self._torch_state[0], torch_state())
 
     def _start_attribution(self) -> None:
         """Python stack sampling and module recording, on the thread that opens the window (the training thread)."""
@@ -429,6 +435,7 @@ class _KinetoProfile:
                 names[key] = name
         first_step, last_step = (self._last_window.step_range() if self._last_window else (None, None))
         start_ns, end_ns = self._window_bounds
+        capture.torch_state.append(window_state(window_index, *self._torch_state))
         capture.finish_window(window_index, partial, {
             "level": self.options.profiler_level.name,
             "first_step": first_step,

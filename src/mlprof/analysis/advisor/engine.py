@@ -13,6 +13,14 @@ from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
 from mlprof.analysis.advisor.rules_comm import communication_overlap, exposed_by_step, split_waiting
 from mlprof.analysis.advisor.rules_device import device_idle, memory_churn, synchronization
 from mlprof.analysis.advisor.rules_env import cpu_oversubscription, recompilation
+from mlprof.analysis.advisor.rules_config import (
+    anomaly_detection,
+    backend_settings,
+    debug_environment,
+    defer_to_anomaly,
+    grad_without_backward,
+    launch_blocking,
+)
 from mlprof.analysis.advisor.rules_shapes import dynamic_shapes
 from mlprof.analysis.advisor.rules_host import (
     data_loading,
@@ -41,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     communication_overlap, memory_churn, recompilation, dynamic_shapes, step_outliers, cpu_oversubscription,
     cpu_contention,
     ai_cpu_ops, npu_op_compile,
+    anomaly_detection, launch_blocking, debug_environment, backend_settings, grad_without_backward,
 )
 
 
@@ -104,6 +113,7 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(rule(ctx, th))
+    findings = defer_to_anomaly(ctx, findings)
     findings = npu_wording(ctx, findings)
     mark_thin_call_sites(findings)
     report = AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,

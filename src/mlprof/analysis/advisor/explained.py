@@ -32,7 +32,8 @@ FINDING_PART = {
     "data_loading": "data_loading", "gc_pauses": "gc", "host_outside_ops": "python",
     "communication_overlap": "communication",
     **dict.fromkeys(("op_storm", "dominant_op", "dominant_module", "slow_dtype", "memory_churn", "device_idle",
-                     "synchronization", "recompilation", "dynamic_shapes", "ai_cpu_ops", "npu_op_compile"),
+                     "synchronization", "recompilation", "dynamic_shapes", "ai_cpu_ops", "npu_op_compile",
+                     "anomaly_detection", "launch_blocking"),
                     "compute"),
 }
 CROSS_CUTTING = ("slow_rank", "step_outliers", "cpu_contention", "cpu_oversubscription")

@@ -84,6 +84,8 @@ class Thresholds:
     fresh_tensor_warn_share: float = 0.10
     # Step time in ops on an Ascend NPU's AI CPU (slow cores) worth a warning.
     ai_cpu_warn_share: float = 0.05
+    # Step time a debug mode left on costs (anomaly detection's tracebacks and NaN checks, blocking launches).
+    debug_mode_warn_share: float = 0.05
 
     def __post_init__(self) -> None:
         for f in fields(self):
