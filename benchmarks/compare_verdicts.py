@@ -1,22 +1,28 @@
 """Can `mlprof compare --fail-if-slower` stay on in CI? Its false alarms and detections on default captures.
 
     python benchmarks/compare_verdicts.py [--pairs 50] [--detect 20] [--levels 5,10,25,100]
-                                          [--conditions quiet,busy] [--limit 5] [--save runs.json]
+                                          [--conditions quiet,busy] [--limit 5] [--job-threads 1]
+                                          [--save runs.json]
 
 Every run is `mlprof run --output DIR -- python tests/scenarios/compare_job.py STEPS --extra-pct P`
-with mlprof's default options (the window sized by evidence; no --active, no --skip-first) at torch's
-default thread count. Per condition (quiet; busy: two shell loops per core in another session, another
-job on the host, for the whole condition):
+with mlprof's default options (the window sized by evidence: no --active, no --skip-first); it is
+parsed in this process afterwards (the same parse `mlprof run` would start, without its start-up).
+Per condition (quiet; busy: two shell loops per core in another session, another job on the host, for
+the whole condition):
 
-* **A/A**: ``--pairs`` pairs of runs of the same code, each pair compared with `--fail-if-slower LIMIT`:
-  a false alarm is exit 9 (``failed``); a verdict ``slower`` is counted too.
+* **A/A**: a chain of ``--pairs`` + 1 runs of the same code; each run is compared with the one before
+  it (``--pairs`` same-code pairs; neighbouring pairs share a run), with `--fail-if-slower LIMIT`: a false
+  alarm is exit 9 (``failed``); a verdict ``slower`` is counted too.
 * **Detection**: for each level in ``--levels`` (% more work per step: the job's steps run that many more
-  identical passes), ``--detect`` runs, each compared with the base run of one A/A pair: detected means
-  the verdict ``slower``; the gate's exit 9 at LIMIT is counted as well.
+  identical passes), ``--detect`` runs, each compared with a run of the chain: detected means the
+  verdict ``slower``; the gate's exit 9 at LIMIT is counted as well.
 
-Runs are interleaved (base, same, then one run of each level) so that a drift in the machine's speed
-over the minutes touches every kind alike. Prints one line per comparison as it goes, then the table;
-``--save`` keeps every run's per-step measures (wall, wait for a core, thread CPU) for other analyses.
+Runs are interleaved (a chain run, then one run of each level) so that a drift in the machine's speed
+over the minutes touches every kind alike. The job runs ``--job-threads`` torch threads (default 1, as a
+job on a shared host should: at torch's default thread count a busy 2-core host stretched its steps
+100x, 3 s instead of 30 ms, from spinning workers waiting for each other; 0: torch's default).
+Prints one line per comparison as it goes, then the table; ``--save`` keeps every run's per-step
+measures (wall, wait for a core, thread CPU) for other analyses.
 Exit 0 whatever the result: it measures, it does not gate.
 """
 
@@ -45,16 +51,19 @@ JOB_STEPS = 230
 JOB_MAX_SECONDS = 75
 
 
-def profile(out: Path, extra_pct: float) -> Path:
-    cmd = [sys.executable, "-m", "mlprof", "run", "--output", str(out), "--",
+def profile(out: Path, extra_pct: float, threads: int) -> Path:
+    cmd = [sys.executable, "-m", "mlprof", "run", "--output", str(out), "--no-parse", "--",
            sys.executable, str(JOB), str(JOB_STEPS), "--extra-pct", f"{extra_pct:g}",
-           "--max-seconds", str(JOB_MAX_SECONDS)]
+           "--max-seconds", str(JOB_MAX_SECONDS)] + (["--threads", str(threads)] if threads else [])
     # A lock dir of its own: another mlprof run on this host (a test suite) must not refuse ours.
     env = {**os.environ, "MLPROF_LOCK_DIR": str(out.parent / "locks")}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"mlprof run exit {done.returncode}: {done.stderr.strip()[-300:]}")
     (capture,) = [p for p in out.iterdir() if p.name.endswith("_mlprof")]
+    from mlprof.parse import parse_path
+
+    parse_path(capture)
     return capture
 
 
@@ -82,34 +91,39 @@ def judge(base: Path, new: Path, limit: float) -> dict:
 
 
 def run_condition(condition: str, workdir: Path, pairs: int, detect: int, levels: list[float], limit: float,
-                  saved: list[dict]) -> list[dict]:
+                  threads: int, saved: list[dict]) -> list[dict]:
     rows = []
     busy = start_busy(2 * (os.cpu_count() or 1), seconds=4 * 3600) if condition == "busy" else None
     if busy:
         time.sleep(3)  # past the loops' start-up
+    previous: Path | None = None
     try:
-        for i in range(max(pairs, detect)):
+        for i in range(max(pairs + 1, detect)):
             here = workdir / condition / str(i)
-            base = profile(here / "base", 0)
-            saved.append({"condition": condition, "run": f"{i} base", "extra_pct": 0, **step_measures(base)})
-            news = []
-            if i < pairs:
-                news.append(("A/A", 0.0))
+            base = profile(here / "chain", 0, threads)
+            saved.append({"condition": condition, "run": f"{i} chain", "extra_pct": 0, **step_measures(base)})
+            compared = [("A/A", 0.0, previous, base)] if previous is not None and i <= pairs else []
             if i < detect:
-                news += [(f"+{level:g}%", level) for level in levels]
-            for label, level in news:
-                new = profile(here / label.replace("/", "").replace("%", "pct").replace("+", "p"), level)
-                saved.append({"condition": condition, "run": f"{i} {label}", "extra_pct": level,
-                              **step_measures(new)})
-                row = {"condition": condition, "pair": i, "kind": label, "extra_pct": level,
-                       **judge(base, new, limit)}
+                for level in levels:
+                    label = f"+{level:g}%"
+                    new = profile(here / f"p{level:g}", level, threads)
+                    saved.append({"condition": condition, "run": f"{i} {label}", "extra_pct": level,
+                                  **step_measures(new)})
+                    compared.append((label, level, base, new))
+            for label, level, b, n in compared:
+                row = {"condition": condition, "pair": i, "kind": label, "extra_pct": level, **judge(b, n, limit)}
                 rows.append(row)
                 ci = "-" if row["low_pct"] is None else f"{row['low_pct']:+.1f}..{row['high_pct']:+.1f}%"
                 change = "-" if row["change_pct"] is None else f"{row['change_pct']:+.1f}%"
                 print(f"{condition:<5} {i:>3} {label:<6} {row['verdict']:<12} {change:>8} {ci:<17} "
                       f"gate={'FAIL' if row['failed'] else 'pass'} on {row['measure']} ({row['steps']} steps)",
                       flush=True)
-            shutil.rmtree(here, ignore_errors=True)
+            if previous is not None:
+                shutil.rmtree(previous.parent.parent, ignore_errors=True)
+            for extra in here.iterdir():
+                if extra.name != "chain":
+                    shutil.rmtree(extra, ignore_errors=True)
+            previous = base
     finally:
         if busy:
             stop_busy(busy)
@@ -139,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="5,10,25,100", help="regressions to detect, %% more work (default 5,10,25,100)")
     parser.add_argument("--conditions", default="quiet,busy", help="quiet, busy or both (default quiet,busy)")
     parser.add_argument("--limit", type=float, default=5.0, help="--fail-if-slower PCT (default 5, the README's)")
+    parser.add_argument("--job-threads", type=int, default=1, help="torch threads of the job (default 1; 0: torch's)")
     parser.add_argument("--save", type=Path, default=None, help="write every run's per-step measures here (JSON)")
     parser.add_argument("--json", action="store_true", help="print the comparisons as JSON at the end")
     args = parser.parse_args(argv)
@@ -150,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     rows, saved = [], []
     with tempfile.TemporaryDirectory(prefix="mlprof-compare-") as tmp:
         for condition in conditions:
-            rows += run_condition(condition, Path(tmp), args.pairs, args.detect, levels, args.limit, saved)
+            rows += run_condition(condition, Path(tmp), args.pairs, args.detect, levels, args.limit,
+                                  args.job_threads, saved)
             if args.save:
                 args.save.write_text(json.dumps(saved))
     if args.json:
