@@ -81,6 +81,7 @@ QUIET_FILES = frozenset({
     "tests/analysis/test_contention.py",
     "tests/analysis/test_jobs.py",
     "tests/analysis/test_cluster.py",
+    "tests/analysis/test_growth_runs.py",
 })
 _ROOT = Path(__file__).resolve().parent.parent
 

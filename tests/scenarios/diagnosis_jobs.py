@@ -548,8 +548,8 @@ def list_scan(fixed: bool, steps: int, out: Path) -> None:
     ids = iter(range(10**9))
 
     def check_repeats(step: int) -> None:
-        batch_ids = [next(ids) for _ in range(128)]
-        repeats = sum(1 for i in batch_ids[::8] if i in seen)
+        batch_ids = [next(ids) for _ in range(256)]
+        repeats = sum(1 for i in batch_ids if i in seen)
         if repeats:
             raise RuntimeError("repeated samples")
         if fixed:

@@ -209,7 +209,7 @@ class AllocatorGrowth:
     judged_steps: int  # steps whose allocations can be told retained (all but each window's last)
     retained_median_bytes: int  # the median over the judged steps of the bytes they left allocated
     retained_steps: int  # judged steps that left at least one block allocated
-    sites: list[dict] = field(default_factory=list)  # ops whose blocks were never freed, most bytes first
+    sites: list[dict] = field(default_factory=list)  # ops whose blocks were never freed: in most steps, most bytes first
     capacity_bytes: int | None = None  # the device's memory (CUDA: totalGlobalMem), None when not known
     allocated_last_bytes: int = 0
 
@@ -265,7 +265,7 @@ def allocator_growth(store: TableStore, site_limit: int = 5) -> list[AllocatorGr
             FROM ev e LEFT JOIN host_ops h ON h.op_id = e.host_op_id
             WHERE e.step IS NOT NULL AND e.step < e.last_step AND e.size_bytes > 0
               AND (e.next_size IS NULL OR e.next_size > 0)
-            GROUP BY 1 ORDER BY bytes DESC, op LIMIT {int(site_limit)}""", [device_type, device_id])
+            GROUP BY 1 ORDER BY steps DESC, bytes DESC, op LIMIT {int(site_limit)}""", [device_type, device_id])
         capacity = None
         if device_type != 0:
             capacity = _device_memory_bytes(store, device_id)

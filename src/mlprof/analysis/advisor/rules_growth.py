@@ -170,7 +170,9 @@ def work_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []
     base = t.at(t.first_x)
     phases = {p: pt for p, pt in phase_trends(ctx.steps, HOST_FIELDS).items() if pt.slope > 0}
-    phase = max(phases, key=lambda p: phases[p].slope, default=None)
+    # The phase that grows most among those that rise steadily (a noisy phase's slope is not its growth).
+    steady = {p: pt for p, pt in phases.items() if pt.p_value < 5 * th.growth_p_value} or phases
+    phase = max(steady, key=lambda p: steady[p].slope, default=None)
     ops = op_time_trends(ctx.store, _OP_FILTER, th.growth_p_value)
     op = ops[0] if ops and ops[0]["trend"].slope >= _OWNS_GROWTH * t.slope else None
     if op is not None:
