@@ -42,6 +42,23 @@ def window_steps(capture: Path) -> list[list[int]]:
             for w in sorted((capture / "raw").glob("window_*"))]
 
 
+# The last step number the 14-step script reaches, on its windows' numbering (they record steps 6-8 and the
+# profiler stops at step 9; five more step boundaries follow).
+JOB_STEPS_OF_14 = 14
+
+
+def test_samples_after_the_capture_are_thinned_evenly_to_the_jobs_end():
+    from types import SimpleNamespace
+
+    from mlprof.collect.runner import thin_tail
+
+    samples = [SimpleNamespace(ts_ns=t) for t in range(100)]
+    kept = thin_tail(samples, last_ns=9, keep=9)
+    assert [s.ts_ns for s in kept] == list(range(10)) + [19, 29, 39, 49, 59, 69, 79, 89, 99]
+    assert thin_tail(samples, last_ns=89, keep=20) == samples
+    assert thin_tail(samples, last_ns=49, keep=0) == samples[:50]
+
+
 def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
     result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "14",
                         options=["--host-sys", "cpu,mem,disk,network", "--host-sys-freq", "20"])
@@ -49,9 +66,14 @@ def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
     (capture,) = captures(tmp_path / "out")
     assert window_steps(capture) == [[6, 7, 8]]  # skip 5, warm up 1, record 3
     # Profiled steps against warm unprofiled ones: steps 2-4 of --skip-first (0 and 1 are cold).
-    times = json.loads((capture / "profiler_info.json").read_text())["step_times"]
+    info = json.loads((capture / "profiler_info.json").read_text())
+    times = info["step_times"]
     assert (times["profiled_steps"], times["unprofiled_steps"]) == (3, 3)
     assert times["profiled_median_ns"] > 0 and times["unprofiled_median_ns"] > 0
+    # The steps after the profiler stopped are counted on to the job's end (memory growth is judged on them).
+    window_end_ns = info["windows"][-1]["end_ns"]
+    assert info["steps_seen"] < info["job_steps"] == JOB_STEPS_OF_14, (info["steps_seen"], info["job_steps"])
+    assert info["last_step_end_ns"] > window_end_ns
     with open(capture / "mlprof_output" / "step_trace_time.csv", newline="") as f:
         assert [int(r["Step"]) for r in csv.DictReader(f)] == [6, 7, 8]
     with open(capture / "mlprof_output" / "op_statistic.csv", newline="") as f:
