@@ -179,13 +179,18 @@ def _cat_steps(durations_us):
 def test_step_time_growing_with_the_step_names_the_op_that_grows(tmp_path):
     # 6 ms plus 1 ms more of cat every step: 6..13 ms over 8 steps.
     with _store(tmp_path, _cat_steps([6_000 + 1_000 * i for i in range(8)]), "cat") as store:
-        (f,) = _findings(store, "work_growth")
-        outliers = _findings(store, "step_outliers")
+        findings = advise(store).findings
+    (f,) = [x for x in findings if x.id == "work_growth"]
+    outliers = [x for x in findings if x.id == "step_outliers"]
     m = f.evidence.metrics
     assert m["ns_per_step"] == 1_000_000 and m["first_step_ns"] == 6_000_000 and m["op"] == "aten::cat"
     assert m["op_ns_per_step"] == 1_000_000 and m["steps"] == 8
-    # The line rises 7 ms over steps 1-8 (117% of the first): critical; 28 ms of the 76 ms is the growth.
-    assert f.severity == "critical" and f.impact_ns == 28_000_000
+    # The line rises 7 ms over steps 1-8 (117% of the first): critical. 28 ms of the 76 ms is the growth; the
+    # time at stake is all of the growing cat's, 34.4 ms, which dominant_op also names: growth, its cause, first.
+    assert f.severity == "critical" and m["excess_ns"] == 28_000_000 and f.impact_ns == 34_400_000
+    assert f.share == pytest.approx(34.4 / 76, abs=1e-4)
+    (dominant,) = [x for x in findings if x.id == "dominant_op" and x.evidence.metrics["op"] == "aten::cat"]
+    assert dominant.share == pytest.approx(f.share) and findings.index(f) < findings.index(dominant)
     assert f.title.startswith("Step time grows 1.00 ms per step (117% over steps 1-8), in aten::cat")
     # The late steps are not periodic outliers: step_outliers, if it speaks, defers.
     assert all(o.severity == "info" for o in outliers)

@@ -37,9 +37,10 @@ Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 
 # Every rule, in reporting order for equal severity and share.
 RULES: tuple[Rule, ...] = (
+    memory_growth, work_growth,
     op_storm, slow_dtype, fresh_tensors, dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, device_idle, synchronization,
     communication_overlap, memory_churn, recompilation, dynamic_shapes, step_outliers, cpu_oversubscription,
-    cpu_contention, memory_growth, work_growth,
+    cpu_contention,
     ai_cpu_ops, npu_op_compile,
 )
 

@@ -27,8 +27,10 @@ _RETAINED_STEPS_SHARE = 0.75
 # Host ops judged for growing work: the model's ops, as dominant_op counts them.
 _OP_FILTER = ("category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL "
               "AND name NOT LIKE 'ProfilerStep#%'")
-# An op (or phase) whose growth is at least this share of the step's growth is what grows.
+# An op (or phase) whose growth is at least this share of the step's growth is what grows ...
 _OWNS_GROWTH = 0.5
+# ... when its own rise has a p-value below this multiple of growth_p_value.
+_COMPONENT_P = 5
 
 _MEMORY_FIX = ("Something keeps a reference to every step's tensors. Look for a list or dict that grows each "
                "step: `losses.append(loss)` keeps the loss and its whole graph (with the activations) alive, "
@@ -171,9 +173,10 @@ def work_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     base = t.at(t.first_x)
     phases = {p: pt for p, pt in phase_trends(ctx.steps, HOST_FIELDS).items() if pt.slope > 0}
     # The phase that grows most among those that rise steadily (a noisy phase's slope is not its growth).
-    steady = {p: pt for p, pt in phases.items() if pt.p_value < 5 * th.growth_p_value} or phases
+    steady = {p: pt for p, pt in phases.items() if pt.p_value < _COMPONENT_P * th.growth_p_value} or phases
     phase = max(steady, key=lambda p: steady[p].slope, default=None)
-    ops = op_time_trends(ctx.store, _OP_FILTER, th.growth_p_value)
+    # The step's rise is established; which op carries it needs less proof.
+    ops = op_time_trends(ctx.store, _OP_FILTER, _COMPONENT_P * th.growth_p_value)
     op = ops[0] if ops and ops[0]["trend"].slope >= _OWNS_GROWTH * t.slope else None
     if op is not None:
         sites = (ctx.call_sites("name = ? AND " + _OP_FILTER, [op["name"]])
@@ -183,17 +186,27 @@ def work_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     line = _site(sites)
     what = op["name"] if op else f"the {phase} phase" if phase else "the step"
     excess_ns = sum(max(0.0, t.at(s.step) - base) for s in ctx.steps)
-    share = ctx.share(excess_ns)
+    # The time at stake: all of the op or phase that carries the growth (the fix removes it, not only its
+    # growth), else the growth itself. It is the time dominant_op or host_outside_ops would name: growth is
+    # their cause and comes first among equals (RULES order).
+    owner_ns = 0
+    if op is not None:
+        owner_ns = op["self_ns"]
+    elif phase and steady.get(phase) is not None and steady[phase].p_value < _COMPONENT_P * th.growth_p_value \
+            and steady[phase].slope >= _OWNS_GROWTH * t.slope:
+        owner_ns = sum(getattr(s, HOST_FIELDS[phase]) or 0 for s in ctx.steps)
+    impact_ns = max(excess_ns, owner_ns)
+    share = ctx.share(impact_ns)
     growth = t.growth / base
-    severity = "critical" if growth >= 1.0 else "warning"
+    severity = "critical" if growth >= 1.0 or share >= th.critical_share else "warning"
     double_in = base / t.slope
     return [Finding(
-        id="work_growth", severity=severity, share=round(share, 4), impact_ns=int(excess_ns),
+        id="work_growth", severity=severity, share=round(share, 4), impact_ns=int(impact_ns),
         title=f"Step time grows {t.slope / 1e6:.2f} ms per step ({growth:.0%} over steps {t.first_x:.0f}-"
               f"{t.last_x:.0f}), in {what}" + (f" at {line}" if line else ""),
         evidence=Evidence(
             metrics={"ns_per_step": int(t.slope), "first_step_ns": int(base), "growth_ns": int(t.growth),
-                     "growth_share": round(growth, 4), "steps": t.n, "p_value": round(t.p_value, 6),
+                     "growth_share": round(growth, 4), "excess_ns": int(excess_ns), "steps": t.n, "p_value": round(t.p_value, 6),
                      "steps_to_double": round(double_in, 1), "phase": phase,
                      "phase_ns_per_step": int(phases[phase].slope) if phase else None,
                      "op": op["name"] if op else None,
