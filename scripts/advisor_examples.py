@@ -43,6 +43,8 @@ FROM_DIAGNOSIS = {
     "slow_rank": ("slow_rank", "two gloo ranks under torchrun; rank 1 does extra work"),
     "communication_overlap": ("slow_rank", "the waiting rank of the same job"),
     "recompilation": ("compile_recompiles", "a torch.compile'd loss that reads a Python number changing every step"),
+    "memory_growth": ("kept_eval_loss", "a held-out loss computed with autograd on and kept as a tensor every step"),
+    "work_growth": ("cat_buffer", "embeddings torch.cat'ed onto a running buffer every step"),
 }
 # rule id -> (diagnosis scenario, extra `mlprof run` options, what the run is): run here.
 FROM_RUN = {

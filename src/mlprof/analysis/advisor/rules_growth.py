@@ -84,6 +84,7 @@ def _allocator_finding(ctx: AdvisorContext, th: Thresholds, dev: AllocatorGrowth
     for site in dev.sites:
         site["call_sites"] = _op_sites(ctx, site.pop("op_ids") or [])
     return {"source": "allocator", "where": where, "bytes_per_step": per_step, "steps": dev.judged_steps,
+            "span": f"{dev.judged_steps} profiled steps",
             "left_bytes": left, "last_step": max(r["step"] for r in dev.steps),
             "metrics": {"device_type": dev.device_type, "device_id": dev.device_id,
                         "retained_median_bytes": dev.retained_median_bytes,
@@ -108,6 +109,7 @@ def memory_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             and t.growth >= th.memory_growth_min_bytes):
         seen.append({"source": "rss", "where": "The process's memory (RSS)", "bytes_per_step": t.slope,
                      "steps": round(t.last_x - t.first_x, 1), "left_bytes": rss.available_bytes,
+                     "span": f"steps {t.first_x:.0f}-{t.last_x:.0f}, after the profiled window",
                      "last_step": int(t.last_x),
                      "metrics": {"samples": rss.samples, "first_step": round(rss.first_step, 1),
                                  "last_step": round(rss.last_step, 1), "step_ns": int(rss.step_ns),
@@ -143,8 +145,7 @@ def memory_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     fix = _MEMORY_FIX + ("" if sites else " Record with --profile-memory to see the ops whose memory is never freed.")
     return [Finding(
         id="memory_growth", severity=severity, share=0.0, impact_ns=0,
-        title=f"{main['where']} grows {per_step / _MB:.1f} MB per step over {main['steps']:g} "
-              f"steps{oom}{where_site}",
+        title=f"{main['where']} grows {per_step / _MB:.1f} MB per step ({main['span']}){oom}{where_site}",
         evidence=Evidence(metrics=metrics, steps=main["steps_rows"],
                           ops=[{k: s[k] for k in ("op", "bytes", "blocks", "steps")} for s in sites],
                           call_sites=top_site["call_sites"] if top_site else []),
@@ -211,8 +212,9 @@ def work_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                      "phase_ns_per_step": int(phases[phase].slope) if phase else None,
                      "op": op["name"] if op else None,
                      "op_ns_per_step": int(op["trend"].slope) if op else None},
+            # The latest steps first: the growth makes them the slowest.
             steps=sorted(({"step": s.step, "window": s.window, "dur_ns": s.dur_ns} for s in ctx.steps),
-                         key=lambda r: r["step"])[:50],
+                         key=lambda r: -r["step"])[:50],
             ops=[{"name": o["name"], "ns_per_step": int(o["trend"].slope), "self_ns": o["self_ns"],
                   "steps": o["steps"]} for o in ops],
             call_sites=sites),
