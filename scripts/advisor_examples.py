@@ -43,13 +43,15 @@ FROM_DIAGNOSIS = {
     "slow_rank": ("slow_rank", "two gloo ranks under torchrun; rank 1 does extra work"),
     "communication_overlap": ("slow_rank", "the waiting rank of the same job"),
     "recompilation": ("compile_recompiles", "a torch.compile'd loss that reads a Python number changing every step"),
-    "memory_growth": ("kept_eval_loss", "a held-out loss computed with autograd on and kept as a tensor every step"),
     "work_growth": ("cat_buffer", "embeddings torch.cat'ed onto a running buffer every step"),
 }
 # rule id -> (diagnosis scenario, extra `mlprof run` options, what the run is): run here.
 FROM_RUN = {
     "dominant_module": ("row_dropout", ["--with-stack"],
                         "a hand-written dropout, one tiny op per row, recorded with --with-stack"),
+    "memory_growth": ("kept_eval_loss", ["--profile-memory"],
+                      "a held-out loss computed with autograd on and kept as a tensor every step, recorded with "
+                      "--profile-memory"),
 }
 JOBS = Path(__file__).resolve().parents[1] / "tests" / "scenarios" / "diagnosis_jobs.py"
 ASCEND_RANK0 = "ascend/alexnet_ddp_910b/text/level1/rank0_ascend_pt"

@@ -90,7 +90,7 @@ def _allocator_finding(ctx: AdvisorContext, th: Thresholds, dev: AllocatorGrowth
                         "retained_median_bytes": dev.retained_median_bytes,
                         "retained_steps": dev.retained_steps, "judged_steps": dev.judged_steps,
                         "allocated_last_bytes": dev.allocated_last_bytes, "capacity_bytes": dev.capacity_bytes},
-            "steps_rows": dev.steps[:10], "sites": dev.sites}
+            "sites": dev.sites}
 
 
 def _host_available_bytes(ctx: AdvisorContext) -> int | None:
@@ -115,7 +115,7 @@ def memory_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                                  "last_step": round(rss.last_step, 1), "step_ns": int(rss.step_ns),
                                  "rss_first_bytes": rss.rss_first_bytes, "rss_last_bytes": rss.rss_last_bytes,
                                  "p_value": round(t.p_value, 6)},
-                     "steps_rows": [], "sites": []})
+                     "sites": []})
     allocator = [f for f in (_allocator_finding(ctx, th, d) for d in allocator_growth(ctx.store)) if f]
     if not seen and not allocator:
         return []
@@ -146,7 +146,7 @@ def memory_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     return [Finding(
         id="memory_growth", severity=severity, share=0.0, impact_ns=0,
         title=f"{main['where']} grows {per_step / _MB:.1f} MB per step ({main['span']}){oom}{where_site}",
-        evidence=Evidence(metrics=metrics, steps=main["steps_rows"],
+        evidence=Evidence(metrics=metrics,
                           ops=[{k: s[k] for k in ("op", "bytes", "blocks", "steps")} for s in sites],
                           call_sites=top_site["call_sites"] if top_site else []),
         fix=fix, rank=ctx.rank)]
