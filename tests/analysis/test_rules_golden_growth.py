@@ -214,3 +214,28 @@ def test_three_rising_steps_are_too_few_and_say_so(tmp_path):
     with _store(tmp_path, _cat_steps([6_000, 9_000, 12_000]), "three") as store:
         (f,) = _findings(store, "work_growth")
     assert f.severity == "info" and "too few steps" in f.title and "--active" in f.fix
+
+
+def test_device_allocator_growth_counts_steps_to_the_devices_memory(tmp_path):
+    from mlprof.parse import ParseOptions, parse_path
+
+    def cuda_mem(ts, size, addr, total):
+        return {"ph": "i", "s": "t", "name": "[memory]", "pid": 10, "tid": 11, "ts": ts, "cat": "cpu_instant_event",
+                "args": {"Total Reserved": total, "Total Allocated": total, "Bytes": size, "Addr": addr,
+                         "Device Type": 1, "Device Id": 0}}
+
+    def body(i, t0, dur):
+        return [X("aten::mm", t0 + 100, 500), cuda_mem(t0 + 200, 10 * MB, 50_000 + i, (i + 1) * 10 * MB)]
+
+    path = tmp_path / "cuda.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": BASE_NS,
+                                "deviceProperties": [{"id": 0, "name": "GPU", "totalGlobalMem": GIB}],
+                                "traceEvents": _steps([10_000] * 6, body)}))
+    with TableStore(parse_path(path, ParseOptions(output_dir=tmp_path / "cuda_out"))[0].tables_dir) as store:
+        (f,) = _findings(store, "memory_growth")
+    m = f.evidence.metrics
+    # 10 MB a step; 60 MB live after step 6 of a 1 GiB device: (1024 - 60) / 10 = 96.4 steps left.
+    assert m["device_type"] == 1 and m["capacity_bytes"] == GIB and m["mb_per_step"] == pytest.approx(10.0)
+    assert m["steps_to_oom"] == 96 and m["oom_step"] == 6 + 96
+    assert f.severity == "critical" and f.title.startswith("Device 0 allocator memory grows 10.0 MB per step")
+    assert f.evidence.ops[0]["op"] == "aten::mm"
