@@ -46,11 +46,15 @@ FROM_DIAGNOSIS = {
     "anomaly_detection": ("anomaly_mlp", "torch.autograd.set_detect_anomaly(True) left on from debugging"),
     "debug_environment": ("deterministic_mlp", "TORCH_SHOW_CPP_STACKTRACES=1 set by the script"),
     "deterministic_algorithms": ("deterministic_mlp", "torch.use_deterministic_algorithms(True) on a CPU"),
+    "work_growth": ("cat_buffer", "embeddings torch.cat'ed onto a running buffer every step"),
 }
 # rule id -> (diagnosis scenario, extra `mlprof run` options, what the run is): run here.
 FROM_RUN = {
     "dominant_module": ("row_dropout", ["--with-stack"],
                         "a hand-written dropout, one tiny op per row, recorded with --with-stack"),
+    "memory_growth": ("kept_eval_loss", ["--profile-memory"],
+                      "a held-out loss computed with autograd on and kept as a tensor every step, recorded with "
+                      "--profile-memory"),
 }
 JOBS = Path(__file__).resolve().parents[1] / "tests" / "scenarios" / "diagnosis_jobs.py"
 ASCEND_RANK0 = "ascend/alexnet_ddp_910b/text/level1/rank0_ascend_pt"

@@ -83,6 +83,7 @@ QUIET_FILES = frozenset({
     "tests/analysis/test_cluster.py",
     "tests/test_readme_loop.py",
     "tests/scenarios/test_config_runs.py",
+    "tests/analysis/test_growth_runs.py",
 })
 _ROOT = Path(__file__).resolve().parent.parent
 

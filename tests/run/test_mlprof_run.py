@@ -42,6 +42,18 @@ def window_steps(capture: Path) -> list[list[int]]:
             for w in sorted((capture / "raw").glob("window_*"))]
 
 
+def test_samples_after_the_capture_are_thinned_evenly_to_the_jobs_end():
+    from types import SimpleNamespace
+
+    from mlprof.collect.runner import thin_tail
+
+    samples = [SimpleNamespace(ts_ns=t) for t in range(100)]
+    kept = thin_tail(samples, last_ns=9, keep=9)
+    assert [s.ts_ns for s in kept] == list(range(10)) + [19, 29, 39, 49, 59, 69, 79, 89, 99]
+    assert thin_tail(samples, last_ns=89, keep=20) == samples
+    assert thin_tail(samples, last_ns=49, keep=0) == samples[:50]
+
+
 def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
     result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "14",
                         options=["--host-sys", "cpu,mem,disk,network", "--host-sys-freq", "20"])
@@ -52,7 +64,8 @@ def test_run_profiles_an_unmodified_script_and_parses_it(tmp_path):
     (window,) = window_steps(capture)
     assert window == list(range(6, window[-1] + 1)) and len(window) >= 8
     # Profiled steps against warm unprofiled ones: steps 2-4 of --skip-first (0 and 1 are cold).
-    times = json.loads((capture / "profiler_info.json").read_text())["step_times"]
+    info = json.loads((capture / "profiler_info.json").read_text())
+    times = info["step_times"]
     assert times["unprofiled_steps"] == 3 and times["profiled_steps"] >= 3
     assert times["profiled_median_ns"] > 0 and times["unprofiled_median_ns"] > 0
     with open(capture / "mlprof_output" / "step_trace_time.csv", newline="") as f:
@@ -319,6 +332,11 @@ def test_the_default_window_closes_itself_once_its_steps_are_evidence_enough(tmp
     # The job had 300 steps, more than skip 5 + warm-up 1 + the 200-step cap: the window closed by its rule.
     assert window[0] == 6 and window == list(range(6, window[-1] + 1))
     assert 20 <= len(window) <= 200
+    # The steps after the profiler stopped are counted on to the job's end (memory growth is judged on them):
+    # the last step number the 300-step script reaches, on the windows' numbering.
+    info = json.loads((capture / "profiler_info.json").read_text())
+    assert info["steps_seen"] < info["job_steps"] == 300, (info["steps_seen"], info["job_steps"])
+    assert info["last_step_end_ns"] > info["windows"][-1]["end_ns"]
 
 
 def test_a_failure_after_the_job_is_one_line_and_the_jobs_exit_code_wins(tmp_path, monkeypatch):

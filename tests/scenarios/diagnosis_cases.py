@@ -91,8 +91,20 @@ CASES: tuple[Case, ...] = (
          "the loop inside `with torch.autograd.detect_anomaly():` (transformer)"),
     Case("anomaly_cnn_no_nan_check", ("anomaly_detection",),
          "set_detect_anomaly(True, check_nan=False) switched on inside the loop (ResNet-style CNN, AdamW)"),
+    # Growth across steps (60 steps each: the memory is judged over the steps after the profiled window).
+    Case("kept_eval_loss", ("memory_growth",),
+         "held-out loss computed with autograd on and kept as a tensor every step: its graph keeps the "
+         "activations alive (MLP)"),
+    Case("step_feature_cache", ("memory_growth",), "feature maps cached in a dict keyed by step, graph and all (CNN)"),
+    # The buffer grows the process's memory as well as the work; its torch.cat is also the op that leads the step.
+    Case("cat_buffer", ("work_growth", "memory_growth", "dominant_op"),
+         "embeddings torch.cat'ed onto a running buffer every step to take their mean (MLP)"),
+    # The growing scan is Python between ops, which host_outside_ops names by its line too.
+    Case("list_scan", ("work_growth", "host_outside_ops"),
+         "sample ids checked against a Python list of every id seen, scanned every step (MLP)"),
     Case("clean_mlp", (), "healthy MLP"),
     Case("clean_cnn", (), "healthy CNN"),
+    Case("clean_long", (), "healthy wide MLP with Adam, as long as the growth cases: memory rises, then plateaus"),
     Case("two_runs", (), "two separate runs of a healthy MLP in one --output folder", scenario="clean_mlp",
          runs_in_one_output=2),
     Case("busy_machine", (), "healthy MLP while the harness keeps every core busy", scenario="clean_mlp",

@@ -526,6 +526,102 @@ def deterministic_mlp(fixed: bool, steps: int, out: Path) -> None:
     os.environ["TORCH_SHOW_CPP_STACKTRACES"] = "1"
     torch.use_deterministic_algorithms(True)
     train(mlp(), vectors(), steps)
+# ---------------------------------------------------------------- growth across steps
+# These loops get worse with every step: memory that is never given back, work that grows with what was kept.
+# A trend needs steps: the profiled window's for the work, and the steps after it (the profiler off) for the
+# process's memory, so each runs at least GROWTH_STEPS steps whatever --steps says.
+GROWTH_STEPS = 60
+
+
+def _growth_steps(steps: int) -> int:
+    return max(steps, GROWTH_STEPS)
+
+
+def kept_eval_loss(fixed: bool, steps: int, out: Path) -> None:
+    """A held-out loss computed every step for the logs with autograd on and kept as a tensor: each kept
+    loss holds its graph, and so the forward's activations, alive (fixed: no_grad and .item())."""
+    model = mlp(width=1024, depth=2)
+    val_x, val_y = torch.randn(512, 64), torch.randint(0, 10, (512,))
+    val_losses: list = []
+
+    def log_val(step: int) -> None:
+        if fixed:
+            with torch.no_grad():
+                val_losses.append(F.cross_entropy(model(val_x), val_y).item())
+        else:
+            val_losses.append(F.cross_entropy(model(val_x), val_y))
+
+    train(model, vectors(256), _growth_steps(steps), after_step=log_val)
+
+
+def step_feature_cache(fixed: bool, steps: int, out: Path) -> None:
+    """Feature maps cached in a dict keyed by step "for later inspection" (a CNN): every entry, and the graph
+    behind it, stays alive (fixed: a bounded cache of the last two steps' detached features)."""
+    model = SmallCNN(32)
+    cache: dict[int, torch.Tensor] = {}
+
+    def forward(x):
+        feats = F.relu(model.conv1(x))
+        step = forward.calls
+        forward.calls += 1
+        cache[step] = feats.detach() if fixed else feats
+        if fixed:
+            cache.pop(step - 2, None)
+        x = F.relu(model.conv2(F.max_pool2d(feats, 2)))
+        return model.head(x.mean(dim=(2, 3)))
+
+    forward.calls = 0
+    train(model, images(64, 32), _growth_steps(steps), forward=forward)
+
+
+def cat_buffer(fixed: bool, steps: int, out: Path) -> None:
+    """Every batch's embeddings concatenated onto a running buffer to normalise by their running mean: the
+    torch.cat copies the whole buffer each step (fixed: a running sum and count)."""
+    model = mlp(width=256, depth=2)
+    embed = nn.Linear(64, 64)
+    seen = torch.zeros(0, 64)
+    total, count = torch.zeros(64), 0
+
+    def forward(x):
+        nonlocal seen, total, count
+        with torch.no_grad():
+            e = embed(x).repeat(16, 1)  # 4096 rows: 1 MB a step
+            if fixed:
+                total, count = total + e.sum(0), count + e.shape[0]
+                mean = total / count
+            else:
+                seen = torch.cat([seen, e])
+                mean = seen.mean(0)
+        return model(x - mean)
+
+    train(model, vectors(256), _growth_steps(steps), forward=forward)
+
+
+def list_scan(fixed: bool, steps: int, out: Path) -> None:
+    """Sample ids checked for repeats against a Python list of every id seen so far: the scan grows with
+    every step (fixed: a set)."""
+    model = mlp(width=256, depth=2)
+    seen: list[int] | set[int] = set() if fixed else []
+    ids = iter(range(10**9))
+
+    def check_repeats(step: int) -> None:
+        batch_ids = [next(ids) for _ in range(256)]
+        repeats = sum(1 for i in batch_ids if i in seen)
+        if repeats:
+            raise RuntimeError("repeated samples")
+        if fixed:
+            seen.update(batch_ids)
+        else:
+            seen.extend(batch_ids)
+
+    train(model, vectors(256), _growth_steps(steps), after_step=check_repeats)
+
+
+def clean_long(fixed: bool, steps: int, out: Path) -> None:
+    """A healthy loop as long as the growth cases and as wide as kept_eval_loss: its memory rises
+    in the first steps (allocator caches, Adam's state) and then stays flat."""
+    model = mlp(width=1024, depth=2)
+    train(model, vectors(256), _growth_steps(steps), opt=torch.optim.Adam(model.parameters(), lr=1e-3))
 
 
 SCENARIOS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f in (
@@ -533,6 +629,7 @@ SCENARIOS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f i
     gc_storm, float64_model, sleep_in_loop, log_io, item_loop, memory_churn, cpu_contention, oversubscription,
     dynamic_shapes, hf_dynamic_seq, optimizer_loop, compile_recompiles, eval_every_3, linalg_forward, sort_forward, slow_rank,
     anomaly_mlp, anomaly_transformer, anomaly_cnn_no_nan_check, deterministic_mlp)}
+    kept_eval_loss, step_feature_cache, cat_buffer, list_scan, clean_long)}
 
 
 def main() -> None:

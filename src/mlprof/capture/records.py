@@ -91,6 +91,11 @@ class Manifest(_Record, kw_only=True):
     error: Union[str, None] = None
     steps_seen: Union[Int, None] = None  # written at stop(): the last profiler step reached
     step_times: Union[StepTimes, None] = None  # written at stop(): profiled vs unprofiled step medians
+    # The job's last step and when it ended: written at stop(), and under `mlprof run` again at the job's exit
+    # with the steps it ran after the profiler stopped. They place the host samples after the last window on
+    # step numbers (analysis/growth.py).
+    job_steps: Union[Int, None] = None
+    last_step_end_ns: Union[Int, None] = None
 
     def __post_init__(self) -> None:
         if self.windows is None:  # older captures may write null

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from ..capture.output_path import rank_output_dir
@@ -38,7 +39,11 @@ class AutoProfiler:
         self._output_dir: Path | None = None
         # Trainer numbering (mlprof run --config): step N is the schedule's step N - 1.
         self._first_index = 0
-        atexit.register(self.close)
+        # Steps after the profiler stopped, and when the last ended: the job's memory over them is judged from
+        # the host samples (analysis/growth.py). Counting costs an int and a clock read a step.
+        self._steps_after_stop = 0
+        self._last_boundary_ns = 0
+        atexit.register(self._at_exit)
 
     def on_optimizer_step(self) -> None:
         self.optimizer_seen = True
@@ -50,6 +55,8 @@ class AutoProfiler:
 
     def boundary(self) -> None:
         if self.done:
+            self._steps_after_stop += 1
+            self._last_boundary_ns = time.time_ns()
             return
         with _signals_deferred():
             try:
@@ -121,6 +128,14 @@ class AutoProfiler:
         if self.prof is not None and not self.done:
             self.done = True
             self.prof.stop()
+
+    def _at_exit(self) -> None:
+        self.close()
+        if self.prof is not None and self._steps_after_stop:
+            try:
+                self.prof.record_steps_after_stop(self._steps_after_stop, self._last_boundary_ns)
+            except Exception as exc:  # noqa: BLE001 - the job is exiting: one line, never a traceback
+                logger.warning("mlprof: steps after the profile not recorded: %s", exc)
 
 
 class _signals_deferred:

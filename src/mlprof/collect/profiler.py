@@ -232,12 +232,24 @@ class _KinetoProfile:
             # The last step number reached: says why a capture has no window (the job ended first).
             self._capture.manifest.steps_seen = self._backend.step_num
             self._capture.manifest.step_times = self._step_timer.summary()
+            self._capture.manifest.last_step_end_ns = self._step_timer.last_end_ns
+            self._capture.manifest.job_steps = self._backend.step_num
             self._capture.close(layout.STATUS_FINISHED)
             if isinstance(self.on_trace_ready, TraceHandler) and self.on_trace_ready.analyse_flag:
                 if late and self._capture.manifest.windows:
                     # Written at stop, after the last window's parse (scalars logged since, host samples).
                     spawn_analysis(self._capture.path)
                 flush_analysis(self._capture.path)
+
+    def record_steps_after_stop(self, count: int, last_end_ns: int) -> None:
+        """The job ran ``count`` more steps after stop(), the last ending at ``last_end_ns`` (mlprof run counts
+        them at exit): the manifest's ``job_steps`` and ``last_step_end_ns`` then span the whole job."""
+        capture = getattr(self, "_capture", None)
+        if self._running or capture is None or capture.manifest.steps_seen is None or count <= 0:
+            return
+        capture.manifest.job_steps = capture.manifest.steps_seen + count
+        capture.manifest.last_step_end_ns = last_end_ns
+        self._failsafe.run("record steps after stop", capture.write_manifest)
 
     def _start_sampler(self) -> None:
         exp = self.options.experimental_config

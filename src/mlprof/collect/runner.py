@@ -243,11 +243,29 @@ def _manifest(capture: Path) -> Manifest | None:
         return None
 
 
+# Samples kept from after a capture's last window to the job's end (evenly spread over that stretch): the
+# memory growth of the steps nobody profiled (analysis/growth.py), without a day-long job's every sample.
+TAIL_SAMPLES = 1200
+
+
 def _attach_samples(capture: Path, samples_file: Path) -> None:
-    """Copy the samples taken while this capture was written into it (raw data, like its windows)."""
+    """Copy the samples taken while this capture was written into it (raw data, like its windows), and
+    those of the rest of the job, thinned to ``TAIL_SAMPLES``."""
     manifest, _raw = read_manifest(capture)
     first_ns = (manifest.created_wall_ns or 0) - 1_000_000_000
     ends = [w.end_ns or 0 for w in manifest.windows]
     last_ns = (max(ends) if ends else time.time_ns()) + 1_000_000_000
-    samples = samples_between(samples_file, first_ns, last_ns)
-    write_json_atomic(capture / layout.HOST_SAMPLES_FILE, samples)
+    samples = samples_between(samples_file, first_ns, 2**63)
+    write_json_atomic(capture / layout.HOST_SAMPLES_FILE, thin_tail(samples, last_ns, TAIL_SAMPLES))
+
+
+def thin_tail(samples: list, last_ns: int, keep: int) -> list:
+    """``samples`` up to ``last_ns`` and at most ``keep`` of the later ones, evenly spaced, the last kept."""
+    head = [s for s in samples if s.ts_ns <= last_ns]
+    tail = samples[len(head):]
+    if len(tail) > keep > 0:
+        stride = len(tail) / keep
+        tail = [tail[min(len(tail) - 1, int(round((i + 1) * stride)) - 1)] for i in range(keep)]
+    elif keep <= 0:
+        tail = []
+    return head + tail

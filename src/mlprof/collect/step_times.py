@@ -35,12 +35,14 @@ class StepTimer:
         self.unprofiled_ns: list[int] = []
         self._start: tuple[int, str] | None = None  # (start_ns, the action's name during the step)
         self._ended = 0
+        self.last_end_ns: int | None = None  # when the last step ended (cold ones included)
 
     def end(self, now_ns: int) -> None:
         """The step that started at the last ``begin`` ends now."""
         start, self._start = self._start, None
         if start is None:
             return
+        self.last_end_ns = now_ns
         start_ns, action = start
         self._ended += 1
         if self._ended <= COLD_STEPS:

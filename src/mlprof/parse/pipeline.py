@@ -145,7 +145,8 @@ InternalParseError = InternalError
 def _capture_metadata(item: CaptureInput) -> dict[str, object]:
     meta: dict[str, object] = {}
     for key in ("worker_name", "host", "pid", "rank", "world_size", "local_rank", "status",
-                "versions", "config", "created_wall_ns", "schema_version", "step_times"):
+                "versions", "config", "created_wall_ns", "schema_version", "step_times",
+                "steps_seen", "job_steps", "last_step_end_ns"):
         if key in item.manifest:
             meta[f"capture.{key}"] = item.manifest[key]
     for key, value in item.metadata.items():

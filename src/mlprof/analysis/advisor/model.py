@@ -86,6 +86,15 @@ class Thresholds:
     ai_cpu_warn_share: float = 0.05
     # Step time a debug mode left on costs (anomaly detection's tracebacks and NaN checks, blocking launches).
     debug_mode_warn_share: float = 0.05
+    # Growth across steps (analysis/growth.py): a rise is a trend when its one-sided Mann-Kendall p-value is
+    # below this (5 steps must all rise) ...
+    growth_p_value: float = 0.01
+    # ... memory growing at least this many bytes over the steps judged is reported ...
+    memory_growth_min_bytes: int = 16 * 2**20
+    # ... and is critical when it would use up the memory left within this many steps.
+    memory_growth_critical_steps: int = 10_000
+    # Step time whose fitted line rises by this share of its first step's over the profiled steps.
+    work_growth_warn_share: float = 0.20
 
     def __post_init__(self) -> None:
         for f in fields(self):

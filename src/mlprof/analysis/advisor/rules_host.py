@@ -7,6 +7,7 @@ import statistics
 
 from mlprof.analysis.steps import HOST_FIELDS
 from mlprof.analysis.advisor.rules_alloc import under_factory_sql
+from mlprof.analysis.advisor.rules_growth import growing_step_time
 from mlprof.analysis.advisor.rules_shapes import shape_driven_steps
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
@@ -276,6 +277,10 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     driven = shape_driven_steps(ctx)
     if driven:
         severity = "info"
+    # Steps that get slower one after the other are work_growth's finding: the late ones are not periodic work.
+    growing = None if driven else growing_step_time(ctx, th)
+    if growing is not None:
+        severity = "info"
     # Which part of the step grew: each outlier's columns against the median of all steps.
     parts = tuple(HOST_FIELDS.values())
     typical = {p: statistics.median(getattr(s, p) for s in ctx.steps) for p in parts}
@@ -296,6 +301,8 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                                    **({"waited_for_cpu_ns": int(waited_ns)} if waited_ns else {})}, steps=steps[:10]),
         fix=(f"Step time follows the input's size (rank correlation {driven['rho']:.2f}): see dynamic_shapes."
              if driven else
+             f"Step time grows with the step number ({growing.slope / 1e6:.2f} ms per step): the slow steps are "
+             "the late ones, see work_growth." if growing is not None else
              "The slow steps waited for a CPU core that other processes held: the steps' time less that wait "
              "shows no outlier. Run on a quieter machine, or see cpu_contention." if waited_ns else
              "Compare an outlier step with a typical one (`mlprof compare` on two captures, or the timeline): "
