@@ -118,8 +118,14 @@ _LEADING_SPACE = re.compile(rb"\s*")
 _AT_INDEX = re.compile(r"\$\[(\d+)\]")
 
 
+# msgspec's words for the limits the event struct sets, said as the other problems are: "PATH: problem".
+_TOO_LONG = re.compile(r"Expected `str` of length <= (\d+) - at `([^`]*)`")
+_NO_FIELD = re.compile(r"Object missing required field `(\w+)` - at `([^`]*)`")
+
+
 def _decode_error(path: Path, exc: Exception, first_index: int = 0) -> TraceFormatError:
-    msg = str(exc)
+    msg = _TOO_LONG.sub(lambda m: f"{m.group(2)}: a string of more than {int(m.group(1)):,} characters", str(exc))
+    msg = _NO_FIELD.sub(lambda m: f"{m.group(2)}.{m.group(1)}: missing", msg)
     if first_index:
         # Chunks are decoded on their own: report the event's index in the file.
         msg = _AT_INDEX.sub(lambda m: f"$.traceEvents[{int(m.group(1)) + first_index}]", msg, count=1)
