@@ -28,7 +28,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from mlprof.errors import MlprofError, TraceFormatError
+from mlprof.errors import CaptureError, MlprofError, TraceFormatError
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
     StringPool, TopLevel, first_bad_field, split_chunk)
@@ -71,7 +71,7 @@ class _FileText:
                     self._mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
                     self.data = self._mm
         except OSError as exc:
-            raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            raise CaptureError(f"{path}: cannot read: {exc.strerror or exc}") from None  # unreadable input: exit 3
         end = _LEADING_SPACE.match(self.data).end()
         if end == len(self.data):
             self.close()

@@ -580,6 +580,8 @@ def first_bad_field(raw: bytes) -> str | None:
         value = getattr(e, name)
         if value == value and not abs(value) < MAX_US:
             return f".{name}: {value!r} µs is out of range"
+    if e.dur < 0 and e.ph == "X" and _kept_complete(e.cat):
+        return f".dur: {e.dur!r} µs is negative"
     for name in ("name", "cat"):
         if len(getattr(e, name)) > MAX_STRING_CHARS:
             return f".{name}: a string of {len(getattr(e, name)):,} characters (at most {MAX_STRING_CHARS:,})"

@@ -197,4 +197,9 @@ def ns_column(values: list, base_ns: int) -> np.ndarray:
 
 
 def dur_column(values: list) -> np.ndarray:
-    return np.rint(_checked_us(values) * 1000.0).astype(np.int64)
+    us = _checked_us(values)
+    # Kineto guards against negative durations since 2022 (pytorch/kineto#646, an end time of 0):
+    # one is a corrupt event, and read as is it makes negative step times.
+    if (us < 0).any():
+        raise TimeRangeError(f"duration {us[np.argmax(us < 0)]!r} µs is negative")
+    return np.rint(us * 1000.0).astype(np.int64)
