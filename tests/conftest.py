@@ -81,6 +81,10 @@ QUIET_FILES = frozenset({
     "tests/analysis/test_contention.py",
     "tests/analysis/test_jobs.py",
     "tests/analysis/test_cluster.py",
+    # Samples of a thread that must get its core (or, pinned beside busy loops, must not): another
+    # test's busy core changes what the sampler may see (issue 30: failed at load 8).
+    "tests/collect/test_stack_sampler_wait.py",
+    "tests/collect/test_attribution_collect.py",
 })
 _ROOT = Path(__file__).resolve().parent.parent
 
