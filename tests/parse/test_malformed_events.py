@@ -106,3 +106,23 @@ def test_what_real_traces_leave_out_is_still_read(tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     cols = read_kineto(path, StringPool())
     assert len(cols.host["name"]) == 1 and len(cols.flows["ph"]) == 2 and cols.threads
+
+
+@pytest.mark.parametrize("drop, says", [("ts", r"\.ts: missing"), ("ph", r"`ph`"), ("dur", r"\.dur: missing")])
+def test_the_ascend_text_reader_refuses_them_too(tmp_path, drop, says):
+    """torch_npu's trace_view.json (read by its own reader): an event without ts was read as 0."""
+    import shutil
+
+    from mlprof.parse import ParseOptions, parse_path
+    from shared_data import SHARED_ASCEND
+
+    if not SHARED_ASCEND.is_dir():
+        pytest.skip(f"shared Ascend data not found at {SHARED_ASCEND}")
+    rank = shutil.copytree(SHARED_ASCEND / "text" / "level1" / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
+    view = rank / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    events = json.loads(view.read_text())
+    del next(e for e in events if e.get("ph") == "X")[drop]
+    view.write_text(json.dumps(events))
+    with pytest.raises(TraceFormatError, match=says) as err:
+        parse_path(rank, ParseOptions(output_dir=tmp_path / "out"))
+    assert str(view) in str(err.value) and "\n" not in str(err.value)
