@@ -126,3 +126,14 @@ def test_the_ascend_text_reader_refuses_them_too(tmp_path, drop, says):
     with pytest.raises(TraceFormatError, match=says) as err:
         parse_path(rank, ParseOptions(output_dir=tmp_path / "out"))
     assert str(view) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_event_named_is_the_bad_one_not_an_earlier_event_the_tables_skip(tmp_path):
+    """An event of a phase mlprof does not model may lack ts (nothing reads it): the error names
+    the event that broke the read."""
+    events = _events(400)
+    events.insert(10, {"ph": "Z", "name": "future", "pid": 1, "tid": 7})
+    del events[_BAD_AT]["ts"]
+    path = _write(tmp_path / "t.json", events)
+    with pytest.raises(TraceFormatError, match=rf"\$\.traceEvents\[{_BAD_AT}\]\.ts: missing"):
+        _read(path, StringPool(), None)

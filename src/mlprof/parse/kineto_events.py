@@ -555,6 +555,8 @@ def _metadata_event(e: _Event, cols: KinetoColumns) -> None:
 _INT64 = 2**63
 # Phases whose events the tables keep by name (flows are matched by id; complete events by category).
 _NAMED_PHASES = frozenset({"i", "I", "C", "M"})
+# Phases whose events the tables keep with their time (complete events: by category).
+_TIMED_PHASES = frozenset({"i", "I", "C", "s", "t", "f"})
 
 
 def _kept_complete(cat: str) -> bool:
@@ -572,7 +574,7 @@ def first_bad_field(raw: bytes) -> str | None:
         return ".ph: empty (every event needs its phase)"
     if e.name == NO_NAME and (e.ph in _NAMED_PHASES or e.ph == "X" and _kept_complete(e.cat)):
         return ".name: missing"
-    if e.ph != "M" and e.ts != e.ts:
+    if e.ts != e.ts and (e.ph in _TIMED_PHASES or e.ph == "X" and _kept_complete(e.cat)):
         return ".ts: missing (every event but metadata ('M') needs a time)"
     if e.ph == "X" and e.dur != e.dur:
         return ".dur: missing (a complete 'X' event needs a duration)"
