@@ -265,7 +265,8 @@ def _ascend_cases() -> list[tuple[str, Callable[[Path], Path]]]:
     return [
         ("ascend_db_null_strings", _ascend_db("UPDATE STRING_IDS SET value = NULL;")),
         ("ascend_db_null_name_id", _ascend_db("UPDATE PYTORCH_API SET name = NULL " + first.format("PYTORCH_API"))),
-        ("ascend_db_text_start_ns", _ascend_db("UPDATE PYTORCH_API SET startNs = 'abc' " + first.format("PYTORCH_API"))),
+        ("ascend_db_text_start_ns", _ascend_db("UPDATE PYTORCH_API SET startNs = 'abc' "
+                                               + first.format("PYTORCH_API"))),
         ("ascend_db_null_start_ns", _ascend_db("UPDATE PYTORCH_API SET startNs = NULL " + first.format("PYTORCH_API"))),
         ("ascend_db_task_text_start_ns", _ascend_db("UPDATE TASK SET startNs = 'abc';")),
         ("ascend_db_string_of_5_mb", _ascend_db(

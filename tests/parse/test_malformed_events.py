@@ -39,7 +39,8 @@ DEFECTS = {
     "no_ph": (_drop("ph"), r"\.ph: missing"),
     "empty_ph": (_set("ph", ""), r"\.ph: empty"),
     "cat_10_mib": (_set("cat", "c" * (10 << 20)), r"\.cat: a string of more than 1,048,576 characters"),
-    "unkept_name_2_mib": (lambda ev: ev.update(cat="not_modelled", name="n" * (2 << 20)), r"\.name: a string of more than 1,048,576 characters"),
+    "unkept_name_2_mib": (lambda ev: ev.update(cat="not_modelled", name="n" * (2 << 20)),
+                          r"\.name: a string of more than 1,048,576 characters"),
 }
 
 
