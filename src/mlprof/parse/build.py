@@ -21,8 +21,7 @@ from mlprof.parse.python_and_modules import module_call_table, python_tables
 
 __all__ = ["WindowData", "build_tables", "TableParts", "build_host_side", "build_flows", "build_misc", "step_table",
            "new_offsets", "add_capture_metadata", "add_steps", "STEP_NAME", "step_number", "strings_matching",
-           "build_collectives",
-           "build_capture_files"]
+           "build_collectives", "build_capture_files"]
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
