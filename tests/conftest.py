@@ -84,6 +84,10 @@ QUIET_FILES = frozenset({
     "tests/test_readme_loop.py",
     "tests/scenarios/test_config_runs.py",
     "tests/analysis/test_growth_runs.py",
+    # Samples of a thread that must get its core (or, pinned beside busy loops, must not): another
+    # test's busy core changes what the sampler may see (issue 30: failed at load 8).
+    "tests/collect/test_stack_sampler_wait.py",
+    "tests/collect/test_attribution_collect.py",
 })
 _ROOT = Path(__file__).resolve().parent.parent
 

@@ -35,8 +35,12 @@ def extract_ranks(paths: str | Path | Sequence[str | Path], workers: int | None 
     parsed yet), in parallel; a rank found twice is read once.
 
     The batch runner's failure policy: a rank that fails is ``{"source", "error"}``, the others still read.
+    When none could be read, the first one's error is raised (as ``mlprof parse`` does: its exit code,
+    not "partial").
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     sources = list(dict.fromkeys(source for path in paths for source, _ in input_sources(Path(path))))
     outcomes = run_batch(parse_and_extract, sources, workers=workers, scheduler=scheduler)
+    if outcomes and all(o.error is not None for o in outcomes):
+        raise outcomes[0].error
     return [o.value if o.error is None else {"source": o.item, "error": str(o.error)} for o in outcomes]

@@ -116,7 +116,13 @@ def parsed_outputs(path: Path, parse_missing: bool = True, output: Path | None =
     of a single input; ``progress`` is the parser's progress callback.
     """
     path = Path(path)
-    if is_output_dir(path):
+    try:
+        is_output = is_output_dir(path)
+    except PermissionError as exc:  # a folder this user cannot enter: as unreadable as a missing one
+        from mlprof.parse.capture_reader import unreadable
+
+        raise unreadable(exc, path) from None
+    if is_output:
         source = source_of(path)
         if parse_missing and Path(source).exists() and is_stale(source, path):
             _parse(source, path, progress)

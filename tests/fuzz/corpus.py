@@ -246,5 +246,93 @@ def _capture_only_partial(d: Path) -> Path:
     return root
 
 
+def _events_with(index: int, **change) -> list[dict]:
+    """GOOD_EVENTS with event ``index`` changed (a value of None drops the key)."""
+    events = [dict(e) for e in GOOD_EVENTS]
+    events[index].update(change)
+    events[index] = {k: v for k, v in events[index].items() if v is not None}
+    return events
+
+
+def _unreadable_dir(d: Path) -> Path:
+    """A folder holding a good trace that this user may not list or enter (root reads it anyway,
+    unless its capabilities are dropped: tests/cli/test_unreadable_inputs.py)."""
+    folder = d / "closed"
+    folder.mkdir()
+    (folder / "t.pt.trace.json").write_bytes(good_trace_text())
+    folder.chmod(0)
+    return folder
+
+
+def _malformed_event_cases() -> list[tuple[str, Callable[[Path], Path]]]:
+    """Issue 30, items 8 and 9: each was an internal error or a silent exit 0."""
+    all_negative = [dict(e, dur=-e["dur"]) if "dur" in e else e for e in GOOD_EVENTS]
+    return [
+        ("step_number_past_64_bits", _file("t.pt.trace.json", good_trace_text(
+            _events_with(0, name="ProfilerStep#99999999999999999999")))),
+        ("all_durations_negative", _file("t.pt.trace.json", good_trace_text(all_negative))),
+        ("name_of_242_characters", _file("n" * 242, good_trace_text())),
+        ("cpu_op_without_ts", _file("t.pt.trace.json", good_trace_text(_events_with(1, ts=None)))),
+        ("cpu_op_without_name", _file("t.pt.trace.json", good_trace_text(_events_with(1, name=None)))),
+        ("event_without_ph", _file("t.pt.trace.json", good_trace_text(_events_with(1, ph=None)))),
+        ("kernel_without_name", _file("t.pt.trace.json", good_trace_text(_events_with(3, name=None)))),
+        ("cat_of_10_mib", _file("t.pt.trace.json", good_trace_text(_events_with(1, cat="c" * (10 << 20))))),
+        ("unreadable_dir", _unreadable_dir),
+    ]
+
+
+def _ascend_db(sql: str) -> Callable[[Path], Path]:
+    """A copy of the real torch_npu SQLite export (rank 0) with ``sql`` applied."""
+    def build(d: Path) -> Path:
+        import shutil
+        import sqlite3
+
+        from shared_data import SHARED_ASCEND
+
+        rank = shutil.copytree(SHARED_ASCEND / "db" / "level1" / "rank0_ascend_pt", d / "rank0_ascend_pt")
+        db = next((rank / "ASCEND_PROFILER_OUTPUT").glob("ascend_pytorch_profiler_*.db"))
+        con = sqlite3.connect(db)
+        # Not WAL: reading a WAL db is item 5's matter; these cases are about its content.
+        con.executescript("PRAGMA journal_mode=DELETE;" + sql)
+        con.commit()
+        con.close()
+        return rank
+    return build
+
+
+def _ascend_text_big_name(d: Path) -> Path:
+    import shutil
+
+    from shared_data import SHARED_ASCEND
+
+    rank = shutil.copytree(SHARED_ASCEND / "text" / "level1" / "rank0_ascend_pt", d / "rank0_ascend_pt")
+    view = rank / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    events = json.loads(view.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    next(e for e in events if e.get("ph") == "X")["name"] = "x" * 5_000_000
+    view.write_text(json.dumps(events))
+    return rank
+
+
+def _ascend_cases() -> list[tuple[str, Callable[[Path], Path]]]:
+    from shared_data import SHARED_ASCEND
+
+    if not SHARED_ASCEND.is_dir():  # the real data is not here: these cases need it
+        return []
+    first = "WHERE rowid = (SELECT min(rowid) FROM {})"
+    return [
+        ("ascend_db_null_strings", _ascend_db("UPDATE STRING_IDS SET value = NULL;")),
+        ("ascend_db_null_name_id", _ascend_db("UPDATE PYTORCH_API SET name = NULL " + first.format("PYTORCH_API"))),
+        ("ascend_db_text_start_ns", _ascend_db("UPDATE PYTORCH_API SET startNs = 'abc' "
+                                               + first.format("PYTORCH_API"))),
+        ("ascend_db_null_start_ns", _ascend_db("UPDATE PYTORCH_API SET startNs = NULL " + first.format("PYTORCH_API"))),
+        ("ascend_db_task_text_start_ns", _ascend_db("UPDATE TASK SET startNs = 'abc';")),
+        ("ascend_db_string_of_5_mb", _ascend_db(
+            "UPDATE STRING_IDS SET value = printf('%.*c', 5000000, 'x') WHERE id = (SELECT name FROM PYTORCH_API "
+            "LIMIT 1);")),
+        ("ascend_text_string_of_5_mb", _ascend_text_big_name),
+    ]
+
+
 def cases() -> list[tuple[str, Callable[[Path], Path]]]:
-    return _trace_cases() + _capture_cases()
+    return _trace_cases() + _capture_cases() + _malformed_event_cases() + _ascend_cases()

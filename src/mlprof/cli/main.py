@@ -96,7 +96,11 @@ class _PrintableStream:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports every command's module: a Ctrl-C here is an interrupt too
+    except KeyboardInterrupt:
+        print("mlprof: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     args, extra = parser.parse_known_args(argv)
     if extra:
         _subcommand_parser(parser, getattr(args, "command", None)).refuse_unknown(extra)

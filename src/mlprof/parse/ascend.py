@@ -12,7 +12,7 @@ import numpy as np
 from mlprof.errors import TraceFormatError
 from mlprof.parse.ascend_common import AscendInput, AscendRows, link_host_ops
 from mlprof.parse.build import WindowData, build_tables
-from mlprof.parse.kineto_events import StringPool
+from mlprof.parse.kineto_events import StringPool, StringTooLongError
 
 __all__ = ["read_ascend", "ascend_tables"]
 
@@ -59,13 +59,16 @@ def ascend_tables(item: AscendInput) -> tuple[dict[str, dict[str, np.ndarray]], 
     """Table columns of one rank folder (string columns as codes of the returned pool)."""
     rows = _read_rows(item)
     pool = StringPool()
-    k, launch = rows.kineto_columns(pool)
-    columns = build_tables([WindowData(window_index=0, kineto=k)], pool, _metadata(item, rows))
+    try:
+        k, launch = rows.kineto_columns(pool)
+        columns = build_tables([WindowData(window_index=0, kineto=k)], pool, _metadata(item, rows))
+        extras = {name: _extra(part, pool, 0) for name, part in (("device_op_details", rows.details),
+                                                                 ("device_op_metrics", rows.metrics))}
+    except StringTooLongError as exc:  # one name, shape or type text past the 1 MiB every reader refuses
+        where = item.db_path if item.format == "db" else item.profiler_output
+        raise TraceFormatError(f"{where}: {exc}") from None
     link_host_ops(columns, launch, int(rows.metadata.get("ascend.python_pid") or 0), pool)
-    for name, part in (("device_op_details", rows.details), ("device_op_metrics", rows.metrics)):
-        cols = _extra(part, pool, 0)
-        if cols:
-            columns[name] = cols
+    columns.update({name: cols for name, cols in extras.items() if cols})
     return columns, pool, rows
 
 

@@ -27,6 +27,31 @@ _HOST_TYPES = {50001: "cpu_op", 50002: "queue", 50003: "python_function"}
 _NEEDED = ("STRING_IDS", "PYTORCH_API", "TASK")
 
 
+class _Times:
+    """Reads a table's times: integer ns, or their text (PYTORCH_API keeps startNs as TEXT); anything
+    else (NULL, 'abc', a float) refuses the db naming the table and column, never read as 0."""
+
+    def __init__(self, path) -> None:
+        self.path = path
+
+    def ns(self, value, table: str, column: str) -> int:
+        if type(value) is int:
+            return value
+        if isinstance(value, str):
+            text = value.strip()
+            if text.lstrip("-").isdigit() and len(text) <= 20:
+                number = int(text)
+                if -2**63 <= number < 2**63:
+                    return number
+        shown = "NULL" if value is None else repr(str(value)[:40])
+        raise TraceFormatError(f"{self.path}: {table}.{column} {shown} is not a time in integer ns")
+
+    def span(self, start, end, table: str) -> tuple[int, int]:
+        """(start ns, duration ns) of a row."""
+        start = self.ns(start, table, "startNs")
+        return start, self.ns(end, table, "endNs") - start
+
+
 def _split_tid(global_tid: int | None) -> tuple[int | None, int | None]:
     if global_tid is None:
         return None, None
@@ -45,7 +70,7 @@ def _select(con: sqlite3.Connection, table: str, columns: str, tail: str = "") -
     return con.execute(f'SELECT {listed} FROM "{table}" {tail}')
 
 
-def _host(con, s, rows: AscendRows) -> tuple[int, dict[int, tuple[int, int]]]:
+def _host(con, s, rows: AscendRows, t: _Times) -> tuple[int, dict[int, tuple[int, int]]]:
     """Host ops; returns the Python pid and connection id -> (tid, start) of the op that launched it."""
     conn_ids: dict[int, list[int]] = defaultdict(list)
     for cid, conn in _select(con, "CONNECTION_IDS", "id, connectionId") \
@@ -57,14 +82,14 @@ def _host(con, s, rows: AscendRows) -> tuple[int, dict[int, tuple[int, int]]]:
             con, "PYTORCH_API", "startNs, endNs, globalTid, connectionId, name, sequenceNumber, fwdThreadId, "
             "inputDtypes, inputShapes, type", "ORDER BY CAST(startNs AS INTEGER)"):
         pid, tid = _split_tid(gtid)
-        start, end = int(start), int(end)
+        start, dur = t.span(start, end, "PYTORCH_API")
         text = s.get(name, "")
         category = _HOST_TYPES.get(kind, "cpu_op")
         if category == "queue":
             category = "enqueue" if text.startswith("Enqueue") else "dequeue"
         # Enqueue/Dequeue pairs share their first connection id (the task queue's correlation).
         queue_id = conn_ids[conn][0] if category != "cpu_op" and conn_ids.get(conn) else None
-        rows.host.add(name=text, category=category, pid=pid, tid=tid, start_ns=start, dur_ns=end - start,
+        rows.host.add(name=text, category=category, pid=pid, tid=tid, start_ns=start, dur_ns=dur,
                       external_id=queue_id, sequence_number=seq, fwd_thread_id=fwd,
                       input_dims=shapes_json(s.get(shapes), True), input_types=shapes_json(s.get(dtypes), False))
         pid_count[pid] += 1
@@ -74,18 +99,19 @@ def _host(con, s, rows: AscendRows) -> tuple[int, dict[int, tuple[int, int]]]:
     return max(pid_count, key=pid_count.get) if pid_count else 0, launch
 
 
-def _runtime(con, s, rows: AscendRows, py: int) -> None:
+def _runtime(con, s, rows: AscendRows, py: int, t: _Times) -> None:
     types = dict(_select(con, "ENUM_API_TYPE", "id, name")) if "ENUM_API_TYPE" in _tables(con) else {}
     for start, end, kind, gtid, conn, name in _select(
             con, "CANN_API", "startNs, endNs, type, globalTid, connectionId, name", "ORDER BY startNs"):
         _, tid = _split_tid(gtid)
+        start, dur = t.span(start, end, "CANN_API")
         level = types.get(kind, "api")
         prefix = {"acl": "AscendCL", "node": "Node", "runtime": "Runtime", "hccl": "HCCL", "model": "Model"}
         rows.runtime.add(name=f"{prefix.get(level, level)}@{s.get(name, '')}", category=f"cann_{level}", pid=py,
-                         tid=tid, start_ns=int(start), dur_ns=int(end) - int(start), correlation=conn)
+                         tid=tid, start_ns=start, dur_ns=dur, correlation=conn)
 
 
-def _device(con, s, rows: AscendRows, launch: dict, device_fallback: int) -> None:
+def _device(con, s, rows: AscendRows, launch: dict, device_fallback: int, t: _Times) -> None:
     have = _tables(con)
     pmu: dict[int, list[tuple[str, float]]] = defaultdict(list)
     if "TASK_PMU_INFO" in have:
@@ -100,6 +126,7 @@ def _device(con, s, rows: AscendRows, launch: dict, device_fallback: int) -> Non
             con, "TASK", "startNs, endNs, deviceId, connectionId, globalTaskId, taskType, contextId, streamId, taskId",
             "ORDER BY startNs"):
         task_type = s.get(ttype, "")
+        start, dur = t.span(start, end, "TASK")
         info = compute.get(gid)
         dev = dev if dev is not None else device_fallback
         if info is None and task_type not in MEMCPY_TASKS:
@@ -111,7 +138,7 @@ def _device(con, s, rows: AscendRows, launch: dict, device_fallback: int) -> Non
         row = len(rows.device)
         name = s.get(info[0], "") if info else task_type
         rows.device.add(name=name, kind="kernel" if info else "memcpy", device=dev, stream=stream, start_ns=start,
-                        dur_ns=end - start, correlation=conn, is_communication=False,
+                        dur_ns=dur, correlation=conn, is_communication=False,
                         launch_tid=at[0] if at else None, launch_ns=at[1] if at else None)
         if info:
             (_, op_type, core, block, mix, ish, idt, ifm, osh, odt, ofm, wait) = info
@@ -132,11 +159,12 @@ def _device(con, s, rows: AscendRows, launch: dict, device_fallback: int) -> Non
     for name, start, end, conn, group, dtype, count, op_type, wait in _select(
             con, "COMMUNICATION_OP", "opName, startNs, endNs, connectionId, groupName, dataType, count, opType, waitNs",
             "ORDER BY startNs"):
+        start, dur = t.span(start, end, "COMMUNICATION_OP")
         at = launch.get(conn)
         row = len(rows.device)
         text = s.get(name, "")
         rows.device.add(name=text, kind="kernel", device=device_fallback, stream=comm_stream.get(conn),
-                        start_ns=start, dur_ns=end - start, correlation=conn, is_communication=True,
+                        start_ns=start, dur_ns=dur, correlation=conn, is_communication=True,
                         launch_tid=at[0] if at else None, launch_ns=at[1] if at else None)
         rows.details.add(device_row=row, task_type="HCCL", accelerator_core="HCCL", op_type=s.get(op_type),
                          wait_ns=wait, source="COMMUNICATION_OP")
@@ -146,7 +174,7 @@ def _device(con, s, rows: AscendRows, launch: dict, device_fallback: int) -> Non
                              group_size=len(ranks) or None)
 
 
-def _memory(con, s, rows: AscendRows, py: int) -> None:
+def _memory(con, s, rows: AscendRows, py: int, t: _Times) -> None:
     have = _tables(con)
     if "OP_MEMORY" in have:
         for size, alloc_t, rel_t, a_alloc, a_res, r_alloc, r_res, dev in _select(
@@ -154,6 +182,7 @@ def _memory(con, s, rows: AscendRows, py: int) -> None:
                 "allocationTotalReserved, releaseTotalAllocated, releaseTotalReserved, deviceId"):
             for ts, sign, alloc, res in ((alloc_t, 1, a_alloc, a_res), (rel_t, -1, r_alloc, r_res)):
                 if ts is not None:
+                    ts = t.ns(ts, "OP_MEMORY", "allocationTime" if sign > 0 else "releaseTime")
                     rows.memory.add(ts_ns=ts, pid=py, device_type=NPU_DEVICE_TYPE,
                                     device_id=dev if dev is not None else -1, size_bytes=sign * size,
                                     total_allocated_bytes=alloc, total_reserved_bytes=res)
@@ -162,7 +191,8 @@ def _memory(con, s, rows: AscendRows, py: int) -> None:
                 con, "MEMORY_RECORD", "component, timestamp, totalAllocated, totalReserved, totalActive"):
             for series, value in (("allocated_bytes", alloc), ("reserved_bytes", res), ("active_bytes", active)):
                 if value is not None:
-                    rows.counters.add(name=f"npu_memory:{s.get(comp, '')}", series=series, pid=py, ts_ns=ts,
+                    rows.counters.add(name=f"npu_memory:{s.get(comp, '')}", series=series, pid=py,
+                                      ts_ns=None if ts is None else t.ns(ts, "MEMORY_RECORD", "timestamp"),
                                       value=value)
 
 
@@ -192,6 +222,18 @@ def _metadata(con, rows: AscendRows) -> int | None:
     return device
 
 
+def _strings(con) -> dict[int, str]:
+    """STRING_IDS as id -> text; a NULL value reads as an id without its string (absent, as an unknown id),
+    a number or blob as its text."""
+    out = {}
+    for sid, value in _select(con, "STRING_IDS", "id, value"):
+        if value is None:
+            continue
+        out[sid] = value if isinstance(value, str) else (
+            value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value))
+    return out
+
+
 def read_ascend_db(inp: AscendInput) -> AscendRows:
     """One rank's SQLite export as :class:`AscendRows`."""
     path = inp.db_path
@@ -203,16 +245,17 @@ def read_ascend_db(inp: AscendInput) -> AscendRows:
         missing = [t for t in _NEEDED if t not in _tables(con)]
         if missing:
             raise TraceFormatError(f"{path}: not a torch_npu profiler db (no {', '.join(missing)} table)")
-        s = dict(_select(con, "STRING_IDS", "id, value"))
+        s = _strings(con)
+        t = _Times(path)
         rows = AscendRows()
         device = _metadata(con, rows)
         if device is None:
             device = inp.rank if inp.rank is not None else 0
-        py, launch = _host(con, s, rows)
+        py, launch = _host(con, s, rows, t)
         if "CANN_API" in _tables(con):
-            _runtime(con, s, rows, py)
-        _device(con, s, rows, launch, device)
-        _memory(con, s, rows, py)
+            _runtime(con, s, rows, py, t)
+        _device(con, s, rows, launch, device, t)
+        _memory(con, s, rows, py, t)
         rows.event_count = len(rows.host) + len(rows.runtime) + len(rows.device)
         rows.metadata["ascend.device"] = device
         rows.metadata["ascend.python_pid"] = py

@@ -16,11 +16,12 @@ import csv
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Union
+from typing import Annotated, Union
 
 import msgspec
 
 from mlprof.errors import CaptureError, TraceFormatError
+from mlprof.parse.kineto_events import MAX_STRING_CHARS
 from mlprof.parse.ascend_common import (
     COMM_SUBTASKS, MEMCPY_TASKS, NPU_DEVICE_TYPE, AscendInput, AscendRows, collective_kind, shapes_json, torch_dtype,
     us_text_to_ns)
@@ -52,9 +53,11 @@ class _Args(msgspec.Struct, gc=False):
 
 
 class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    name: str = ""
-    cat: Union[str, None] = None
+    # As for Kineto traces: an event without a phase is refused at decode, and so is a name or
+    # category past 1 MiB (MAX_STRING_CHARS) of any event, kept or not.
+    ph: str
+    name: Annotated[str, msgspec.Meta(max_length=MAX_STRING_CHARS)] = ""
+    cat: Union[Annotated[str, msgspec.Meta(max_length=MAX_STRING_CHARS)], None] = None
     pid: Union[int, str] = 0
     tid: Union[int, str] = 0
     ts: Union[str, float, int, None] = None
@@ -164,15 +167,19 @@ def _read_trace(path: Path, rows: AscendRows) -> _Trace:
     py = tr.python_pid = tr.pid_of("Python") or 0
     flow_starts: dict[int, tuple[int, int]] = {}
     flow_ends: list[tuple[int, int, int, int]] = []
-    for e in events:
+    for index, e in enumerate(events):
         ph = e.ph
         if ph == "M":
             continue
         pid = e.pid if type(e.pid) is int else _int(e.pid)
         tid = e.tid if type(e.tid) is int else _int(e.tid)
         ts = us_text_to_ns(e.ts, path, "ts")
+        if ts is None:  # not read as 0 (a 55-year span): every event but metadata needs its time
+            raise TraceFormatError(f"{path}: $[{index}].ts: missing (every event but metadata ('M') needs a time)")
         if ph == "X":
-            dur = us_text_to_ns(e.dur, path, "dur") or 0
+            dur = us_text_to_ns(e.dur, path, "dur")
+            if dur is None:
+                raise TraceFormatError(f"{path}: $[{index}].dur: missing (a complete 'X' event needs a duration)")
             proc = names.get(pid, "")
             if pid == py:
                 a = _args_of(e, path)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlprof.errors import TraceFormatError
 from mlprof.parse.capture_files import GcRecord, MarkersFile, ModulesFile, PythonSamplesFile, StepRecord
 from mlprof.parse.hierarchy import assign_steps, fold_duplicates, nest_host_events
 from mlprof.parse.memory import release_freed_memory
@@ -19,10 +20,18 @@ from mlprof.parse.kineto_events import FLOW_END, FLOW_START, MISSING, KinetoColu
 from mlprof.parse.python_and_modules import module_call_table, python_tables
 
 __all__ = ["WindowData", "build_tables", "TableParts", "build_host_side", "build_flows", "build_misc", "step_table",
-           "new_offsets", "add_capture_metadata", "add_steps", "STEP_NAME", "strings_matching", "build_collectives",
-           "build_capture_files"]
+           "new_offsets", "add_capture_metadata", "add_steps", "STEP_NAME", "step_number", "strings_matching",
+           "build_collectives", "build_capture_files"]
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def step_number(match: re.Match) -> int:
+    """N of a ``ProfilerStep#N`` name (a STEP_NAME match); one past int64 is a corrupt trace."""
+    number = int(match.group(1))
+    if number >= 2**63:
+        raise TraceFormatError(f"step name {match.group(0)[:60]!r}: step number does not fit 64 bits")
+    return number
 # Bytes per element of the dtype names Kineto writes for collectives.
 _DTYPE_BYTES = {
     "float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
@@ -102,7 +111,7 @@ def step_table(win: WindowData, pool: StringPool, host: dict) -> tuple[np.ndarra
             mask = np.isin(host["name"], np.fromiter(step_codes, dtype=np.int32))
             idx = np.flatnonzero(mask)
             if idx.size:
-                number = np.array([int(step_codes[c].group(1)) for c in host["name"][idx].tolist()], dtype=np.int64)
+                number = np.array([step_number(step_codes[c]) for c in host["name"][idx].tolist()], dtype=np.int64)
                 start = host["start_ns"][idx]
                 end = start + host["dur_ns"][idx]
                 order = np.argsort(start, kind="stable")

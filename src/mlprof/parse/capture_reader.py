@@ -22,7 +22,7 @@ from mlprof.tables.layout import trace_output_dir
 from mlprof.errors import CaptureError
 from mlprof.parse.ascend_common import AscendInput, ascend_root_of, is_ascend_dir, read_ascend_dir
 
-__all__ = ["WindowFiles", "CaptureInput", "TraceInput", "find_inputs", "read_capture", "is_trace_file"]
+__all__ = ["WindowFiles", "CaptureInput", "TraceInput", "find_inputs", "unreadable", "read_capture", "is_trace_file"]
 
 TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
 
@@ -191,7 +191,25 @@ def _window_file(window: Path, files: dict, key: str, default: str) -> Path | No
 def find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
     """Captures, trace files and torch_npu ``*_ascend_pt`` folders under ``path``
     (one of them, or a dir of them; captures also one folder down, as in ``rank_{id}/``)."""
-    path = Path(path)
+    try:
+        return _find_inputs(Path(path))
+    except PermissionError as exc:  # a folder on the way that this user cannot list or enter
+        raise unreadable(exc, path) from None
+
+
+def unreadable(exc: OSError, path: Path | str) -> CaptureError:
+    """The one line of an input mlprof may not read (exit 3, as a missing one)."""
+    where = Path(exc.filename or path)
+    try:
+        os.lstat(where)
+    except PermissionError:  # it could not even be looked at: its folder is the one closed
+        where = where.parent
+    except OSError:
+        pass
+    return CaptureError(f"{where}: cannot read: {exc.strerror or exc}")
+
+
+def _find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
     if not path.exists():
         raise CaptureError(f"{path}: no such file or directory")
     ascend_root = ascend_root_of(path)  # a torch_npu rank folder, its output dir or one of its files

@@ -28,7 +28,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from mlprof.errors import MlprofError, TraceFormatError
+from mlprof.errors import CaptureError, MlprofError, TraceFormatError
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, FLOW_END, FLOW_START, LIST_DECODER, MISSING, TOP_DECODER, Accumulator, KinetoColumns,
     StringPool, TopLevel, first_bad_field, split_chunk)
@@ -71,7 +71,7 @@ class _FileText:
                     self._mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
                     self.data = self._mm
         except OSError as exc:
-            raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            raise CaptureError(f"{path}: cannot read: {exc.strerror or exc}") from None  # unreadable input: exit 3
         end = _LEADING_SPACE.match(self.data).end()
         if end == len(self.data):
             self.close()
@@ -118,8 +118,14 @@ _LEADING_SPACE = re.compile(rb"\s*")
 _AT_INDEX = re.compile(r"\$\[(\d+)\]")
 
 
+# msgspec's words for the limits the event struct sets, said as the other problems are: "PATH: problem".
+_TOO_LONG = re.compile(r"Expected `str` of length <= (\d+) - at `([^`]*)`")
+_NO_FIELD = re.compile(r"Object missing required field `(\w+)` - at `([^`]*)`")
+
+
 def _decode_error(path: Path, exc: Exception, first_index: int = 0) -> TraceFormatError:
-    msg = str(exc)
+    msg = _TOO_LONG.sub(lambda m: f"{m.group(2)}: a string of more than {int(m.group(1)):,} characters", str(exc))
+    msg = _NO_FIELD.sub(lambda m: f"{m.group(2)}.{m.group(1)}: missing", msg)
     if first_index:
         # Chunks are decoded on their own: report the event's index in the file.
         msg = _AT_INDEX.sub(lambda m: f"$.traceEvents[{int(m.group(1)) + first_index}]", msg, count=1)

@@ -17,13 +17,14 @@ from collections.abc import Iterator
 
 import msgspec
 
-from mlprof.parse.kineto_events import EVENTS_DECODER, LIST_DECODER, StringTooLongError, TimeRangeError
+from mlprof.parse.kineto_events import (EVENTS_DECODER, LIST_DECODER, MalformedEventError, StringTooLongError,
+                                        TimeRangeError)
 
 __all__ = ["BAD_INPUT", "as_array", "proven_cut", "decoded_cut", "trusted_cuts"]
 
 # Errors of hostile or corrupt input that msgspec and numpy raise as such.
 BAD_INPUT = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError,
-             OverflowError, TimeRangeError, StringTooLongError)
+             OverflowError, TimeRangeError, StringTooLongError, MalformedEventError)
 _COMMA = re.compile(rb"\s*,")
 # A "}", a comma, and the "{" of the next element, with a line break in the
 # gap (Kineto writes "},\n{") or an event's usual first key after the "{"

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Annotated, Union
 
 import msgspec
 import numpy as np
@@ -22,7 +22,8 @@ from mlprof.parse.kineto_times import (EMPTY_RAW, MAX_US, TimeRangeError, decima
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
            "EVENTS_DECODER", "TS_TEXT_EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk",
-           "TimeRangeError", "MAX_US", "decimal_us_to_ns", "first_bad_field", "StringTooLongError", "MAX_STRING_CHARS"]
+           "TimeRangeError", "MAX_US", "decimal_us_to_ns", "first_bad_field", "StringTooLongError", "MAX_STRING_CHARS",
+           "MalformedEventError", "NO_NAME"]
 
 # Sentinel of absent integer fields inside the numpy columns (turned to NULL
 # when the tables are written). No real id, size or time takes this value.
@@ -76,13 +77,31 @@ class _Args(msgspec.Struct, gc=False):
 
 
 
+# Longest string (event name, category, raw args text) kept: 1 MiB. A longer
+# one is refused with its JSON path, so one hostile string cannot blow memory
+# up many times its size. Names and categories are checked by the decoder
+# (every event's, kept or not); pooled strings on new distinct ones (cheap).
+MAX_STRING_CHARS = 2**20
+_Text = Annotated[str, msgspec.Meta(max_length=MAX_STRING_CHARS)]
+# The name of an event that has none (no JSON text decodes to it by chance): an
+# event the tables keep needs its name, so such a trace is refused, not read as
+# ops named "".
+NO_NAME = "\x00mlprof: no name\x00"
+
+
+class MalformedEventError(ValueError):
+    """An event the tables would keep lacks a field it needs (ph, name, ts)."""
+
+
 class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    name: str = ""
-    cat: str = ""
+    # Every Chrome trace event has a phase: without one it is no event (refused at decode).
+    ph: str
+    name: _Text = NO_NAME
+    cat: _Text = ""
     pid: Union[int, str] = 0
     tid: Union[int, str] = 0
-    ts: float = 0.0
+    # NaN = absent: every event but metadata ('M') needs a time (refused, not read as 0).
+    ts: float = float("nan")
     # NaN = absent: a complete ('X') event without a duration is refused.
     dur: float = float("nan")
     id: Union[int, str, None] = None
@@ -145,12 +164,6 @@ FLOW_START, FLOW_STEP, FLOW_END = 0, 1, 2
 _FLOW_PHASES = {"s": FLOW_START, "t": FLOW_STEP, "f": FLOW_END}
 
 
-# Longest string (event name, category, raw args text) kept: 1 MiB. A longer
-# one is refused with its JSON path, so one hostile string cannot blow memory
-# up many times its size. Checked on new distinct strings only (cheap).
-MAX_STRING_CHARS = 2**20
-
-
 class StringTooLongError(ValueError):
     """A string longer than MAX_STRING_CHARS."""
 
@@ -184,6 +197,9 @@ class StringPool:
                     raise StringTooLongError(f"a string of {len(value):,} characters (at most {MAX_STRING_CHARS:,})")
                 codes[value] = len(codes) - self._NULLS
         return np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values))
+
+    def __contains__(self, value) -> bool:
+        return value in self._codes
 
     def keys(self) -> list:
         """The pooled keys (str, or bytes of raw JSON), indexed by code."""
@@ -323,6 +339,8 @@ def split_chunk(events: list[_Event], raws: list[msgspec.Raw] | Callable[[], lis
         elif ph == "C":
             counters.append(i)
         else:
+            if not ph:
+                raise MalformedEventError("an event with an empty ph")
             unknown[(ph, e.cat)] += 1
     if host:
         _host_columns(host, base_ns, pool, accs["host"])
@@ -362,6 +380,8 @@ def split_chunk(events: list[_Event], raws: list[msgspec.Raw] | Callable[[], lis
     if counters:
         chunk_raws = _raws_of(raws)
         _counter_columns([(events[i], chunk_raws[i]) for i in counters], base_ns, pool, accs)
+    if NO_NAME in pool:  # a kept event without a name (one dict lookup a chunk, not a test an event)
+        raise MalformedEventError("an event without a name")
 
 
 def _raws_of(raws) -> list:
@@ -517,6 +537,8 @@ def _counter_columns(counters: list[_Event], base_ns: int, pool: StringPool, acc
 
 
 def _metadata_event(e: _Event, cols: KinetoColumns) -> None:
+    if e.name is NO_NAME:
+        raise MalformedEventError("a metadata event without a name")
     if type(e.pid) is not int:
         cols.unknown[("M", e.name)] += 1
         return
@@ -531,6 +553,14 @@ def _metadata_event(e: _Event, cols: KinetoColumns) -> None:
 
 
 _INT64 = 2**63
+# Phases whose events the tables keep by name (flows are matched by id; complete events by category).
+_NAMED_PHASES = frozenset({"i", "I", "C", "M"})
+# Phases whose events the tables keep with their time (complete events: by category).
+_TIMED_PHASES = frozenset({"i", "I", "C", "s", "t", "f"})
+
+
+def _kept_complete(cat: str) -> bool:
+    return cat in HOST_CATEGORIES or cat in RUNTIME_CATEGORIES or cat in DEVICE_KINDS or cat == "gpu_user_annotation"
 
 
 def first_bad_field(raw: bytes) -> str | None:
@@ -540,12 +570,20 @@ def first_bad_field(raw: bytes) -> str | None:
     the exact JSON path of the problem.
     """
     (e,) = EVENTS_DECODER.decode(b"[" + raw + b"]")
+    if not e.ph:
+        return ".ph: empty (every event needs its phase)"
+    if e.name == NO_NAME and (e.ph in _NAMED_PHASES or e.ph == "X" and _kept_complete(e.cat)):
+        return ".name: missing"
+    if e.ts != e.ts and (e.ph in _TIMED_PHASES or e.ph == "X" and _kept_complete(e.cat)):
+        return ".ts: missing (every event but metadata ('M') needs a time)"
     if e.ph == "X" and e.dur != e.dur:
         return ".dur: missing (a complete 'X' event needs a duration)"
     for name in ("ts", "dur"):
         value = getattr(e, name)
         if value == value and not abs(value) < MAX_US:
             return f".{name}: {value!r} µs is out of range"
+    if e.dur < 0 and e.ph == "X" and _kept_complete(e.cat):
+        return f".dur: {e.dur!r} µs is negative"
     for name in ("name", "cat"):
         if len(getattr(e, name)) > MAX_STRING_CHARS:
             return f".{name}: a string of {len(getattr(e, name)):,} characters (at most {MAX_STRING_CHARS:,})"

@@ -33,7 +33,7 @@ from functools import partial
 import msgspec
 import numpy as np
 
-from mlprof.errors import TraceFormatError
+from mlprof.errors import CaptureError, TraceFormatError
 from mlprof.parse.kineto_cuts import BAD_INPUT, as_array, decoded_cut, proven_cut, trusted_cuts
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, LIST_DECODER, TOP_DECODER, TS_TEXT_EVENTS_DECODER, Accumulator, KinetoColumns, StringPool, TopLevel,
@@ -503,7 +503,7 @@ def read_stream(path, pool: StringPool, progress: Callable[[int, int], None] | N
     try:
         fh = open(path, "rb")
     except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise CaptureError(f"{path}: cannot read: {exc.strerror or exc}") from None  # unreadable input: exit 3
     with fh:
         size = os.fstat(fh.fileno()).st_size
         gz = fh.read(2) == b"\x1f\x8b"

@@ -67,12 +67,16 @@ def exact_ts_ns(array_text) -> list[int]:
 
 
 def ts_texts_to_ns(raws: list) -> list[int]:
-    """Raw JSON ts texts (µs) to exact int ns (an absent one, empty: 0); a text that is no number
-    raises :class:`TimeRangeError`."""
+    """Raw JSON ts texts (µs) to exact int ns (an absent one, empty: NaN, as the float decode
+    gives it); a text that is no number raises :class:`TimeRangeError`."""
     # One join and one split copy the texts at C speed (bytes() of each costs 0.2 µs); a number holds no NUL.
     texts = b"\0".join(raws).split(b"\0")
-    return decimal_us_to_ns([t or b"0" for t in texts] if len(texts) == len(raws) else
-                            [bytes(t) or b"0" for t in raws]).tolist()
+    if len(texts) != len(raws):
+        texts = [bytes(t) for t in raws]
+    ns = decimal_us_to_ns([t or b"0" for t in texts]).tolist()
+    if not all(texts):  # absent times stay absent: the columns refuse them where an event needs one
+        ns = [t if text else float("nan") for t, text in zip(ns, texts)]
+    return ns
 
 
 def exact_times(events: list, ts_ns: list[int]) -> None:
@@ -193,4 +197,9 @@ def ns_column(values: list, base_ns: int) -> np.ndarray:
 
 
 def dur_column(values: list) -> np.ndarray:
-    return np.rint(_checked_us(values) * 1000.0).astype(np.int64)
+    us = _checked_us(values)
+    # Kineto guards against negative durations since 2022 (pytorch/kineto#646, an end time of 0):
+    # one is a corrupt event, and read as is it makes negative step times.
+    if (us < 0).any():
+        raise TimeRangeError(f"duration {us[np.argmax(us < 0)]!r} µs is negative")
+    return np.rint(us * 1000.0).astype(np.int64)

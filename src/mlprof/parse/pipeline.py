@@ -195,11 +195,21 @@ def _parse_one(item: CaptureInput | TraceInput, options: ParseOptions) -> ParseR
             if isinstance(item, TraceInput):
                 return _parse_trace(item, options)
             return _parse_capture(item, options)
+    except TraceFormatError as exc:
+        _forget_new_output(out_dir, existed)
+        if str(item.path) in str(exc):
+            raise
+        # Found past the reader (a step name while building tables): still "FILE: problem".
+        raise TraceFormatError(f"{item.path}: {exc}") from None
     except BaseException:
-        # An output dir this run made and that holds no tables is debris.
-        if not existed and not (out_dir / TABLES_DIR).exists():
-            shutil.rmtree(out_dir, ignore_errors=True)
+        _forget_new_output(out_dir, existed)
         raise
+
+
+def _forget_new_output(out_dir: Path, existed: bool) -> None:
+    # An output dir this run made and that holds no tables is debris.
+    if not existed and not (out_dir / TABLES_DIR).exists():
+        shutil.rmtree(out_dir, ignore_errors=True)
 
 
 def write_parsed(out_dir: Path, columns: dict, strings: list[str], result: ParseResult, started: float,

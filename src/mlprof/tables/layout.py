@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from mlprof.capture.layout import OUTPUT_DIR
@@ -38,9 +39,28 @@ def trace_stem(name: str) -> str:
     return name
 
 
+# Longest file name most file systems take (bytes; NAME_MAX of ext4, xfs, btrfs, tmpfs).
+_NAME_MAX_BYTES = 255
+
+
 def trace_output_dir(trace: Path) -> Path:
-    """Where the parsed output of a trace file goes (beside it)."""
-    return trace.parent / (trace_stem(trace.name) + TRACE_OUTPUT_SUFFIX)
+    """Where the parsed output of a trace file goes (beside it).
+
+    A name too long for ``<stem>_mlprof_output`` (a 242-character trace name) keeps the stem's
+    start and adds a hash of the whole name: the same trace always gets the same folder, two
+    long names sharing a start get two, and no UTF-8 character is cut.
+    """
+    stem = trace_stem(trace.name)
+    if len(os.fsencode(stem + TRACE_OUTPUT_SUFFIX)) > _NAME_MAX_BYTES:
+        digest = hashlib.sha256(os.fsencode(trace.name)).hexdigest()[:16]
+        room = _NAME_MAX_BYTES - len(TRACE_OUTPUT_SUFFIX) - len(digest) - 1
+        head = os.fsencode(stem)[:room]
+        while head and head[-1] & 0xC0 == 0x80:  # UTF-8 continuation bytes: the end of a character cut
+            head = head[:-1]
+        if head and head[-1] >= 0xC0:  # and its first byte
+            head = head[:-1]
+        stem = os.fsdecode(head) + "-" + digest
+    return trace.parent / (stem + TRACE_OUTPUT_SUFFIX)
 
 
 def tables_schema() -> str:

@@ -78,7 +78,7 @@ def slow_dtype(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     cost_ns = min(max(module_ns, op_ns), ctx.total_step_ns)
     share = ctx.share(cost_ns)
     severity = severity_for(share, th.slow_dtype_warn_share, th)
-    if severity is None:
+    if severity is None or cost_ns <= 0 or not (modules or ops):  # nothing slow measured: nothing to name
         return []
     dtype = modules[0]["dtype"] if modules else "torch.float64"
     what = (f"{len(modules)} module(s) such as {modules[0]['module']} ({modules[0]['module_type']})" if modules

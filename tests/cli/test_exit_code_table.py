@@ -1,0 +1,32 @@
+"""docs/cli.md's exit-code table and the codes the CLI returns are one list (issue 30, item 12)."""
+
+from __future__ import annotations
+
+import re
+
+from mlprof.cli import exit_codes, main as cli_main
+from mlprof.cli.compare import EXIT_INCONCLUSIVE, EXIT_SLOWER
+from shared_data import REPO_ROOT
+
+
+def _documented() -> set[int]:
+    text = (REPO_ROOT / "docs" / "cli.md").read_text()
+    table = text[text.index("## Errors and exit codes"):]
+    return {int(m.group(1)) for m in re.finditer(r"^\| (\d+) \|", table, re.M)}
+
+
+def test_every_exit_code_is_documented_and_every_documented_one_exists():
+    defined = {getattr(exit_codes, name) for name in exit_codes.__all__ if name.startswith("EXIT_")
+               and name != "EXIT_CODES"} | {EXIT_SLOWER, EXIT_INCONCLUSIVE}
+    assert defined == _documented()
+
+
+def test_an_interrupt_while_the_commands_are_loaded_is_exit_130_and_one_line(monkeypatch, capsys):
+    """Ctrl-C while the command line is built (its modules imported: a second on a slow start)."""
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "build_parser", interrupted)
+    assert cli_main.main(["parse", "x"]) == exit_codes.EXIT_INTERRUPTED == 130
+    err = capsys.readouterr().err
+    assert err == "mlprof: interrupted\n"
