@@ -91,6 +91,8 @@ class Manifest(_Record, kw_only=True):
     error: Union[str, None] = None
     steps_seen: Union[Int, None] = None  # written at stop(): the last profiler step reached
     step_times: Union[StepTimes, None] = None  # written at stop(): profiled vs unprofiled step medians
+    # Why collection stopped before its schedule ended, not as a failure (the job started its own profiler).
+    stopped_early: Union[str, None] = None
 
     def __post_init__(self) -> None:
         if self.windows is None:  # older captures may write null
