@@ -17,6 +17,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 import mlprof
 from mlprof.collect.dynamic_config import MAX_METADATA_DEPTH, MAX_START_STEP, MAX_WARMUP_STEPS, template
 
@@ -29,16 +31,24 @@ _CHILD = textwrap.dedent("""
     resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))  # 2 GiB: an unbounded read dies, not the host
     import mlprof
     from mlprof.collect.dynamic_config import template
-    cfg, kind = Path(sys.argv[1]), sys.argv[2]
+    cfg, kind, when = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+    def plant(path):
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+
+    if when == "before-init":  # init runs in the training thread: it must not block either
+        cfg.mkdir()
+        plant(cfg / "profiler_config.json")
     mlprof.dynamic.init(cfg)
     controller = mlprof.dynamic._controller_for_tests()
     controller._stop.set()  # this process polls by hand
     path = controller.config_path
-    path.unlink()
-    if kind == "fifo":
-        os.mkfifo(path)
-    else:
-        path.symlink_to("/dev/zero")
+    if when == "while-watched":
+        path.unlink()
+        plant(path)
     controller.check_now()
     controller.check_now()  # the next poll: the same refused state, not logged again
     print("polled", flush=True)
@@ -52,12 +62,12 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def _run_child(tmp_path: Path, kind: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _run_child(tmp_path: Path, kind: str, when: str = "while-watched") -> tuple[subprocess.CompletedProcess, Path]:
     cfg = tmp_path / "cfg"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     try:
-        result = subprocess.run([sys.executable, "-c", _CHILD, str(cfg), kind], capture_output=True, text=True,
-                                timeout=120, env=env)
+        result = subprocess.run([sys.executable, "-c", _CHILD, str(cfg), kind, when], capture_output=True,
+                                text=True, timeout=120, env=env)
     except subprocess.TimeoutExpired:  # a watcher blocked on the FIFO
         raise AssertionError(f"the watcher blocked on the {kind}") from None
     return result, cfg
@@ -80,6 +90,16 @@ def test_a_config_linked_to_dev_zero_is_refused_without_reading_it(tmp_path):
     refused = [line for line in monitor.splitlines() if "change ignored" in line]
     assert len(refused) == 1 and "a symbolic link, not a regular file" in refused[0], monitor
     assert "watcher error" not in log_text(cfg, "dynamic")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_hostile_config_already_there_does_not_block_init(tmp_path, kind):
+    result, cfg = _run_child(tmp_path, kind, "before-init")
+    assert result.returncode == 0, result.stderr
+    assert "pending [2]" in result.stdout
+    monitor = log_text(cfg, "monitor")
+    refused = [line for line in monitor.splitlines() if "not a regular file" in line]
+    assert len(refused) == 1 and "waiting for a valid edit" in refused[0], monitor
 
 
 def test_a_directory_in_place_of_the_config_is_refused_once(controller):  # noqa: F811

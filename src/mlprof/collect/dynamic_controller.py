@@ -99,7 +99,11 @@ class DynamicController:
         self._capture: _Capture | None = None
         self._cancel = threading.Event()  # set by the watcher: stop the running capture
         self._seen = self._signature()  # the file as it is now is not a request
-        self._seen_digest = self._digest_now()
+        try:
+            self._seen_digest = hashlib.sha256(read_config_bytes(self.config_path)).hexdigest()
+        except ConfigError as exc:  # refused as it is now: said once, and the next valid edit counts
+            self._seen_digest = ""
+            self.logs.monitor.warning("%s; waiting for a valid edit", exc)
         self._stop = threading.Event()
         self.captures_done: list[Path] = []
         self.logs.actions.info("watching %s; step boundary: %s", self.config_path, boundary)
@@ -201,12 +205,6 @@ class DynamicController:
         except OSError:
             return None
         return (stat.S_IFMT(st.st_mode), st.st_ino, st.st_mtime_ns, st.st_size)
-
-    def _digest_now(self) -> str:
-        try:
-            return hashlib.sha256(read_config_bytes(self.config_path)).hexdigest()
-        except ConfigError:
-            return ""
 
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_s):
