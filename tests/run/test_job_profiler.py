@@ -18,6 +18,7 @@ import pytest
 from .test_mlprof_run import captures, mlprof_run, private_locks  # noqa: F401 - fixture
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # 13 real jobs under the real CLI
 SCRIPT = Path(__file__).with_name("own_profiler_script.py")
 JOB_EXIT_CODE = 3
 # mlprof's window here: steps 3 (warm-up) to 6 (recorded); the job's steps count from 0.
