@@ -12,6 +12,7 @@ and ``MLPROF_PROFILING_OPTIONS``). Read by ``mlprof.profile_from_config``,
     profile_communication: true    # collective names, sizes and groups (record_shapes)
     profile_memory: false          # allocations and frees
     profile_output_path: ./output/profile/rank_{id}    # {id} (or {rank}): the process's rank
+                                   # (seed 003's name, output_path, works too)
     profile_options: {level: Level1, export_type: [text, db]}    # any other mlprof option
 
 Keys that do not mention "profil" belong to the rest of the training config
@@ -47,6 +48,9 @@ SECTION_DEFAULTS: dict[str, Any] = {
     "profile_output_path": "./output/profile/rank_{id}",
     "profile_options": {},
 }
+# Seed 003's name for the output directory (its default, ./output/profile/rank_{id}/profiler/, is
+# mindformers'): taken as profile_output_path. It does not mention "profil", so it is looked for by name.
+SEED_OUTPUT_KEY = "output_path"
 # RunOptions keys that the section's own keys decide, and which key that is.
 _DECIDED = {
     "skip_first": "profile_start_step", "wait": "profile_start_step", "active": "profile_stop_step",
@@ -136,8 +140,16 @@ def _from_mapping(data: Mapping, source: str) -> ProfileConfig:
     section = {k: v for k, v in data.items() if isinstance(k, str) and "profil" in k.lower()}
     unknown = sorted(set(section) - set(SECTION_DEFAULTS))
     if unknown:
-        raise ConfigError(f"unknown profile key(s) {', '.join(unknown)}; known: {', '.join(SECTION_DEFAULTS)}")
+        raise ConfigError(f"unknown profile key(s) {', '.join(unknown)}; known: {', '.join(SECTION_DEFAULTS)}, "
+                          f"{SEED_OUTPUT_KEY}")
+    output_key = "profile_output_path"
+    if SEED_OUTPUT_KEY in data:
+        if output_key in section:
+            raise ConfigError(f"{SEED_OUTPUT_KEY} and {output_key} both name the output directory; keep one")
+        output_key = SEED_OUTPUT_KEY
+        section[SEED_OUTPUT_KEY] = data[SEED_OUTPUT_KEY]
     values = {**SECTION_DEFAULTS, **section}
+    output = values.get(output_key, SECTION_DEFAULTS["profile_output_path"])
     for name in ("profile", "init_start_profile", "profile_communication", "profile_memory"):
         check_bool(values[name], name)
     start = _check_int(values["profile_start_step"], "profile_start_step", 1)
@@ -168,7 +180,7 @@ def _from_mapping(data: Mapping, source: str) -> ProfileConfig:
     if values["profile_communication"]:
         # Collective names, message sizes and groups come with the recorded shapes (docs/collection.md, Level1).
         extra["record_shapes"] = True
-    options = trainer_run_options(check_output_template(values["profile_output_path"], "profile_output_path"),
+    options = trainer_run_options(check_output_template(output, output_key),
                                   start_step=start, active=stop - start + 1, repeat=1,
                                   profile_memory=values["profile_memory"], **extra)
     return ProfileConfig(enabled=values["profile"], start_step=start, stop_step=stop, init_start=init,

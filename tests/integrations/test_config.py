@@ -31,6 +31,12 @@ def test_the_seed_keys_map_onto_mlprofs_options():
     assert o.output == "./output/profile/rank_{id}"
 
 
+def test_the_seeds_output_path_key_names_the_output_directory():
+    # Seed 003 calls it output_path (default ./output/profile/rank_{id}/profiler/).
+    cfg = load_profile_config({"profile": True, "output_path": "./output/profile/rank_{id}/profiler/"})
+    assert cfg.options.output == "./output/profile/rank_{id}/profiler/"
+
+
 def test_defaults_follow_mindformers_off_and_from_the_start():
     cfg = load_profile_config({})
     assert not cfg.enabled
@@ -66,6 +72,8 @@ def test_a_whole_training_config_is_read_and_only_the_profile_keys_taken(tmp_pat
     ({"profile_options": ["level"]}, "profile_options: expected a mapping"),
     ({"profile_output_path": "out/{host}"}, "unknown placeholder {host}"),
     ({"profile_output_path": "../elsewhere"}, "climbs out"),
+    ({"output_path": "out/{host}"}, "output_path: unknown placeholder {host}"),
+    ({"output_path": "a/rank_{id}", "profile_output_path": "b/rank_{id}"}, "both name the output directory"),
 ])
 def test_a_bad_key_or_value_is_named_in_one_line(section, error):
     with pytest.raises(ConfigError) as exc:
@@ -136,9 +144,9 @@ def private_locks(tmp_path, monkeypatch):
     monkeypatch.setenv("MLPROF_LOCK_DIR", str(tmp_path / "locks"))
 
 
-def _run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+def _run(*args: str, timeout: int = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mlprof", "run", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
 
 
 @pytest.mark.slow
@@ -160,6 +168,25 @@ profile_options: {{python_sampling: false, host_sys: []}}
     # The config's steps, counted as a trainer counts them (the first optimizer step is step 1).
     assert window_steps(capture) == [[4, 5]]
     assert (capture / "mlprof_output" / "step_trace_time.csv").is_file()
+
+
+@pytest.mark.slow
+def test_mlprof_run_with_a_config_writes_where_the_seeds_output_path_says(tmp_path, private_locks):
+    pytest.importorskip("torch")
+    config = tmp_path / "train.yaml"
+    config.write_text(f"""
+profile: true
+profile_start_step: 3
+profile_stop_step: 3
+init_start_profile: false
+output_path: {tmp_path}/output/profile/rank_{{id}}/profiler/
+profile_options: {{python_sampling: false, host_sys: []}}
+""")
+    result = _run("--config", str(config), "--no-parse", "--", sys.executable, str(TRAIN_SCRIPT), "5", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (capture,) = captures(tmp_path / "output" / "profile" / "rank_0" / "profiler")
+    assert window_steps(capture) == [[3]]
+    assert not list((tmp_path / "output" / "profile" / "rank_0").glob("*_mlprof")), "not in the default directory"
 
 
 def test_mlprof_run_with_profile_false_runs_the_job_unprofiled(tmp_path, private_locks):

@@ -30,7 +30,7 @@ def test_records_encode_to_the_bytes_the_old_writer_wrote(tmp_path):
            "clock": {"wall_ns": 5, "monotonic_ns": 6}, "created_wall_ns": 5,
            "windows": [{"dir": "raw/window_0000", "index": 0, "status": "complete", "first_step": 2,
                         "last_step": 3, "start_ns": 1, "end_ns": 9}], "error": None, "steps_seen": None,
-           "step_times": None, "job_steps": None, "last_step_end_ns": None}
+           "step_times": None, "job_steps": None, "last_step_end_ns": None, "stopped_early": None}
     write_json_atomic(tmp_path / "m.json", manifest)
     assert (tmp_path / "m.json").read_bytes() == _old_json(old)
     ranges = [{"id": 7, "name": "r", "start_ns": 1, "end_ns": None, "tid": 2, "end_tid": None, "stream": None,

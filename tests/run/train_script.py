@@ -1,9 +1,13 @@
 """An ordinary training script that knows nothing of mlprof (for `mlprof run` tests).
 
-    python train_script.py STEPS [--fail-at N] [--ddp] [--sleep-s S] [--no-optimizer]
+    python train_script.py STEPS [--fail-at N] [--kill-at N] [--ddp] [--sleep-s S] [--no-optimizer]
+
+--kill-at N: the job kills itself (SIGKILL: no atexit, nothing saved) before step N.
 """
 
 import argparse
+import os
+import signal
 import sys
 import time
 
@@ -12,6 +16,7 @@ import torch
 parser = argparse.ArgumentParser()
 parser.add_argument("steps", type=int)
 parser.add_argument("--fail-at", type=int, default=-1)
+parser.add_argument("--kill-at", type=int, default=-1)
 parser.add_argument("--ddp", action="store_true")
 parser.add_argument("--sleep-s", type=float, default=0.0)
 parser.add_argument("--no-optimizer", action="store_true", help="inference: batches from a DataLoader only")
@@ -39,6 +44,8 @@ while step < args.steps:
     for x, y in loader:
         if step == args.fail_at:
             raise SystemExit(3)
+        if step == args.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
         loss = torch.nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()

@@ -96,6 +96,8 @@ class Manifest(_Record, kw_only=True):
     # step numbers (analysis/growth.py).
     job_steps: Union[Int, None] = None
     last_step_end_ns: Union[Int, None] = None
+    # Why collection stopped before its schedule ended, not as a failure (the job started its own profiler).
+    stopped_early: Union[str, None] = None
 
     def __post_init__(self) -> None:
         if self.windows is None:  # older captures may write null

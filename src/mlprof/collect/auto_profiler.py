@@ -20,6 +20,7 @@ from pathlib import Path
 from ..capture.output_path import rank_output_dir
 from .config_profile import build_profile
 from .environment import rank_info
+from .job_profilers import guard_job_profilers, on_job_profiler_start
 from .run_options import TRAINER_STEPS_ENV, RunOptions
 from .storage import age_out
 
@@ -44,6 +45,10 @@ class AutoProfiler:
         self._steps_after_stop = 0
         self._last_boundary_ns = 0
         atexit.register(self._at_exit)
+        # Before the job can import torch: a session the job prepares before the first
+        # optimizer step must be seen too (mlprof then never starts one).
+        on_job_profiler_start(self.yield_to_job_profiler)
+        guard_job_profilers()
 
     def on_optimizer_step(self) -> None:
         self.optimizer_seen = True
@@ -63,6 +68,8 @@ class AutoProfiler:
                 if self.prof is None:
                     self._start()
                     return
+                if self._job_profiler_running():
+                    return
                 self.prof.step()
                 self._after_step()
             except Exception as exc:  # noqa: BLE001 - never break the job
@@ -74,24 +81,34 @@ class AutoProfiler:
 
     def yield_to_job_profiler(self) -> None:
         """The job starts a torch profiler of its own: torch runs one session at a
-        time, so automatic profiling stops (finished windows are kept)."""
+        time, so automatic profiling stops for good, before the job's session
+        starts (finished windows are kept; the capture says why it stopped)."""
         if self.done:
             return
         logger.warning("mlprof run: the job starts its own profiler; automatic profiling stops here "
                        "(its own traces are written as usual)")
-        self.close()
+        if self.prof is not None:
+            self.prof._stopped_early(f"the job started its own torch profiler at step {self.prof.step_num}, "
+                                     "and mlprof stood aside (torch runs one profiler session at a time)")
+        with _signals_deferred():
+            self.close()
         self.done = True
+
+    def _job_profiler_running(self) -> bool:
+        """A session of the job's that the start hooks did not announce (torch's C API): stand aside too."""
+        from .torch_backend import job_profiler_running
+
+        if not job_profiler_running(self.prof._backend):
+            return False
+        self.yield_to_job_profiler()
+        return True
 
     def _start(self) -> None:
         import torch
 
-        from .torch_backend import guard_job_profilers, on_job_profiler_start
-
         if torch.autograd._profiler_enabled():
             self.yield_to_job_profiler()
             return
-        guard_job_profilers()
-        on_job_profiler_start(self.yield_to_job_profiler)
         # {id}/{rank} in the output: this process's own directory (seed 003's rank_{id} layout).
         self._output_dir = rank_output_dir(self.options.output, rank_info()["rank"])
         # The first boundary ends the first optimizer step: the step starting now is a trainer's step 2.

@@ -8,6 +8,7 @@ any point leaves only whole files and finished windows behind.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import time
@@ -17,6 +18,7 @@ from typing import Any
 
 from .._version import __version__
 from ..capture import layout
+from ..errors import MlprofError
 from ..capture.files import make_private_dir, write_json_atomic
 from ..capture.records import Manifest, CaptureMetadata, Clock, Versions, WindowEntry, WindowInfo
 from .environment import performance_environment, rank_info, system_info
@@ -91,11 +93,47 @@ class CaptureWriter:
         self.write_metadata()
         return final
 
+    def discard_partial_windows(self) -> None:
+        """Remove windows left half written by a failure: no reader takes them, and on a full
+        disk their space is what lets the manifest record the failure."""
+        raw = self.path / layout.RAW_DIR
+        for partial in raw.glob(f"{layout.PARTIAL_PREFIX}*"):
+            shutil.rmtree(partial, ignore_errors=True)
+
     def close(self, status: str, error: str | None = None) -> None:
         self.manifest.status = status
         self.manifest.error = error
-        self.write_manifest()
+        try:
+            self.write_manifest()
+        except MlprofError:
+            if status != layout.STATUS_FAILED or not self._rewrite_manifest_in_place():
+                raise
+            return  # the disk is full: the failure is recorded, the metadata can wait
         self.write_metadata()
+
+    def _rewrite_manifest_in_place(self) -> bool:
+        """Record a failure when the disk has no room for a new file (a full disk is the usual
+        failure): overwrite profiler_info.json in the space it already holds, which needs no new
+        block. Only when the new text fits that space; True when it was written."""
+        from ..capture.records import encode
+
+        data = encode(self.manifest)
+        try:
+            fd = os.open(self.path / layout.INFO_FILE, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            st = os.fstat(fd)
+            if len(data) > st.st_blocks * 512:
+                return False
+            if os.pwrite(fd, data, 0) != len(data):
+                return False
+            os.ftruncate(fd, len(data))
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return True
 
 
 def _text(value: Any) -> str | None:

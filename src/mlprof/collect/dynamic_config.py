@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,9 @@ from ..errors import ConfigError
 from ..options import DYNAMIC, EXPERIMENTAL, PROFILE, check_activities, check_fields, option_field, options_for, \
     reject_unknown
 
-__all__ = ["DynamicConfig", "CONFIG_FILE_NAME", "read_config_file", "template", "MAX_ACTIVE_STEPS"]
+__all__ = ["DynamicConfig", "CONFIG_FILE_NAME", "read_config_file", "read_config_bytes", "parse_config",
+           "template", "MAX_ACTIVE_STEPS", "MAX_WARMUP_STEPS", "MAX_START_STEP", "MAX_METADATA_DEPTH",
+           "MAX_METADATA_BYTES"]
 
 CONFIG_FILE_NAME = "profiler_config.json"
 # Ascend-only experimental keys of the seed: accepted so torch_npu configs load, then ignored.
@@ -30,6 +33,16 @@ EXPERIMENTAL_DEFAULTS: dict[str, Any] = {
 # Longest capture a config edit can ask for: a running job must not be
 # profiled (and slowed) for hours by one typo.
 MAX_ACTIVE_STEPS = 1000
+# Warm-up steps run under the profiler too (as slow as recorded ones), so they are bounded as well;
+# torch's own examples warm up for 1-5 steps.
+MAX_WARMUP_STEPS = 100
+# A start step further away than this is a typo (1e8 steps is months of training at 10 steps/s),
+# not a plan: refused, so it cannot hold a capture queued for the rest of the job.
+MAX_START_STEP = 100_000_000
+# metadata is copied into the trace and profiler_metadata.json by recursive encoders: deep nesting
+# would raise RecursionError in the training thread, and a large value bloats every window.
+MAX_METADATA_DEPTH = 16
+MAX_METADATA_BYTES = 64 * 1024
 
 
 def _field(key: str) -> Any:
@@ -60,6 +73,11 @@ class DynamicConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.warmup > MAX_WARMUP_STEPS:
+            raise ConfigError(f"warmup: at most {MAX_WARMUP_STEPS} steps, got {self.warmup}")
+        if self.start_step > MAX_START_STEP:
+            raise ConfigError(f"start_step: at most {MAX_START_STEP}, got {self.start_step}")
+        _check_metadata(self.metadata)
         if not isinstance(self.experimental_config, dict):
             raise ConfigError("experimental_config: expected an object")
         self.experimental()  # validates
@@ -95,20 +113,89 @@ class DynamicConfig:
         return cls(**data)
 
 
-def read_config_file(path: Path) -> DynamicConfig:
-    """Read and validate the file; every refusal is a ConfigError with the reason."""
-    if path.is_symlink():
-        raise ConfigError(f"{path} is a symbolic link, which is refused")
-    if not path.is_file():
-        raise ConfigError(f"{path} is not a regular file")
-    size = path.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path} is {size} bytes, more than a config file should be")
+def _check_metadata(metadata: dict[str, Any]) -> None:
+    """At most MAX_METADATA_DEPTH levels and MAX_METADATA_BYTES of JSON (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(metadata, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_METADATA_DEPTH:
+                raise ConfigError(f"metadata: nested more than {MAX_METADATA_DEPTH} levels deep")
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    size = len(json.dumps(metadata, default=str))
+    if size > MAX_METADATA_BYTES:
+        raise ConfigError(f"metadata: {size} bytes of JSON, more than {MAX_METADATA_BYTES}")
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_config_bytes(path: Path) -> bytes:
+    """The file's bytes, read without ever blocking or reading without bound.
+
+    Checked before it is opened (a symlink to /dev/zero would be read until memory runs out, a FIFO
+    would block the reader until someone writes to it), and again on the open descriptor, which
+    cannot follow a link or wait for a FIFO's writer: a file swapped in between is refused too.
+    """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        st = os.lstat(path)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{path} is {_kind(st.st_mode)}, not a regular file; refused")
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path} is {st.st_size} bytes, more than a config file should be "
+                          f"({MAX_CONFIG_BYTES})")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:  # ELOOP: it became a symlink since lstat
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"{path} is {_kind(mode)}, not a regular file; refused")
+        chunks, left = [], MAX_CONFIG_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path} grew past {MAX_CONFIG_BYTES} bytes while read; refused")
+    return data
+
+
+def parse_config(data: bytes, path: Path) -> DynamicConfig:
+    """Validate the bytes of the file at ``path``; every refusal is a ConfigError with the reason."""
+    try:
+        decoded = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"{path} is not valid JSON: {exc}") from None
-    return DynamicConfig.from_json(data)
+    except RecursionError:
+        raise ConfigError(f"{path}: JSON nested too deeply to read; refused") from None
+    return DynamicConfig.from_json(decoded)
+
+
+def read_config_file(path: Path) -> DynamicConfig:
+    """Read and validate the file; every refusal is a ConfigError with the reason."""
+    return parse_config(read_config_bytes(path), path)
 
 
 def template() -> dict[str, Any]:

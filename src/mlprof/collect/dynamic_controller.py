@@ -14,6 +14,7 @@ import collections
 import hashlib
 import logging
 import os
+import stat
 import sys
 import threading
 import time
@@ -21,7 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import ConfigError, MlprofError
-from .dynamic_config import CONFIG_FILE_NAME, MAX_ACTIVE_STEPS, DynamicConfig, read_config_file, write_template
+from .dynamic_config import (CONFIG_FILE_NAME, MAX_ACTIVE_STEPS, DynamicConfig, parse_config, read_config_bytes,
+                             read_config_file, write_template)
 from .dynamic_logs import DynamicLogs
 from .environment import rank_info
 
@@ -86,17 +88,22 @@ class DynamicController:
         self.config_dir = config_dir
         self.config_path = config_dir / CONFIG_FILE_NAME
         self.logs = DynamicLogs.open(config_dir, lambda: rank_info()["rank"])
-        if not self.config_path.exists():
+        if not os.path.lexists(self.config_path):
             write_template(self.config_path)
             self.logs.actions.info("created the template %s", self.config_path)
         self.step_num = 0
         self.poll_s = FIRST_POLL_S
         self._t_step10 = 0.0
         self._pending: collections.deque[_PendingCapture] = collections.deque()
+        self._pending_lock = threading.Lock()  # the watcher replaces what the training thread may be taking
         self._capture: _Capture | None = None
         self._cancel = threading.Event()  # set by the watcher: stop the running capture
         self._seen = self._signature()  # the file as it is now is not a request
-        self._seen_digest = self._digest()
+        try:
+            self._seen_digest = hashlib.sha256(read_config_bytes(self.config_path)).hexdigest()
+        except ConfigError as exc:  # refused as it is now: said once, and the next valid edit counts
+            self._seen_digest = ""
+            self.logs.monitor.warning("%s; waiting for a valid edit", exc)
         self._stop = threading.Event()
         self.captures_done: list[Path] = []
         self.logs.actions.info("watching %s; step boundary: %s", self.config_path, boundary)
@@ -148,13 +155,17 @@ class DynamicController:
                     self.captures_done.append(capture_dir)
                 self._capture = None
             return
-        if not self._pending:
-            return
-        pending = self._pending[0]
-        start_at = self._start_step_for(pending)
+        with self._pending_lock:
+            if not self._pending:
+                return
+            pending = self._pending[0]
+        start_at = self._start_step_for(pending)  # may wait on the other ranks: not under the lock
         if start_at is None or self.step_num < start_at:
             return
-        self._pending.popleft()
+        with self._pending_lock:
+            if not self._pending or self._pending[0] is not pending:
+                return  # replaced by an edit meanwhile: the next step looks at the new one
+            self._pending.popleft()
         self.logs.actions.info("starting capture at step %d (%d warmup + %d active steps) into %s", self.step_num,
                                pending.config.warmup, pending.config.active, pending.config.prof_dir)
         self._capture = _Capture(pending.config, self.step_num)
@@ -187,18 +198,13 @@ class DynamicController:
         self._capture = _Capture(config, self.step_num)
 
     # -- watcher thread ------------------------------------------------------------
-    def _signature(self) -> tuple[int, int] | None:
+    def _signature(self) -> tuple[int, int, int, int] | None:
+        """What the directory entry is now (never followed, never opened): type, inode, mtime, size."""
         try:
-            st = os.stat(self.config_path, follow_symlinks=False)
+            st = os.lstat(self.config_path)
         except OSError:
             return None
-        return (st.st_mtime_ns, st.st_size)
-
-    def _digest(self) -> str:
-        try:
-            return hashlib.sha256(self.config_path.read_bytes()).hexdigest()
-        except OSError:
-            return ""
+        return (stat.S_IFMT(st.st_mode), st.st_ino, st.st_mtime_ns, st.st_size)
 
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_s):
@@ -207,7 +213,14 @@ class DynamicController:
             except Exception as exc:  # noqa: BLE001 - the watcher must outlive any bad file
                 self.logs.actions.error("watcher error: %s: %s", type(exc).__name__, exc)
 
+    def _ignore(self, exc: MlprofError) -> None:
+        """One line per log for a refused state of the file (the watcher sees it once: see check_now)."""
+        self.logs.monitor.warning("change ignored: %s", exc)
+        self.logs.actions.error("invalid config ignored: %s", exc)
+
     def check_now(self) -> None:
+        # Only a change of the directory entry is looked at, so a refused state is
+        # logged once, not at every poll; the file is read only once it passed the checks.
         signature = self._signature()
         if signature == self._seen:
             return
@@ -215,16 +228,22 @@ class DynamicController:
         if signature is None:
             self.logs.monitor.warning("%s disappeared; waiting for it to come back", self.config_path)
             return
-        digest = self._digest()
+        try:
+            data = read_config_bytes(self.config_path)
+        except ConfigError as exc:
+            self._seen_digest = ""  # the content that comes back after it is a change
+            self._ignore(exc)
+            return
+        digest = hashlib.sha256(data).hexdigest()
         if digest == self._seen_digest:
             return
         self._seen_digest = digest
-        self.logs.monitor.info("change detected (mtime %d ns, %d bytes)", signature[0], signature[1])
+        mtime_ns, size = signature[2], signature[3]
+        self.logs.monitor.info("change detected (mtime %d ns, %d bytes)", mtime_ns, size)
         try:
-            config = read_config_file(self.config_path)
+            config = parse_config(data, self.config_path)
         except MlprofError as exc:
-            self.logs.monitor.warning("change ignored: %s", exc)
-            self.logs.actions.error("invalid config ignored: %s", exc)
+            self._ignore(exc)
             return
         rank = rank_info()["rank"]
         if config.is_rank and rank not in config.rank_list:
@@ -232,7 +251,8 @@ class DynamicController:
                                    rank, list(config.rank_list))
             return
         if config.active == 0:
-            self._pending.clear()
+            with self._pending_lock:
+                self._pending.clear()
             if self._capture is not None:
                 self._cancel.set()
             self.logs.monitor.info("change accepted: active 0 cancels the running capture (%s) and any queued one",
@@ -245,15 +265,20 @@ class DynamicController:
         try:
             config = replace(config, prof_dir=str(_contained_prof_dir(config.prof_dir)))
         except ConfigError as exc:
-            self.logs.monitor.warning("change ignored: %s", exc)
-            self.logs.actions.error("invalid config ignored: %s", exc)
+            self._ignore(exc)
             return
         delay_ns = int((2 * self.poll_s + 0.5) * 1e9)
-        self._pending.append(_PendingCapture(config, f"{signature[0]}-{digest[:12]}", signature[0],
-                                             signature[0] + delay_ns))
+        # The file says what is wanted now: a capture queued by an earlier edit and not
+        # started yet (a far start_step, say) is replaced, never left to hold this one back.
+        with self._pending_lock:
+            replaced = bool(self._pending)
+            self._pending.clear()
+            self._pending.append(_PendingCapture(config, f"{mtime_ns}-{digest[:12]}", mtime_ns,
+                                                 mtime_ns + delay_ns))
         when = f"at step {config.start_step}" if config.start_step else "at the next step boundary"
-        self.logs.monitor.info("change accepted: capture of %d step(s) queued %s%s", config.active, when,
-                               " (after the current capture)" if self._capture is not None else "")
+        self.logs.monitor.info("change accepted: capture of %d step(s) queued %s%s%s", config.active, when,
+                               " (after the current capture)" if self._capture is not None else "",
+                               "; it replaces the queued capture not started yet" if replaced else "")
 
     def close(self) -> None:
         self._stop.set()

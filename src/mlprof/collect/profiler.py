@@ -209,6 +209,11 @@ class _KinetoProfile:
         self._backend.start()
         self._begin_step(time.time_ns())
 
+    def _stopped_early(self, reason: str) -> None:
+        """Record in the capture why collection stops before the schedule ends (written at stop())."""
+        if self._capture is not None:
+            self._capture.manifest.stopped_early = reason
+
     def _set_first_step(self, step: int) -> None:
         """Call before start(): the first step is ``step`` instead of 0 (with a schedule skipping to it)."""
         self._failsafe.run("first step", self._backend.set_first_step, step)
@@ -296,7 +301,18 @@ class _KinetoProfile:
                 try:  # keep what was logged, if the disk still takes it
                     self._close_scalars()
                 finally:
-                    self._capture.close(layout.STATUS_FAILED, self._failsafe.error)
+                    self._close_failed()
+
+    def _close_failed(self) -> None:
+        """Record the failure in profiler_info.json (status failed, the reason), making room first."""
+        capture = self._capture
+        capture.discard_partial_windows()
+        try:
+            capture.close(layout.STATUS_FAILED, self._failsafe.error)
+        except (MlprofError, OSError) as exc:
+            # `mlprof run` still reports the capture as failed (it finds it unfinished).
+            logger.error("mlprof: %s: the failure could not be recorded in %s: %s", capture.path,
+                         layout.INFO_FILE, exc)
 
     def __enter__(self) -> "_KinetoProfile":
         self.start()

@@ -126,10 +126,81 @@ def run_command(options: RunOptions, command: list[str], environment: dict[str, 
             samples_file.unlink(missing_ok=True)
             samples_file = None
     for capture in captures:
-        reason = empty_capture_reason(capture, options, trainer_steps)
+        reason = failed_capture_reason(capture, code) or empty_capture_reason(capture, options, trainer_steps)
         if reason:
             problems.append(reason)
+    problems.extend(_captures_without_manifest(options.output, started_ns))
     return RunResult(code, output, captures, samples_file, problems=problems)
+
+
+def failed_capture_reason(capture: Path, exit_code: int) -> str | None:
+    """What failed in a capture, once the job has ended; None when it was not a failure.
+
+    A capture still ``running`` was never closed: its process died, or the disk was too full to
+    record the failure. It is marked ``failed`` here with the reason, when the disk takes it.
+    """
+    manifest = _manifest(capture)
+    if manifest is None:
+        return None
+    kept = f" ({len(manifest.windows)} window(s) written before it are kept)" if manifest.windows else ""
+    if manifest.status == layout.STATUS_FAILED:
+        return f"{capture}: the capture failed: {manifest.error or 'no reason was recorded'}{kept}"
+    if manifest.status != layout.STATUS_RUNNING or _alive(manifest.pid):
+        return None
+    reason = f"the job ended ({_exit_text(exit_code)}) before the capture was closed{_disk_full(capture)}"
+    manifest.status, manifest.error = layout.STATUS_FAILED, reason
+    try:
+        write_json_atomic(capture / layout.INFO_FILE, manifest)
+    except MlprofError as exc:
+        reason += f"; not recorded in {layout.INFO_FILE}: {exc}"
+    return f"{capture}: the capture failed: {reason}{kept}"
+
+
+def _exit_text(code: int) -> str:
+    if code > 128:
+        try:
+            return f"exit code {code}, {signal.Signals(code - 128).name}"
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
+def _disk_full(path: Path) -> str:
+    """'; the file system ... is full' when less than 1 MiB is left where ``path`` is."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return ""
+    free = st.f_bavail * st.f_frsize
+    return f"; the file system holding it is full ({free} bytes free)" if free < (1 << 20) else ""
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether the process that writes a capture still runs (a daemon of the job may outlive it)."""
+    if not pid or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _captures_without_manifest(output: str, started_ns: int) -> list[str]:
+    """Capture directories of this run whose profiler_info.json was never written (a full disk)."""
+    found = []
+    for folder in capture_search_dirs(output):
+        for capture in sorted(folder.glob(f"*{layout.CAPTURE_DIR_SUFFIX}")):
+            try:
+                made_ns = capture.stat().st_mtime_ns
+            except OSError:
+                continue
+            if made_ns >= started_ns and not os.path.lexists(capture / layout.INFO_FILE):
+                found.append(f"{capture}: the capture failed before its {layout.INFO_FILE} was written"
+                             f"{_disk_full(capture)}")
+    return found
 
 
 def empty_capture_reason(capture: Path, options: RunOptions, trainer_steps: bool = False) -> str | None:
@@ -137,6 +208,8 @@ def empty_capture_reason(capture: Path, options: RunOptions, trainer_steps: bool
     manifest = _manifest(capture)
     if manifest is None or manifest.windows:
         return None
+    if manifest.stopped_early:
+        return f"{capture}: nothing was captured: {manifest.stopped_early}"
     # Trainer numbering counts steps from 1 (the schedule's step 0 is step 1).
     first = options.skip_first + options.wait + options.warmup + (1 if trainer_steps else 0)
     seen = manifest.steps_seen

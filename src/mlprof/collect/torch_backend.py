@@ -19,44 +19,18 @@ from torch.profiler import profile as TorchProfile
 
 from ..config import CollectOptions, ProfilerActivity, ProfilerLevel
 from ..schedule import ProfilerAction
+from .job_profilers import announce_job_profiler, own_session
 
-__all__ = ["WindowHooks", "ScheduledBackend", "torch_profile_kwargs", "on_job_profiler_start",
-           "guard_job_profilers"]
+__all__ = ["WindowHooks", "ScheduledBackend", "torch_profile_kwargs", "job_profiler_running"]
 
 logger = logging.getLogger("mlprof")
 
-# Called before any profiler other than `mlprof run`'s own starts a session:
-# torch runs one profiler session per process, and a second one started
-# beside the first crashes the interpreter when its trace is exported.
-_job_profiler_listeners: list[Callable[[], None]] = []
 
+def job_profiler_running(backend: "ScheduledBackend") -> bool:
+    """A torch profiler session is on and it is not ``backend``'s: the job's own, started
+    where the guard does not see it (torch's C API, the legacy profiler)."""
+    return torch.autograd._profiler_enabled() and not backend.session_on
 
-def on_job_profiler_start(listener: Callable[[], None]) -> None:
-    """Call ``listener`` before the job starts a torch profiler session of its own."""
-    _job_profiler_listeners.append(listener)
-
-
-def _job_profiler_starting() -> None:
-    for listener in list(_job_profiler_listeners):
-        listener()
-
-
-def guard_job_profilers() -> None:
-    """Make plain torch.profiler sessions of the job announce themselves (``mlprof run``)."""
-    from torch.profiler import profiler as torch_profiler
-
-    cls = torch_profiler._KinetoProfile
-    if getattr(cls.prepare_trace, "_mlprof_guard", False):
-        return
-    original = cls.prepare_trace
-
-    def prepare_trace(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
-        if not isinstance(self, ScheduledBackend):  # ScheduledBackend announces itself
-            _job_profiler_starting()
-        return original(self, *args, **kwargs)
-
-    prepare_trace._mlprof_guard = True  # type: ignore[attr-defined]
-    cls.prepare_trace = prepare_trace
 
 _LEVEL_RANK = {
     ProfilerLevel.Level_none: 0,
@@ -117,6 +91,8 @@ class ScheduledBackend(TorchProfile):
         # Whether this window runs Kineto: not when another session is already on.
         self._kineto_window = kineto
         self._automatic = automatic
+        # Between this backend's session start (prepare_trace) and its stop.
+        self.session_on = False
         super().__init__(
             schedule=lambda step: TorchAction[schedule_fn(step).name],
             on_trace_ready=lambda _prof: hooks.window_ready(),
@@ -127,7 +103,7 @@ class ScheduledBackend(TorchProfile):
 
     def prepare_trace(self) -> None:
         if not self._automatic:
-            _job_profiler_starting()
+            announce_job_profiler()
         self._kineto_window = self._kineto
         if self._kineto and torch.autograd._profiler_enabled():
             # Another profiler session is running (the job's own, or a second
@@ -141,16 +117,20 @@ class ScheduledBackend(TorchProfile):
                 # torch warns that each cycle drops the previous one's events;
                 # mlprof saves every cycle before that happens.
                 warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
-                super().prepare_trace()
+                with own_session():
+                    super().prepare_trace()
+                self.session_on = True
 
     def start_trace(self) -> None:
         if self._kineto_window:
-            super().start_trace()
+            with own_session():
+                super().start_trace()
         self._hooks.window_started()
 
     def stop_trace(self) -> None:
         self._hooks.window_stopping()
         if self._kineto_window:
+            self.session_on = False
             super().stop_trace()
 
     def set_first_step(self, step: int) -> None:
@@ -170,6 +150,7 @@ class ScheduledBackend(TorchProfile):
                 self.step_rec_fn.__exit__(None, None, None)
             finally:
                 self.step_rec_fn = None
-        if self._kineto_window and torch.autograd._profiler_enabled():
+        if self._kineto_window and self.session_on and torch.autograd._profiler_enabled():
+            self.session_on = False
             if self.profiler is not None:
                 self.profiler.__exit__(None, None, None)
