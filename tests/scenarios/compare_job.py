@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# Passes per step of the base run: a step of about 30-60 ms on a 2-vCPU machine.
+# Passes per step of the base run: a step of about 30-50 ms at one thread on a 2-vCPU machine (each pass
+# is mostly the cost of issuing its ops).
 UNITS = 20
 
 
