@@ -57,6 +57,10 @@ _OP_FILTER = ("category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS N
               "AND name NOT LIKE 'ProfilerStep#%' AND name NOT LIKE 'enumerate(DataLoader)%'")
 
 
+_STORM_FIX = ("Vectorise the loop (model(x) on the batch instead of model(x[i:i+1]), torch.vmap for per-sample "
+              "functions) or torch.compile it: one graph's backward instead of one per iteration.")
+
+
 def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """One op type holding a large share of step time (seed 002: a slow dropout at 76%).
 
@@ -113,7 +117,26 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                            if shapes and t in str(shapes[0]["input_types"] or "").lower()), None)
         site = (sites[0].get("call_site") or sites[0].get("module")) if sites else None
         where = f" in torch's nn.{builtin}" if builtin else f" called from {site}" if site else ""
-        fix = (f"{top['name']} is dense math leading the step: the run is compute-bound. Gains come from "
+        # A backward op is charged to the forward op that created its autograd node, and to that op's line:
+        # the backward's own line is only the `.backward()` call (docs/attribution.md).
+        causes = _backward_causes(ctx, th, f"name = ? AND {_OP_FILTER}", [top["name"]])
+        in_loop = False
+        if causes["backward_share"] >= 0.5 and causes["forward_ops"]:
+            forward_site = causes["call_site"]
+            site = forward_site["call_site"] if forward_site else None
+            sites = [{"call_site": site, "samples": forward_site["samples"], "forward_op": causes["forward_ops"][0]["name"],
+                      "self_ns": int(top["cost_ns"] * causes["backward_share"])}] if forward_site else []
+            where = (f" in the backward of {causes['forward_ops'][0]['name']}"
+                     + (f" called from {short_site(site)}" if site else ""))
+            # The backward of a loop's many small graphs (a per-sample loop's weight gradients summed
+            # by aten::add_ 64 times a step) is the loop's cost: op_storm's finding, not this op's.
+            in_loop = causes["loop_share"] >= 0.5
+            if in_loop:
+                severity = "info"
+        fix = (f"{top['name']} runs in the backward of a Python loop's many small graphs{where}: the loop is the "
+               "cost (see op_storm). " + _STORM_FIX
+               if in_loop else
+               f"{top['name']} is dense math leading the step: the run is compute-bound. Gains come from "
                "less work (smaller shapes, fewer FLOPs), lower precision (bf16/AMP, TF32) or fused kernels."
                if expected else
                f"{top['name']} runs inside torch's own nn.{builtin}: there is no faster built-in to switch to. "
@@ -137,7 +160,8 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                 metrics={"op": top["name"], "count": top["count"], "host_self_ns": top["host_self_ns"],
                          "device_ns": top["device_ns"], "total_step_ns": ctx.total_step_ns,
                          "expected_compute": expected, "slow_dtype": slow_dtype, "builtin_module": builtin,
-                         "standard_layer": layer,
+                         "standard_layer": layer, "backward_share": round(causes["backward_share"], 4),
+                         "forward_ops": causes["forward_ops"], "loop_backward_share": round(causes["loop_share"], 4),
                          "input_shapes": [{"input_dims": r["input_dims"], "input_types": r["input_types"],
                                            "count": r["count"], "self_ns": r["self_ns"]} for r in shapes]},
                 steps=per_step[:5], ops=[{k: r[k] for k in ("name", "count", "host_self_ns", "device_ns", "cost_ns")}
@@ -145,6 +169,13 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                 call_sites=sites),
             fix=fix, rank=ctx.rank))
     return findings
+
+
+def _backward_causes(ctx: AdvisorContext, th: Thresholds, op_filter_sql: str, params: list) -> dict:
+    # rules_storm imports this module's short_site: imported here, once both are loaded.
+    from mlprof.analysis.advisor.rules_storm import backward_causes
+
+    return backward_causes(ctx, th, op_filter_sql, params)
 
 
 def _builtin_module(ctx: AdvisorContext, op_name: str) -> str | None:

@@ -6,8 +6,9 @@ spread over many op types, so no single op dominates, and mixed precision
 does not help: the host is launching work, not computing. The rule looks for
 op names called at least ``op_storm_calls_per_step`` times per step at under
 ``tiny_op_ns`` each. It counts the outermost of them once, plus the short
-Python gaps between consecutive ones (the loop itself). It then names the
-line that loops, from the sampled Python stacks.
+Python gaps between consecutive ones (the loop itself), and the backward those ops caused (linked by autograd sequence number,
+docs/attribution.md), whatever thread and however many intra-op threads ran it.
+It then names the line that loops, from the sampled Python stacks.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.advisor.rules_host import short_site
 
-__all__ = ["op_storm"]
+__all__ = ["op_storm", "storm_ops", "backward_causes"]
 
 _FIX = ("Vectorise the loop: one tensor op over the whole batch instead of one per row or sample (a mask from "
         "torch.bernoulli(torch.full_like(x, p)), model(x) on the batch instead of model(x[i:i+1]), torch.vmap for "
@@ -34,11 +35,18 @@ _MULTI_TENSOR_SQL = "name LIKE 'aten::\\_foreach\\_%' ESCAPE '\\' OR name LIKE '
 def _find_storm(ctx: AdvisorContext, th: Thresholds) -> None:
     """Temp tables read by the rest of the rule, computed once: ``_storm_names`` (op names called
     ``op_storm_calls_per_step``+ times a step at under ``tiny_op_ns``) and ``_storm_ops`` (their
-    outermost calls). Ops inside a multi-tensor kernel count for neither."""
+    outermost calls, and the outermost calls of modules called that often). Ops inside a
+    multi-tensor kernel count for neither.
+
+    Only ops outside the backward are judged: the backward of a loop is the loop's, charged to it
+    through ``backward_links`` (:func:`_storm_backward`). Judged on their own, the backward's ops
+    pass for tiny at one intra-op thread and not at several (a matmul of a per-sample graph takes
+    longer on two threads than on one), and the finding followed the thread count."""
     ctx.store.con.execute(f"""
         CREATE OR REPLACE TEMP TABLE _step_ops AS
         SELECT h.op_id, h.parent_op_id, h.name, h.window_index, h.step, h.tid, h.start_ns, h.dur_ns FROM host_ops h
-        WHERE h.step IS NOT NULL AND h.category = 'cpu_op' AND NOT EXISTS (
+        WHERE h.step IS NOT NULL AND h.category = 'cpu_op'
+          AND h.op_id NOT IN (SELECT op_id FROM backward_links) AND NOT EXISTS (
             SELECT 1 FROM host_ops m
             WHERE m.window_index = h.window_index AND m.tid = h.tid AND m.category = 'cpu_op'
               AND ({_MULTI_TENSOR_SQL}) AND h.start_ns >= m.start_ns AND h.start_ns < m.start_ns + m.dur_ns)""")
@@ -48,13 +56,30 @@ def _find_storm(ctx: AdvisorContext, th: Thresholds) -> None:
         FROM _step_ops GROUP BY name
         HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step))
            AND avg(dur_ns) < {int(th.tiny_op_ns)}""")
+    # A module called op_storm_calls_per_step+ times a step is a loop's body whatever its ops take: on
+    # several intra-op threads a per-sample matmul is no longer tiny, the loop around it still is the cost.
+    ctx.store.con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _storm_module_calls AS
+        WITH repeated AS (
+            SELECT module_path FROM module_calls WHERE step IS NOT NULL AND dur_ns IS NOT NULL GROUP BY module_path
+            HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step))),
+        calls AS (
+            SELECT c.window_index, c.step, c.tid, c.start_ns, c.end_ns, c.depth FROM module_calls c
+            JOIN repeated USING (module_path) WHERE c.step IS NOT NULL AND c.dur_ns IS NOT NULL)
+        SELECT window_index, step, tid, start_ns, end_ns FROM calls WHERE depth = (SELECT min(depth) FROM calls)""")
     ctx.store.con.execute("""
-        CREATE OR REPLACE TEMP TABLE _storm_ops AS
+        CREATE OR REPLACE TEMP TABLE _storm_named AS
         SELECT h.window_index, h.step, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns,
                coalesce(p.category = 'cpu_op', false) AS inside_op
         FROM _step_ops h JOIN _storm_names s ON s.name = h.name
         LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
         WHERE p.name IS NULL OR p.name NOT IN (SELECT name FROM _storm_names)""")
+    ctx.store.con.execute("""
+        CREATE OR REPLACE TEMP TABLE _storm_ops AS
+        SELECT n.* FROM _storm_named n ASOF LEFT JOIN _storm_module_calls m
+          ON m.window_index = n.window_index AND m.tid = n.tid AND n.start_ns >= m.start_ns
+        WHERE m.end_ns IS NULL OR n.start_ns >= m.end_ns
+        UNION ALL SELECT window_index, step, tid, start_ns, end_ns, false FROM _storm_module_calls""")
 
 
 _FRAMEWORK_FIX = ("The model is made of many small ops that the host issues one by one (views, transposes, "
@@ -79,9 +104,36 @@ def _storm_phases(ctx: AdvisorContext) -> dict[str, int]:
     return {phase: int(ns) for phase, ns in rows}
 
 
+def _storm_backward(ctx: AdvisorContext, th: Thresholds) -> dict[tuple, int]:
+    """Backward time the storm's forward ops caused, per (window, step, forward thread): the autograd
+    nodes they created (``backward_links``; the ops inside a node, such as the ``aten::add_`` that
+    accumulates the 64 per-sample gradients of a weight, are the node's time), plus the short gaps
+    between two such nodes (the engine's own work between them), on whichever thread ran them."""
+    rows = ctx.store.rows(f"""
+        WITH nodes AS (
+            SELECT h.window_index, h.step, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns,
+                   b.forward_tid, b.forward_start_ns
+            FROM backward_links b JOIN host_ops h ON h.op_id = b.op_id
+            WHERE b.op_id = b.node_op_id AND h.step IS NOT NULL),
+        flagged AS (
+            -- A node is the storm's when the forward op that created it ran inside a storm op (or is one).
+            SELECT n.*, coalesce(n.forward_start_ns < s.end_ns, false) AS from_storm
+            FROM nodes n ASOF LEFT JOIN _storm_ops s
+              ON s.window_index = n.window_index AND s.tid = n.forward_tid AND n.forward_start_ns >= s.start_ns),
+        ordered AS (
+            SELECT *, lag(end_ns) OVER w AS prev_end_ns, lag(from_storm) OVER w AS prev_from_storm FROM flagged
+            WINDOW w AS (PARTITION BY window_index, step, tid ORDER BY start_ns))
+        SELECT window_index, step, forward_tid,
+               sum(end_ns - start_ns + CASE WHEN prev_from_storm AND start_ns >= prev_end_ns
+                                             AND start_ns - prev_end_ns < {int(th.op_storm_gap_ns)}
+                                        THEN start_ns - prev_end_ns ELSE 0 END)
+        FROM ordered WHERE from_storm GROUP BY ALL""")
+    return {(w, step, tid): int(ns) for w, step, tid, ns in rows}
+
+
 def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
     """Time in storm ops (outermost only) plus the Python time of the short gaps between them (the loop
-    itself); the envelopes per step/thread.
+    itself), plus the backward those ops caused (:func:`_storm_backward`); the envelopes per step/thread.
 
     A gap's time spent inside other ops (the matmul between two layers' tiny transposes) is the
     model's work, not the loop's: only the part no top-level op covers counts.
@@ -137,6 +189,10 @@ def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
         FROM op_time o LEFT JOIN gap_python g
           ON g.window_index = o.window_index AND g.step = o.step AND g.tid = o.tid
         ORDER BY o.window_index, o.step, o.tid""")
+    backward = _storm_backward(ctx, th)
+    for r in rows:
+        r["backward_ns"] = backward.get((r["window_index"], r["step"], r["tid"]), 0)
+        r["cost_ns"] = int(r["cost_ns"]) + r["backward_ns"]
     return sum(int(r["cost_ns"]) for r in rows), rows
 
 
@@ -177,6 +233,54 @@ def _loop_site(ctx: AdvisorContext, envelopes: list[dict], module_loop: bool) ->
     return {"call_site": site, "samples": count, "share_of_samples": round(count / total, 4)}
 
 
+def storm_ops(ctx: AdvisorContext, th: Thresholds) -> str:
+    """The temp table of the storm's ops (``_storm_ops``: window_index, step, tid, start_ns, end_ns), found
+    once per output: other rules ask whether the ops they charge are a loop's."""
+    if "_storm_ops" not in ctx._temp_tables:
+        _find_storm(ctx, th)
+        ctx._temp_tables.add("_storm_ops")
+    return "_storm_ops"
+
+
+def backward_causes(ctx: AdvisorContext, th: Thresholds, op_filter_sql: str, params: list) -> dict:
+    """Where the backward share of the matching host ops came from (``backward_links``): their self
+    time inside autograd nodes, the forward ops that created those nodes (by self time), the share
+    of it whose forward op is part of a loop's op storm (:func:`storm_ops`), and the user's line
+    that ran those forward ops (sampled Python stacks in the forward ops' span, outside backward)."""
+    table = storm_ops(ctx, th)
+    rows = ctx.store.dicts(f"""
+        WITH o AS (SELECT op_id, window_index, folded_self_ns FROM host_ops WHERE {op_filter_sql}),
+        linked AS (
+            SELECT o.folded_self_ns AS self_ns, f.name AS forward_op, b.forward_op_id, f.window_index, f.step,
+                   f.tid, f.start_ns, f.start_ns + f.dur_ns AS end_ns
+            FROM o JOIN backward_links b ON b.op_id = o.op_id JOIN host_ops f ON f.op_id = b.forward_op_id),
+        flagged AS (
+            SELECT l.*, coalesce(l.start_ns < s.end_ns, false) AS in_storm FROM linked l
+            ASOF LEFT JOIN {table} s ON s.window_index = l.window_index AND s.tid = l.tid AND l.start_ns >= s.start_ns)
+        SELECT forward_op, window_index, step, tid, in_storm, count(DISTINCT forward_op_id) AS forward_ops,
+               sum(self_ns) AS self_ns, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+        FROM flagged GROUP BY ALL""", params)
+    total = ctx.store.rows(f"SELECT sum(folded_self_ns) FROM host_ops WHERE {op_filter_sql}", params)[0][0] or 0
+    backward_ns = sum(r["self_ns"] or 0 for r in rows)
+    storm_ns = sum(r["self_ns"] or 0 for r in rows if r["in_storm"])
+    by_op: Counter[str] = Counter()
+    for r in rows:
+        by_op[r["forward_op"]] += r["self_ns"] or 0
+    envelopes = {}
+    for r in rows:
+        key = (r["window_index"], r["step"], r["tid"])
+        lo, hi = envelopes.get(key, (r["start_ns"], r["end_ns"]))
+        envelopes[key] = (min(lo, r["start_ns"]), max(hi, r["end_ns"]))
+    site = _loop_site(ctx, [{"window_index": w, "tid": tid, "start_ns": lo, "end_ns": hi}
+                            for (w, _step, tid), (lo, hi) in sorted(envelopes.items(), key=str)],
+                      module_loop=True) if rows else None
+    return {"backward_share": backward_ns / total if total else 0.0,
+            "loop_share": storm_ns / backward_ns if backward_ns else 0.0,
+            "forward_ops": [{"name": n, "self_ns": int(ns)} for n, ns in
+                            sorted(by_op.items(), key=lambda kv: (-kv[1], kv[0]))[:3]],
+            "call_site": site}
+
+
 def _with_cost(site: dict | None, cost_ns: int) -> list[dict]:
     return [{**site, "self_ns": int(cost_ns * site["share_of_samples"])}] if site else []
 
@@ -185,7 +289,7 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Many tiny ops per step from a Python loop (see the module doc)."""
     if not ctx.steps:
         return []
-    _find_storm(ctx, th)
+    storm_ops(ctx, th)
     cost_ns, envelopes = _storm_cost(ctx, th)
     share = ctx.share(cost_ns)
     severity = severity_for(share, th.op_storm_warn_share, th)
@@ -219,7 +323,7 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     # module is called that often (a per-sample loop around it) or the storm is the optimizer's per-tensor
     # loop. On a device run the launch-bound idle (device_idle) is then the finding, this is its detail.
     total_ns, inside_ns = ctx.store.rows(
-        "SELECT sum(end_ns - start_ns), sum(CASE WHEN inside_op THEN end_ns - start_ns ELSE 0 END) FROM _storm_ops")[0]
+        "SELECT sum(end_ns - start_ns), sum(CASE WHEN inside_op THEN end_ns - start_ns ELSE 0 END) FROM _storm_named")[0]
     inside_share = (inside_ns or 0) / total_ns if total_ns else 0.0
     framework = inside_share >= th.op_storm_inside_ops_share and not modules and not in_optimizer
     if framework and ctx.has_device and severity in ("critical", "warning"):
@@ -235,7 +339,8 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         id="op_storm", severity=severity, share=round(share, 4), impact_ns=int(cost_ns),
         title=title,
         evidence=Evidence(
-            metrics={"storm_ns": cost_ns, "total_step_ns": ctx.total_step_ns,
+            metrics={"storm_ns": cost_ns, "backward_ns": sum(e["backward_ns"] for e in envelopes),
+                     "total_step_ns": ctx.total_step_ns,
                      "ops_per_step": round(ops_per_step / steps_n, 1), "repeated_op_names": len(repeated),
                      "storm_ns_by_phase": phases, "inside_framework_ops_share": round(inside_share, 4)},
             ops=repeated, call_sites=_with_cost(site, cost_ns),
