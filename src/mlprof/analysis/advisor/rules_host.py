@@ -133,8 +133,9 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             in_loop = causes["loop_share"] >= 0.5
             if in_loop:
                 severity = "info"
-        fix = (f"{top['name']} runs in the backward of a Python loop's many small graphs{where}: the loop is the "
-               "cost (see op_storm). " + _STORM_FIX
+        fix = (f"{top['name']} is the backward of a Python loop's many small graphs (it answers "
+               f"{causes['forward_ops'][0]['name']}" + (f", run at {short_site(site)}" if site else "")
+               + "): the loop is the cost (see op_storm). " + _STORM_FIX
                if in_loop else
                f"{top['name']} is dense math leading the step: the run is compute-bound. Gains come from "
                "less work (smaller shapes, fewer FLOPs), lower precision (bf16/AMP, TF32) or fused kernels."

@@ -14,6 +14,7 @@ It then names the line that loops, from the sampled Python stacks.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 from mlprof.analysis.advisor.context import AdvisorContext
@@ -196,12 +197,28 @@ def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
     return sum(int(r["cost_ns"]) for r in rows), rows
 
 
-def _loop_site(ctx: AdvisorContext, envelopes: list[dict], module_loop: bool) -> dict | None:
+# torch's nn.Module call machinery: one such frame (the outermost of _wrapped_call_impl/_call_impl) is
+# where a module is called.
+_MODULE_CALL_FRAME = re.compile(r"/torch/nn/modules/module\.py:\d+ (_wrapped_call_impl|_call_impl)$")
+
+
+def _module_caller(frames: list[str], user: set[str], depth: int) -> str | None:
+    """The user's frame that calls a module at nesting ``depth`` (0: the outermost module call):
+    the innermost user frame before the ``depth``-th module call of the stack (counted from the
+    outermost), else None. A module's own forward may hold the loop (an outer model looping over
+    an inner one), so frames are not dropped by their function's name."""
+    boundaries = [i for i, f in enumerate(frames) if _MODULE_CALL_FRAME.search(f)
+                  and not (i and _MODULE_CALL_FRAME.search(frames[i - 1]))]
+    if len(boundaries) <= depth:
+        return None
+    return next((f for f in reversed(frames[:boundaries[depth]]) if f in user), None)
+
+
+def _loop_site(ctx: AdvisorContext, envelopes: list[dict], module_depth: int | None) -> dict | None:
     """The line that loops: the most common innermost user frame of the samples taken in the storm.
 
-    When a whole module is called many times per step, its forward is the loop's
-    body: the caller's line (the innermost frame that is not a ``forward``) is
-    the one to change.
+    When a whole module is called many times per step (``module_depth``: its nesting among module
+    calls), its forward is the loop's body: the line that calls it is the one to change.
     """
     if not envelopes or not ctx.store.rows("SELECT count(*) FROM python_samples")[0][0]:
         return None
@@ -209,22 +226,26 @@ def _loop_site(ctx: AdvisorContext, envelopes: list[dict], module_loop: bool) ->
                          [(e["window_index"], e["tid"], e["start_ns"], e["end_ns"]) for e in envelopes])
     # Backward samples only show the `.backward()` call: the loop is seen in the other phases.
     rows = ctx.store.rows("""
-        SELECT k.user_frames, p.phase = 'backward' AS in_backward, count(*) FROM python_samples s
+        SELECT k.user_frames, k.frames, p.phase = 'backward' AS in_backward, count(*) FROM python_samples s
         JOIN _storm_env e ON e.window_index = s.window_index AND s.ts_ns >= e.start_ns AND s.ts_ns < e.end_ns
         JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id
         JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
          AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
         GROUP BY ALL""")
-    outside_backward = [(f, n) for f, in_backward, n in rows if not in_backward]
-    stacks = outside_backward or [(f, n) for f, _, n in rows]
+    outside_backward = [(f, a, n) for f, a, in_backward, n in rows if not in_backward]
+    stacks = outside_backward or [(f, a, n) for f, a, _, n in rows]
     sites: Counter[str] = Counter()
     total = 0
-    for frames_json, count in stacks:
+    for frames_json, all_json, count in stacks:
         frames = json.loads(frames_json or "[]")
-        if module_loop:
-            frames = [f for f in frames if not f.endswith((" forward", " _call_impl", " __call__"))]
-        if frames:
-            sites[frames[-1]] += count
+        site = None
+        if module_depth is not None:
+            site = _module_caller(json.loads(all_json or "[]"), set(frames), module_depth)
+            if site is None:  # no module call in this sample: its innermost frame outside module code
+                frames = [f for f in frames if not f.endswith((" forward", " _call_impl", " __call__"))]
+        site = site or (frames[-1] if frames else None)
+        if site:
+            sites[site] += count
             total += count
     if not sites:
         return None
@@ -240,6 +261,15 @@ def storm_ops(ctx: AdvisorContext, th: Thresholds) -> str:
         _find_storm(ctx, th)
         ctx._temp_tables.add("_storm_ops")
     return "_storm_ops"
+
+
+def _repeated_module_depth(ctx: AdvisorContext, th: Thresholds) -> int | None:
+    """The nesting depth of the outermost module called ``op_storm_calls_per_step``+ times a step, else None."""
+    rows = ctx.store.rows(f"""
+        SELECT min(depth) FROM (SELECT module_path, min(depth) AS depth FROM module_calls WHERE step IS NOT NULL
+                                GROUP BY module_path
+                                HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step)))""")
+    return rows[0][0] if rows and rows[0][0] is not None else None
 
 
 def backward_causes(ctx: AdvisorContext, th: Thresholds, op_filter_sql: str, params: list) -> dict:
@@ -273,7 +303,7 @@ def backward_causes(ctx: AdvisorContext, th: Thresholds, op_filter_sql: str, par
         envelopes[key] = (min(lo, r["start_ns"]), max(hi, r["end_ns"]))
     site = _loop_site(ctx, [{"window_index": w, "tid": tid, "start_ns": lo, "end_ns": hi}
                             for (w, _step, tid), (lo, hi) in sorted(envelopes.items(), key=str)],
-                      module_loop=True) if rows else None
+                      _repeated_module_depth(ctx, th)) if rows else None
     return {"backward_share": backward_ns / total if total else 0.0,
             "loop_share": storm_ns / backward_ns if backward_ns else 0.0,
             "forward_ops": [{"name": n, "self_ns": int(ns)} for n, ns in
@@ -306,12 +336,12 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         SELECT name, calls, round(calls / steps, 1) AS calls_per_step, CAST(avg_ns AS BIGINT) AS avg_ns
         FROM _storm_names ORDER BY calls DESC, name LIMIT 8""")
     modules = ctx.store.dicts(f"""
-        SELECT module_path, any_value(module_type) AS module_type, count(*) AS calls,
+        SELECT module_path, any_value(module_type) AS module_type, min(depth) AS depth, count(*) AS calls,
                round(count(*) / count(DISTINCT (window_index, step)), 1) AS calls_per_step
         FROM module_calls WHERE step IS NOT NULL GROUP BY module_path
         HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step))
         ORDER BY calls DESC, min(depth), module_path LIMIT 3""")
-    site = _loop_site(ctx, envelopes, module_loop=bool(modules))
+    site = _loop_site(ctx, envelopes, modules[0]["depth"] if modules else None)
     ops_per_step = ctx.store.rows("SELECT count(*) FROM host_ops WHERE step IS NOT NULL AND category = 'cpu_op'")[0][0]
     what = (f"{modules[0]['module_path']} ({modules[0]['module_type']}) is called {modules[0]['calls_per_step']:g} "
             f"times per step" if modules else
