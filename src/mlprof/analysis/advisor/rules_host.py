@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 
@@ -354,7 +355,21 @@ def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if severity is None or typical < th.host_outside_ops_warn_share:
         return []  # below the bar this is ordinary loop glue, not worth a line
     sites = ctx.phase_call_sites("python")
-    where = f", mostly at {short_site(sites[0]['call_site'])}" if sites and sites[0]["share_of_phase"] >= 0.5 else ""
+    samples = sum(s["samples"] for s in ctx.phase_call_sites("python", limit=1_000))
+    where, unexplained = "", None
+    if not sites:
+        unexplained = "no Python stack samples in these steps (python_sampling off)"
+    elif samples < th.python_site_min_samples:
+        unexplained = f"{samples} sample(s): call site uncertain"
+    elif sites[0]["share_of_phase"] < 0.5:
+        unexplained = (f"no line holds half of its {samples} samples (the most, "
+                       f"{short_site(sites[0]['call_site'])}, {sites[0]['share_of_phase']:.0%})")
+    else:
+        callee = library_call(ctx, "python", sites[0]["call_site"])
+        sites[0] = {**sites[0], "library_call": callee}
+        where = f", mostly at {short_site(sites[0]['call_site'])}" + (f" in {callee}" if callee else "")
+    if unexplained:
+        where = f"; unexplained: {unexplained}"
     fix = ("Move that work off the training loop or into a background thread: checkpoint writes every N steps "
            "(or asynchronously), logging and metrics every N steps, no time.sleep / queue.get / file reads "
            "between steps.")
@@ -364,9 +379,48 @@ def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     return [Finding(
         id="host_outside_ops", severity=severity, share=round(share, 4), impact_ns=int(outside_ns),
         title=f"{share:.0%} of step time runs no op at all (Python code, sleeps or I/O between ops){where}",
-        evidence=Evidence(metrics={"outside_ops_ns": outside_ns, "gc_ns": gc_ns, "total_step_ns": ctx.total_step_ns},
+        evidence=Evidence(metrics={"outside_ops_ns": outside_ns, "gc_ns": gc_ns, "total_step_ns": ctx.total_step_ns,
+                                   "samples": samples, "unexplained": unexplained},
                           steps=ctx.step_rows(lambda s: s.python_ns)[:5], call_sites=sites),
         fix=fix, rank=ctx.rank)]
+
+
+def library_call(ctx: AdvisorContext, phase: str, site: str) -> str | None:
+    """The library function the user's line ``site`` was in when sampled in ``phase`` (``copy.deepcopy``,
+    ``torch.serialization.save``): the frame right below the user's line, in most of its samples; None
+    when the line itself ran (plain Python) or no callee holds half of them."""
+    rows = ctx.store.rows("""
+        SELECT k.frames, count(*) FROM python_samples s
+        JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host' AND p.phase = ?
+         AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
+        JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id
+        WHERE k.call_site = ? GROUP BY ALL""", [phase, site])
+    callees: dict[str, int] = {}
+    for frames_json, count in rows:
+        frames = json.loads(frames_json or "[]")
+        at = max((i for i, f in enumerate(frames) if f == site), default=None)
+        if at is not None and at + 1 < len(frames):
+            name = _dotted(frames[at + 1])
+            callees[name] = callees.get(name, 0) + count
+    total = sum(n for _, n in rows)
+    if not callees:
+        return None
+    name, count = min(callees.items(), key=lambda kv: (-kv[1], kv[0]))
+    return name if count >= 0.5 * total else None
+
+
+_MODULE_PATH = re.compile(r"(?:/site-packages/|/dist-packages/|/lib/python\d+(?:\.\d+)?/)(.+?)\.py:\d+ (\S+)$")
+
+
+def _dotted(frame: str) -> str:
+    """'/usr/lib/python3.11/copy.py:128 deepcopy' -> 'copy.deepcopy'; a frame outside installed or
+    standard-library code keeps its file's name ('helpers.py:12 load' -> 'helpers.load')."""
+    m = _MODULE_PATH.search(frame)
+    if m:
+        module = m.group(1).replace("/", ".").removesuffix(".__init__")
+        return f"{module}.{m.group(2)}"
+    path, _, rest = frame.rpartition(":")
+    return f"{path.rsplit('/', 1)[-1].removesuffix('.py')}.{rest.partition(' ')[2]}"
 
 
 def short_site(site: str) -> str:
