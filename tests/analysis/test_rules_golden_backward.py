@@ -96,7 +96,7 @@ def test_a_modules_backward_counts_with_the_module(tmp_path):
 
 
 def test_the_loop_line_is_the_one_calling_the_repeated_module_even_inside_a_forward():
-    from mlprof.analysis.advisor.rules_storm import _module_caller
+    from mlprof.analysis.advisor.loops import module_caller as _module_caller
 
     lib = "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py"
     frames = ["train.py:80 main", f"{lib}:1778 _wrapped_call_impl", f"{lib}:1884 _call_impl",

@@ -11,6 +11,7 @@ from mlprof.analysis.advisor.rules_alloc import under_factory_sql
 from mlprof.analysis.advisor.rules_growth import growing_step_time
 from mlprof.analysis.advisor.rules_shapes import shape_driven_steps
 from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.loops import backward_causes
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.ops import DEVICE_NS_PER_OP
 
@@ -120,7 +121,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         where = f" in torch's nn.{builtin}" if builtin else f" called from {site}" if site else ""
         # A backward op is charged to the forward op that created its autograd node, and to that op's line:
         # the backward's own line is only the `.backward()` call (docs/attribution.md).
-        causes = _backward_causes(ctx, th, f"name = ? AND {_OP_FILTER}", [top["name"]])
+        causes = backward_causes(ctx, th, f"name = ? AND {_OP_FILTER}", [top["name"]])
         in_loop = False
         if causes["backward_share"] >= 0.5 and causes["forward_ops"]:
             forward_site = causes["call_site"]
@@ -171,13 +172,6 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                 call_sites=sites),
             fix=fix, rank=ctx.rank))
     return findings
-
-
-def _backward_causes(ctx: AdvisorContext, th: Thresholds, op_filter_sql: str, params: list) -> dict:
-    # rules_storm imports this module's short_site: imported here, once both are loaded.
-    from mlprof.analysis.advisor.rules_storm import backward_causes
-
-    return backward_causes(ctx, th, op_filter_sql, params)
 
 
 def _builtin_module(ctx: AdvisorContext, op_name: str) -> str | None:
