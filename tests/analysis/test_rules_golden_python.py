@@ -37,6 +37,15 @@ def test_python_between_ops_is_named_by_its_line_and_the_library_call_there(tmp_
     assert f.evidence.call_sites[0]["library_call"] == "copy.deepcopy" and f.evidence.metrics["unexplained"] is None
 
 
+def test_a_library_call_is_named_by_its_module():
+    from mlprof.analysis.advisor.rules_host import _dotted
+
+    venv = "/work/.venv/lib/python3.11/site-packages"
+    assert _dotted(f"{venv}/torch/serialization.py:966 save") == "torch.serialization.save"
+    assert _dotted("/usr/lib/python3.11/copy.py:128 deepcopy") == "copy.deepcopy"
+    assert _dotted(f"{venv}/tokenizers/__init__.py:10 encode") == "tokenizers.encode"
+
+
 def test_plain_python_at_a_line_has_no_library_call(tmp_path):
     f = _outside_ops(tmp_path, 4, lambda k, i: 1)
     assert f.title.endswith("mostly at train.py:20 log")
@@ -61,3 +70,17 @@ def test_without_samples_the_python_time_is_unexplained_for_that_reason(tmp_path
     with TableStore(parse_path(capture, ParseOptions())[0].tables_dir) as store:
         f = next(f for f in advise(store).findings if f.id == "host_outside_ops")
     assert "unexplained: no Python stack samples" in f.title
+
+
+def test_samples_that_all_fall_outside_the_python_time_are_said_so(tmp_path):
+    # 5 samples, all inside the op (on a busy machine, the sampler leaves out the samples after a wait).
+    events, samples = [], []
+    for k in range(5):
+        t0 = k * 1_000
+        events += [X(f"ProfilerStep#{k + 1}", t0, 1_000, cat="user_annotation"), X("aten::mm", t0 + 10, 100)]
+        samples.append([BASE_NS + (t0 + 50) * US, 1])
+    capture = make_capture(tmp_path / "cap", {0: {"events": events, "python_samples": {
+        "interval_ns": 150 * US, "tid": 11, "frames": FRAMES, "stacks": STACKS, "samples": samples}}})
+    with TableStore(parse_path(capture, ParseOptions())[0].tables_dir) as store:
+        f = next(f for f in advise(store).findings if f.id == "host_outside_ops")
+    assert "unexplained: none of the steps' 5 Python stack samples fell in it" in f.title

@@ -352,7 +352,9 @@ def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     samples = sum(s["samples"] for s in ctx.phase_call_sites("python", limit=1_000))
     where, unexplained = "", None
     if not sites:
-        unexplained = "no Python stack samples in these steps (python_sampling off)"
+        taken = ctx.store.rows("SELECT count(*) FROM python_samples WHERE step IS NOT NULL")[0][0]
+        unexplained = (f"none of the steps' {taken} Python stack samples fell in it" if taken else
+                       "no Python stack samples in these steps (python_sampling off)")
     elif samples < th.python_site_min_samples:
         unexplained = f"{samples} sample(s): call site uncertain"
     elif sites[0]["share_of_phase"] < 0.5:
@@ -403,7 +405,8 @@ def library_call(ctx: AdvisorContext, phase: str, site: str) -> str | None:
     return name if count >= 0.5 * total else None
 
 
-_MODULE_PATH = re.compile(r"(?:/site-packages/|/dist-packages/|/lib/python\d+(?:\.\d+)?/)(.+?)\.py:\d+ (\S+)$")
+# The last of these in a path: an installed package's site-packages sits inside lib/pythonX.Y.
+_MODULE_PATH = re.compile(r".*(?:/site-packages/|/dist-packages/|/lib/python\d+(?:\.\d+)?/)(.+?)\.py:\d+ (\S+)$")
 
 
 def _dotted(frame: str) -> str:
