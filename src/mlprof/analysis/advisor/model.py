@@ -36,8 +36,6 @@ class Thresholds:
     # Step time covered by no op at all: the user's Python, sleeps, I/O, logging.
     # High by nature on tiny CPU steps (loop glue), hence a high bar.
     host_outside_ops_warn_share: float = 0.40
-    # ... named at a line only from this many Python stack samples of that time (fewer: uncertain).
-    python_site_min_samples: int = 5
     # Python garbage-collector pauses inside steps.
     gc_warn_share: float = 0.05
     # Host blocked in synchronisations (.item(), cuda*Synchronize) inside steps.

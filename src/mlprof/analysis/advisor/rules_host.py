@@ -350,13 +350,12 @@ def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []  # below the bar this is ordinary loop glue, not worth a line
     sites = ctx.phase_call_sites("python")
     samples = sum(s["samples"] for s in ctx.phase_call_sites("python", limit=1_000))
+    # A line named from few samples is marked uncertain with every rule's (evidence_strength.py).
     where, unexplained = "", None
     if not sites:
         taken = ctx.store.rows("SELECT count(*) FROM python_samples WHERE step IS NOT NULL")[0][0]
         unexplained = (f"none of the steps' {taken} Python stack samples fell in it" if taken else
                        "no Python stack samples in these steps (python_sampling off)")
-    elif samples < th.python_site_min_samples:
-        unexplained = f"{samples} sample(s): call site uncertain"
     elif sites[0]["share_of_phase"] < 0.5:
         unexplained = (f"no line holds half of its {samples} samples (the most, "
                        f"{short_site(sites[0]['call_site'])}, {sites[0]['share_of_phase']:.0%})")
