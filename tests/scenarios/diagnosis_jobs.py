@@ -670,7 +670,7 @@ SCENARIOS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f i
     clean_mlp, clean_cnn, loader_getitem, per_sample, per_sample_cnn, per_sample_list, row_dropout, rnn_cell_loop, checkpoint_every_step,
     gc_storm, float64_model, sleep_in_loop, log_io, item_loop, memory_churn, cpu_contention, oversubscription,
     dynamic_shapes, hf_dynamic_seq, optimizer_loop, compile_recompiles, eval_every_3, linalg_forward, sort_forward, slow_rank,
-    anomaly_mlp, anomaly_transformer, anomaly_cnn_no_nan_check, deterministic_mlp)}
+    anomaly_mlp, anomaly_transformer, anomaly_cnn_no_nan_check, deterministic_mlp,
     kept_eval_loss, step_feature_cache, cat_buffer, list_scan, clean_long)}
 
 
