@@ -36,7 +36,7 @@ from functools import partial
 
 import numpy as np
 
-from mlprof.parse.backward_links import BACKWARD_LINKS_TABLE, backward_links
+from mlprof.parse.backward_links import BACKWARD_LINKS_TABLE, write_backward_links
 from mlprof.parse.host_view import (
     NEUTRAL, PHASE_CODE, StepSegments, covered, disjoint_runs, host_segments, sorted_unique, union_intervals)
 from mlprof.parse.phase_rules import idle_cause, is_sync_call, span_phase
@@ -371,9 +371,7 @@ def write_attribution(tables_dir, budget_bytes: int | None = None,
     """
     with TableStore(tables_dir, budget_bytes, in_memory, strings) as store:
         spans = attribute_phases(store, fork_workers, budget_bytes)
-        links = backward_links(store)
-    replace_table(tables_dir, BACKWARD_LINKS_TABLE, links, budget_bytes)
-    del links
+        write_backward_links(store, tables_dir)
     # A connection of its own: the store's, after the attribution's queries, ran out of its share
     # of a 256 MiB budget writing the table on 16 cores (an 815 MiB H200 trace).
     replace_table(tables_dir, ATTRIBUTION_TABLE, spans, budget_bytes)
