@@ -76,6 +76,7 @@ QUIET_FILES = frozenset({
     "tests/scenarios/test_attribution_runs.py",
     "tests/analysis/test_advisor_cpu_runs.py",
     "tests/analysis/test_advisor_level0_runs.py",
+    "tests/analysis/test_backward_loop_runs.py",
     "tests/analysis/test_compare.py",
     "tests/analysis/test_compare_stats.py",
     "tests/analysis/test_contention.py",

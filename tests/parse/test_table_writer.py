@@ -130,7 +130,8 @@ def test_a_failure_on_either_side_leaves_nothing_and_no_thread(tmp_path, overlap
 
 
 def test_the_writer_thread_leaves_the_attribution_table_to_the_attribution(tmp_path, overlap_always, monkeypatch):
-    """It writes every other table, empty ones too; a phase_spans it wrote late would wipe the attribution's."""
+    """It writes every other table, empty ones too; a phase_spans (or backward_links) it wrote late would wipe
+    the attribution's."""
     written = []
     real_write = table_writer.write_tables
 
@@ -141,7 +142,7 @@ def test_the_writer_thread_leaves_the_attribution_table_to_the_attribution(tmp_p
     monkeypatch.setattr(table_writer, "write_tables", write)
     parse_path(_steps_trace(tmp_path), ParseOptions(output_dir=tmp_path / "out"))
     assert overlap_always == ["mlprof-write-tables"]
-    assert written == [tuple(name for name in TABLES if name != "phase_spans")]
+    assert written == [tuple(name for name in TABLES if name not in ("phase_spans", "backward_links"))]
     assert {p.stem for p in (tmp_path / "out" / "tables").glob("*.parquet")} == set(TABLES)
     with TableStore(tmp_path / "out" / "tables") as store:
         assert store.count("phase_spans") > 40

@@ -48,6 +48,7 @@ class Case:
     # Findings that are true of the machine the control runs on, not of its code: a healthy loop on a
     # busy machine is rightly told that other processes take its cores; any other warning is a false alarm.
     environment: tuple[str, ...] = ()
+    threads: int = 1  # the script's intra-op threads; 0: torch's default (one per core)
 
     @property
     def control(self) -> bool:
@@ -62,6 +63,18 @@ CASES: tuple[Case, ...] = (
     Case("loader_getitem", ("data_loading",), "DataLoader num_workers=0, slow __getitem__ augmentation (CNN)"),
     Case("per_sample", ("op_storm", "dominant_module", "host_outside_ops"),
          "model called once per sample in a Python loop (MLP)"),
+    # The per-sample loop's cousins, each also at torch's default thread count: the diagnosis must not
+    # depend on it (the loop's backward is charged to the loop, docs/attribution.md).
+    Case("per_sample_threads", ("op_storm", "dominant_module", "host_outside_ops"),
+         "per_sample at torch's default thread count", scenario="per_sample", threads=0),
+    Case("per_sample_cnn", ("op_storm", "dominant_module"),
+         "conv net applied one image at a time in a for loop appending each output (CNN)"),
+    Case("per_sample_cnn_threads", ("op_storm", "dominant_module"),
+         "per_sample_cnn at torch's default thread count", scenario="per_sample_cnn", threads=0),
+    Case("per_sample_list", ("op_storm", "dominant_module"),
+         "list comprehension over the batch unbound into 64 tensors (MLP with LayerNorm and GELU)"),
+    Case("per_sample_list_threads", ("op_storm", "dominant_module"),
+         "per_sample_list at torch's default thread count", scenario="per_sample_list", threads=0),
     Case("row_dropout", ("dominant_module", "op_storm"), "hand-written dropout, one tiny op per row (MLP)"),
     Case("rnn_cell_loop", ("op_storm", "dominant_module"), "LSTMCell unrolled in Python vs fused nn.LSTM (RNN)"),
     Case("checkpoint_every_step", ("host_outside_ops",), "torch.save of the model every step (MLP)"),
@@ -177,6 +190,8 @@ def top_finding(findings: list[dict]) -> dict | None:
 
 def profile_command(run: Run, output: Path, job_out: Path) -> list[str]:
     script = [str(JOBS), run.case.script_scenario, "--out", str(job_out)] + (["--fixed"] if run.fixed else [])
+    if run.case.threads != 1:
+        script += ["--threads", str(run.case.threads)]
     if run.case.distributed:
         target = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *script]
     else:

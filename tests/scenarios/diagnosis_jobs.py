@@ -232,6 +232,48 @@ def per_sample(fixed: bool, steps: int, out: Path) -> None:
               forward=lambda x: torch.stack([model(x[i:i + 1])[0] for i in range(x.shape[0])]))
 
 
+def per_sample_cnn(fixed: bool, steps: int, out: Path) -> None:
+    """A conv net applied one image at a time, 64 images a step, in a for loop that appends each output
+    (fixed: the batch in one call)."""
+    model = SmallCNN(8)
+
+    def forward(x):
+        if fixed:
+            return model(x)
+        out = []
+        for i in range(x.shape[0]):
+            out.append(model(x[i:i + 1]))
+        return torch.cat(out)
+
+    train(model, images(64, 16), steps, forward=forward)
+
+
+class GeluBlock(nn.Module):
+    """Linear, LayerNorm and GELU twice: other ops than per_sample's Linear and ReLU."""
+
+    def __init__(self, width: int = 96) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(64, width), nn.LayerNorm(width), nn.GELU(),
+                                  nn.Linear(width, width), nn.LayerNorm(width), nn.GELU(), nn.Linear(width, 10))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def per_sample_list(fixed: bool, steps: int, out: Path) -> None:
+    """The batch split into a list of 64 tensors and a list comprehension over it (fixed: torch.stack of the
+    list, one call)."""
+    model = GeluBlock()
+
+    def forward(x):
+        samples = list(x.unbind(0))
+        if fixed:
+            return model(torch.stack(samples))
+        return torch.cat([model(s.unsqueeze(0)) for s in samples])
+
+    train(model, vectors(64), steps, forward=forward)
+
+
 def row_dropout(fixed: bool, steps: int, out: Path) -> None:
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Dropout(0.5) if fixed else RowDropout(),
                           nn.Linear(256, 10))
@@ -625,10 +667,10 @@ def clean_long(fixed: bool, steps: int, out: Path) -> None:
 
 
 SCENARIOS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f in (
-    clean_mlp, clean_cnn, loader_getitem, per_sample, row_dropout, rnn_cell_loop, checkpoint_every_step,
+    clean_mlp, clean_cnn, loader_getitem, per_sample, per_sample_cnn, per_sample_list, row_dropout, rnn_cell_loop, checkpoint_every_step,
     gc_storm, float64_model, sleep_in_loop, log_io, item_loop, memory_churn, cpu_contention, oversubscription,
     dynamic_shapes, hf_dynamic_seq, optimizer_loop, compile_recompiles, eval_every_3, linalg_forward, sort_forward, slow_rank,
-    anomaly_mlp, anomaly_transformer, anomaly_cnn_no_nan_check, deterministic_mlp)}
+    anomaly_mlp, anomaly_transformer, anomaly_cnn_no_nan_check, deterministic_mlp,
     kept_eval_loss, step_feature_cache, cat_buffer, list_scan, clean_long)}
 
 
@@ -638,9 +680,11 @@ def main() -> None:
     parser.add_argument("--fixed", action="store_true", help="run the fixed twin")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--out", type=Path, default=None, help="where a scenario writes files (default: a temp dir)")
-    parser.add_argument("--threads", type=int, default=1, help="intra-op threads (oversubscription sets its own)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op threads, 0: torch's default (oversubscription sets its own)")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.out is None:
         with tempfile.TemporaryDirectory() as tmp:
             SCENARIOS[args.scenario](args.fixed, args.steps, Path(tmp))

@@ -3,8 +3,8 @@
 From mlprof's module calls (``module_calls``, recorded by global forward
 hooks). Device time is the time of the device work launched by host ops that
 started inside the module's forward; backward time is the host time of the
-autograd nodes its forward ops created (matched by autograd sequence
-number), so no backward hook is needed. Self figures exclude child modules;
+autograd nodes its forward ops created (the ``backward_links`` table), so
+no backward hook is needed. Self figures exclude child modules;
 totals include them, so a parent's total is its self plus its children's totals.
 """
 
@@ -69,17 +69,11 @@ def module_tree(store: TableStore, step: int | None = None) -> list[ModuleStat]:
         SELECT d.device_op_id AS key, h.window_index, h.tid, h.start_ns AS ts, d.dur_ns AS value
         FROM device_ops d JOIN host_ops h ON h.op_id = d.host_op_id
         WHERE d.kind IN ('kernel', 'memcpy', 'memset') {step_cond}""", "value")
-    # A backward node carries the sequence number of the forward op that created it. Every op
-    # records the counter's current value, so ops that create no node share it with the next
-    # one that does: the creator is the last op with that number before the node runs.
+    # Each autograd node goes to the module whose forward op created it (backward_links, one definition).
     backward_self = _self_by_path(store, f"""
-        SELECT h.op_id AS key, h.window_index, arg_max(f.tid, f.start_ns) AS tid, max(f.start_ns) AS ts,
-               any_value(h.dur_ns) AS value
-        FROM host_ops h JOIN host_ops f
-          ON f.window_index = h.window_index AND f.sequence_number = h.sequence_number AND f.start_ns < h.start_ns
-         AND f.category <> 'python_function' AND f.name NOT LIKE 'autograd::%' AND f.name NOT ILIKE '%backward%'
-        WHERE h.name LIKE 'autograd::engine::evaluate_function:%' {step_cond}
-        GROUP BY h.op_id, h.window_index""", "value")
+        SELECT h.op_id AS key, h.window_index, b.forward_tid AS tid, b.forward_start_ns AS ts, h.dur_ns AS value
+        FROM backward_links b JOIN host_ops h ON h.op_id = b.op_id
+        WHERE b.op_id = b.node_op_id AND b.forward_op_id IS NOT NULL {step_cond}""", "value")
 
     def total(self_values: dict[str, int], path: str) -> int:
         prefix = path + "."

@@ -36,6 +36,7 @@ from functools import partial
 
 import numpy as np
 
+from mlprof.parse.backward_links import BACKWARD_LINKS_TABLE, write_backward_links
 from mlprof.parse.host_view import (
     NEUTRAL, PHASE_CODE, StepSegments, covered, disjoint_runs, host_segments, sorted_unique, union_intervals)
 from mlprof.parse.phase_rules import idle_cause, is_sync_call, span_phase
@@ -44,10 +45,12 @@ from mlprof.tables.phases import HOST_PHASES, window_extents
 from mlprof.tables.budget import memory_budget_bytes
 from mlprof.tables.store import TableStore, replace_table
 
-__all__ = ["attribute_phases", "write_attribution", "ATTRIBUTION_TABLE"]
+__all__ = ["attribute_phases", "write_attribution", "ATTRIBUTION_TABLE", "DERIVED_TABLES"]
 
 # The table the attribution writes (from all the others).
 ATTRIBUTION_TABLE = "phase_spans"
+# The tables write_attribution derives from the others (written by it, never by the table writer).
+DERIVED_TABLES = (ATTRIBUTION_TABLE, BACKWARD_LINKS_TABLE)
 
 _DEVICE_LABELS = ("compute", "communication", "memcpy", "memset")
 _SPAN_COLUMNS = ("window_index", "step", "view", "phase", "cause", "start_ns", "end_ns", "dur_ns", "tid",
@@ -360,7 +363,7 @@ def _attribute_steps(steps: list[tuple], inputs: tuple, has_device: bool) -> dic
 def write_attribution(tables_dir, budget_bytes: int | None = None,
                       in_memory: dict[str, dict[str, np.ndarray]] | None = None, strings: list[str] | None = None,
                       fork_workers: bool = True) -> None:
-    """Add ``phase_spans`` to a tables directory being built, from its other tables.
+    """Add ``phase_spans`` and ``backward_links`` to a tables directory being built, from its other tables.
 
     Every parser calls this once its tables are written, before they are
     published; ``in_memory`` tables (codes into ``strings``) are read from
@@ -368,6 +371,7 @@ def write_attribution(tables_dir, budget_bytes: int | None = None,
     """
     with TableStore(tables_dir, budget_bytes, in_memory, strings) as store:
         spans = attribute_phases(store, fork_workers, budget_bytes)
+        write_backward_links(store, tables_dir)
     # A connection of its own: the store's, after the attribution's queries, ran out of its share
     # of a 256 MiB budget writing the table on 16 cores (an 815 MiB H200 trace).
     replace_table(tables_dir, ATTRIBUTION_TABLE, spans, budget_bytes)

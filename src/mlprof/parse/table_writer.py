@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlprof.parse.attribution import ATTRIBUTION_TABLE, write_attribution
+from mlprof.parse.attribution import DERIVED_TABLES, write_attribution
 from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.workers import worker_count
 from mlprof.tables.budget import memory_budget_bytes
@@ -85,7 +85,7 @@ def write_tables_and_attribution(out_dir: Path, columns: dict[str, dict[str, np.
     out_dir.mkdir(parents=True, exist_ok=True)
     # Every table the attribution reads is in memory (an absent one reads empty), so it never
     # opens a file the writer is still writing; the writer leaves the attribution's own table alone.
-    in_memory = {name: columns.get(name) or {} for name in TABLES if name != ATTRIBUTION_TABLE}
+    in_memory = {name: columns.get(name) or {} for name in TABLES if name not in DERIVED_TABLES}
     writer = _Writer(out_dir, columns, strings, budget_bytes, tuple(in_memory))
     writer.start()
     try:

@@ -296,6 +296,19 @@ TABLES: dict[str, TableSchema] = {
             ("overlapped", "BOOLEAN", "device compute while communication also ran (communication hidden)"),
         ),
         _t(
+            "backward_links",
+            "Backward charged to its forward cause: each host op run inside an autograd node (the node itself "
+            "included), linked by autograd sequence number to the forward op that created the node "
+            "(docs/attribution.md). Ops outside every node have no row.",
+            _WINDOW,
+            ("op_id", "BIGINT", "the backward host op (the node or an op inside it)", "op"),
+            ("node_op_id", "BIGINT", "the innermost autograd::engine::evaluate_function node around it", "op"),
+            ("forward_op_id", "BIGINT", "the forward op that created the node; NULL when not in the capture",
+             "op"),
+            ("forward_tid", "BIGINT", "thread of the forward op"),
+            ("forward_start_ns", "BIGINT", "start of the forward op, ns"),
+        ),
+        _t(
             "scalars",
             "Training scalars logged beside the profile (mlprof.log_scalar, the trainer integrations), for the whole "
             "profiling session: one row per value.",

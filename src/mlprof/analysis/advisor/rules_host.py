@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 
@@ -10,6 +11,7 @@ from mlprof.analysis.advisor.rules_alloc import under_factory_sql
 from mlprof.analysis.advisor.rules_growth import growing_step_time
 from mlprof.analysis.advisor.rules_shapes import shape_driven_steps
 from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.advisor.loops import backward_causes
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.ops import DEVICE_NS_PER_OP
 
@@ -55,6 +57,10 @@ _COLLECTIVE_NAME = re.compile(r"^(c10d::|(gloo|nccl|mpi|ucc|xccl|hccl):|Hccl|rec
 # DataLoader annotations have their own rules.
 _OP_FILTER = ("category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL "
               "AND name NOT LIKE 'ProfilerStep#%' AND name NOT LIKE 'enumerate(DataLoader)%'")
+
+
+_STORM_FIX = ("Vectorise the loop (model(x) on the batch instead of model(x[i:i+1]), torch.vmap for per-sample "
+              "functions) or torch.compile it: one graph's backward instead of one per iteration.")
 
 
 def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
@@ -113,7 +119,27 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                            if shapes and t in str(shapes[0]["input_types"] or "").lower()), None)
         site = (sites[0].get("call_site") or sites[0].get("module")) if sites else None
         where = f" in torch's nn.{builtin}" if builtin else f" called from {site}" if site else ""
-        fix = (f"{top['name']} is dense math leading the step: the run is compute-bound. Gains come from "
+        # A backward op is charged to the forward op that created its autograd node, and to that op's line:
+        # the backward's own line is only the `.backward()` call (docs/attribution.md).
+        causes = backward_causes(ctx, th, f"name = ? AND {_OP_FILTER}", [top["name"]])
+        in_loop = False
+        if causes["backward_share"] >= 0.5 and causes["forward_ops"]:
+            forward_site = causes["call_site"]
+            site = forward_site["call_site"] if forward_site else None
+            sites = [{"call_site": site, "samples": forward_site["samples"], "forward_op": causes["forward_ops"][0]["name"],
+                      "self_ns": int(top["cost_ns"] * causes["backward_share"])}] if forward_site else []
+            where = (f" in the backward of {causes['forward_ops'][0]['name']}"
+                     + (f" called from {short_site(site)}" if site else ""))
+            # The backward of a loop's many small graphs (a per-sample loop's weight gradients summed
+            # by aten::add_ 64 times a step) is the loop's cost: op_storm's finding, not this op's.
+            in_loop = causes["loop_share"] >= 0.5
+            if in_loop:
+                severity = "info"
+        fix = (f"{top['name']} is the backward of a Python loop's many small graphs (it answers "
+               f"{causes['forward_ops'][0]['name']}" + (f", run at {short_site(site)}" if site else "")
+               + "): the loop is the cost (see op_storm). " + _STORM_FIX
+               if in_loop else
+               f"{top['name']} is dense math leading the step: the run is compute-bound. Gains come from "
                "less work (smaller shapes, fewer FLOPs), lower precision (bf16/AMP, TF32) or fused kernels."
                if expected else
                f"{top['name']} runs inside torch's own nn.{builtin}: there is no faster built-in to switch to. "
@@ -137,7 +163,8 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                 metrics={"op": top["name"], "count": top["count"], "host_self_ns": top["host_self_ns"],
                          "device_ns": top["device_ns"], "total_step_ns": ctx.total_step_ns,
                          "expected_compute": expected, "slow_dtype": slow_dtype, "builtin_module": builtin,
-                         "standard_layer": layer,
+                         "standard_layer": layer, "backward_share": round(causes["backward_share"], 4),
+                         "forward_ops": causes["forward_ops"], "loop_backward_share": round(causes["loop_share"], 4),
                          "input_shapes": [{"input_dims": r["input_dims"], "input_types": r["input_types"],
                                            "count": r["count"], "self_ns": r["self_ns"]} for r in shapes]},
                 steps=per_step[:5], ops=[{k: r[k] for k in ("name", "count", "host_self_ns", "device_ns", "cost_ns")}
@@ -322,7 +349,22 @@ def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if severity is None or typical < th.host_outside_ops_warn_share:
         return []  # below the bar this is ordinary loop glue, not worth a line
     sites = ctx.phase_call_sites("python")
-    where = f", mostly at {short_site(sites[0]['call_site'])}" if sites and sites[0]["share_of_phase"] >= 0.5 else ""
+    samples = sum(s["samples"] for s in ctx.phase_call_sites("python", limit=1_000))
+    # A line named from few samples is marked uncertain with every rule's (evidence_strength.py).
+    where, unexplained = "", None
+    if not sites:
+        taken = ctx.store.rows("SELECT count(*) FROM python_samples WHERE step IS NOT NULL")[0][0]
+        unexplained = (f"none of the steps' {taken} Python stack samples fell in it" if taken else
+                       "no Python stack samples in these steps (python_sampling off)")
+    elif sites[0]["share_of_phase"] < 0.5:
+        unexplained = (f"no line holds half of its {samples} samples (the most, "
+                       f"{short_site(sites[0]['call_site'])}, {sites[0]['share_of_phase']:.0%})")
+    else:
+        callee = library_call(ctx, "python", sites[0]["call_site"])
+        sites[0] = {**sites[0], "library_call": callee}
+        where = f", mostly at {short_site(sites[0]['call_site'])}" + (f" in {callee}" if callee else "")
+    if unexplained:
+        where = f"; unexplained: {unexplained}"
     fix = ("Move that work off the training loop or into a background thread: checkpoint writes every N steps "
            "(or asynchronously), logging and metrics every N steps, no time.sleep / queue.get / file reads "
            "between steps.")
@@ -332,9 +374,49 @@ def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     return [Finding(
         id="host_outside_ops", severity=severity, share=round(share, 4), impact_ns=int(outside_ns),
         title=f"{share:.0%} of step time runs no op at all (Python code, sleeps or I/O between ops){where}",
-        evidence=Evidence(metrics={"outside_ops_ns": outside_ns, "gc_ns": gc_ns, "total_step_ns": ctx.total_step_ns},
+        evidence=Evidence(metrics={"outside_ops_ns": outside_ns, "gc_ns": gc_ns, "total_step_ns": ctx.total_step_ns,
+                                   "samples": samples, "unexplained": unexplained},
                           steps=ctx.step_rows(lambda s: s.python_ns)[:5], call_sites=sites),
         fix=fix, rank=ctx.rank)]
+
+
+def library_call(ctx: AdvisorContext, phase: str, site: str) -> str | None:
+    """The library function the user's line ``site`` was in when sampled in ``phase`` (``copy.deepcopy``,
+    ``torch.serialization.save``): the frame right below the user's line, in most of its samples; None
+    when the line itself ran (plain Python) or no callee holds half of them."""
+    rows = ctx.store.rows("""
+        SELECT k.frames, count(*) FROM python_samples s
+        JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host' AND p.phase = ?
+         AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
+        JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id
+        WHERE k.call_site = ? GROUP BY ALL""", [phase, site])
+    callees: dict[str, int] = {}
+    for frames_json, count in rows:
+        frames = json.loads(frames_json or "[]")
+        at = max((i for i, f in enumerate(frames) if f == site), default=None)
+        if at is not None and at + 1 < len(frames):
+            name = _dotted(frames[at + 1])
+            callees[name] = callees.get(name, 0) + count
+    total = sum(n for _, n in rows)
+    if not callees:
+        return None
+    name, count = min(callees.items(), key=lambda kv: (-kv[1], kv[0]))
+    return name if count >= 0.5 * total else None
+
+
+# The last of these in a path: an installed package's site-packages sits inside lib/pythonX.Y.
+_MODULE_PATH = re.compile(r".*(?:/site-packages/|/dist-packages/|/lib/python\d+(?:\.\d+)?/)(.+?)\.py:\d+ (\S+)$")
+
+
+def _dotted(frame: str) -> str:
+    """'/usr/lib/python3.11/copy.py:128 deepcopy' -> 'copy.deepcopy'; a frame outside installed or
+    standard-library code keeps its file's name ('helpers.py:12 load' -> 'helpers.load')."""
+    m = _MODULE_PATH.search(frame)
+    if m:
+        module = m.group(1).replace("/", ".").removesuffix(".__init__")
+        return f"{module}.{m.group(2)}"
+    path, _, rest = frame.rpartition(":")
+    return f"{path.rsplit('/', 1)[-1].removesuffix('.py')}.{rest.partition(' ')[2]}"
 
 
 def short_site(site: str) -> str:

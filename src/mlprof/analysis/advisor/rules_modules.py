@@ -2,8 +2,9 @@
 
 A hand-written layer is often many small ops, none dominant alone (seed 002's
 dropout was a random-number call plus masking); summing the self time of all
-ops run inside the module finds it anyway. Needs ``with_stack=True``, which
-records the ``nn.Module: Name_i`` frames.
+ops run inside the module finds it anyway, with the backward of those ops
+(``backward_links``: a node counts where the forward op that created it ran).
+Needs ``with_stack=True``, which records the ``nn.Module: Name_i`` frames.
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if not has_modules:
         return []
     rows = ctx.store.dicts(f"""
-        WITH o AS (SELECT op_id, window_index, step, tid, start_ns, start_ns + dur_ns AS end_ns, name,
-                          folded_self_ns
-                   FROM host_ops WHERE category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL),
+        -- A backward op is placed where the forward op that created its node ran (backward_links): its
+        -- time is the module's whose forward made it, on whichever thread the engine ran it.
+        WITH o AS (SELECT h.op_id, h.window_index, h.step, coalesce(b.forward_tid, h.tid) AS tid,
+                          coalesce(b.forward_start_ns, h.start_ns) AS start_ns,
+                          coalesce(b.forward_start_ns, h.start_ns + h.dur_ns) AS end_ns, h.name, h.folded_self_ns
+                   FROM host_ops h LEFT JOIN backward_links b ON b.op_id = h.op_id AND b.forward_op_id IS NOT NULL
+                   WHERE h.category = 'cpu_op' AND NOT coalesce(h.folded, false) AND h.step IS NOT NULL),
         m AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name FROM host_ops
               WHERE category = 'python_function' AND name LIKE 'nn.Module:%' AND step IS NOT NULL),
         inner_most AS (
@@ -65,7 +70,7 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         ops = sorted(m["ops"].values(), key=lambda o: (-(o["self_ns"] or 0), o["name"]))[:8]
         findings.append(Finding(
             id="dominant_module", severity=severity, share=round(share, 4), impact_ns=int(m["self_ns"]),
-            title=f"Module {name} takes {share:.0%} of step time (forward ops' self time)",
+            title=f"Module {name} takes {share:.0%} of step time (its forward ops' self time and their backward's)",
             evidence=Evidence(metrics={"module": m["module"], "self_ns": m["self_ns"],
                                        "dense_math_ns": m["compute_ns"], "total_step_ns": ctx.total_step_ns},
                               ops=ops, call_sites=[{"call_site": None, "module": m["module"],

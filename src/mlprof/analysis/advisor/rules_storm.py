@@ -6,17 +6,17 @@ spread over many op types, so no single op dominates, and mixed precision
 does not help: the host is launching work, not computing. The rule looks for
 op names called at least ``op_storm_calls_per_step`` times per step at under
 ``tiny_op_ns`` each. It counts the outermost of them once, plus the short
-Python gaps between consecutive ones (the loop itself). It then names the
-line that loops, from the sampled Python stacks.
+Python gaps between consecutive ones (the loop itself), and the backward those ops caused (linked by autograd sequence number,
+docs/attribution.md), whatever thread and however many intra-op threads ran it.
+It then names the line that loops, from the sampled Python stacks.
 """
 
 from __future__ import annotations
 
-import json
-from collections import Counter
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.analysis.advisor.loops import loop_site, storm_ops
 from mlprof.analysis.advisor.rules_host import short_site
 
 __all__ = ["op_storm"]
@@ -25,36 +25,6 @@ _FIX = ("Vectorise the loop: one tensor op over the whole batch instead of one p
         "torch.bernoulli(torch.full_like(x, p)), model(x) on the batch instead of model(x[i:i+1]), torch.vmap for "
         "per-sample functions), or torch.compile the function so its small ops fuse. Mixed precision or a "
         "faster device will not help: the time goes to issuing ops, not to arithmetic.")
-
-
-# Multi-tensor kernels (foreach/fused optimizers, _foreach_norm for clipping) loop over tensors in C++:
-# the per-tensor ops they record are not issued one by one from Python.
-_MULTI_TENSOR_SQL = "name LIKE 'aten::\\_foreach\\_%' ESCAPE '\\' OR name LIKE 'aten::\\_fused\\_%' ESCAPE '\\'"
-
-def _find_storm(ctx: AdvisorContext, th: Thresholds) -> None:
-    """Temp tables read by the rest of the rule, computed once: ``_storm_names`` (op names called
-    ``op_storm_calls_per_step``+ times a step at under ``tiny_op_ns``) and ``_storm_ops`` (their
-    outermost calls). Ops inside a multi-tensor kernel count for neither."""
-    ctx.store.con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _step_ops AS
-        SELECT h.op_id, h.parent_op_id, h.name, h.window_index, h.step, h.tid, h.start_ns, h.dur_ns FROM host_ops h
-        WHERE h.step IS NOT NULL AND h.category = 'cpu_op' AND NOT EXISTS (
-            SELECT 1 FROM host_ops m
-            WHERE m.window_index = h.window_index AND m.tid = h.tid AND m.category = 'cpu_op'
-              AND ({_MULTI_TENSOR_SQL}) AND h.start_ns >= m.start_ns AND h.start_ns < m.start_ns + m.dur_ns)""")
-    ctx.store.con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE _storm_names AS
-        SELECT name, count(*) AS calls, count(DISTINCT (window_index, step)) AS steps, avg(dur_ns) AS avg_ns
-        FROM _step_ops GROUP BY name
-        HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step))
-           AND avg(dur_ns) < {int(th.tiny_op_ns)}""")
-    ctx.store.con.execute("""
-        CREATE OR REPLACE TEMP TABLE _storm_ops AS
-        SELECT h.window_index, h.step, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns,
-               coalesce(p.category = 'cpu_op', false) AS inside_op
-        FROM _step_ops h JOIN _storm_names s ON s.name = h.name
-        LEFT JOIN host_ops p ON p.op_id = h.parent_op_id
-        WHERE p.name IS NULL OR p.name NOT IN (SELECT name FROM _storm_names)""")
 
 
 _FRAMEWORK_FIX = ("The model is made of many small ops that the host issues one by one (views, transposes, "
@@ -79,9 +49,36 @@ def _storm_phases(ctx: AdvisorContext) -> dict[str, int]:
     return {phase: int(ns) for phase, ns in rows}
 
 
+def _storm_backward(ctx: AdvisorContext, th: Thresholds) -> dict[tuple, int]:
+    """Backward time the storm's forward ops caused, per (window, step, forward thread): the autograd
+    nodes they created (``backward_links``; the ops inside a node, such as the ``aten::add_`` that
+    accumulates the 64 per-sample gradients of a weight, are the node's time), plus the short gaps
+    between two such nodes (the engine's own work between them), on whichever thread ran them."""
+    rows = ctx.store.rows(f"""
+        WITH nodes AS (
+            SELECT h.window_index, h.step, h.tid, h.start_ns, h.start_ns + h.dur_ns AS end_ns,
+                   b.forward_tid, b.forward_start_ns
+            FROM backward_links b JOIN host_ops h ON h.op_id = b.op_id
+            WHERE b.op_id = b.node_op_id AND h.step IS NOT NULL),
+        flagged AS (
+            -- A node is the storm's when the forward op that created it ran inside a storm op (or is one).
+            SELECT n.*, coalesce(n.forward_start_ns < s.end_ns, false) AS from_storm
+            FROM nodes n ASOF LEFT JOIN _storm_ops s
+              ON s.window_index = n.window_index AND s.tid = n.forward_tid AND n.forward_start_ns >= s.start_ns),
+        ordered AS (
+            SELECT *, lag(end_ns) OVER w AS prev_end_ns, lag(from_storm) OVER w AS prev_from_storm FROM flagged
+            WINDOW w AS (PARTITION BY window_index, step, tid ORDER BY start_ns))
+        SELECT window_index, step, forward_tid,
+               sum(end_ns - start_ns + CASE WHEN prev_from_storm AND start_ns >= prev_end_ns
+                                             AND start_ns - prev_end_ns < {int(th.op_storm_gap_ns)}
+                                        THEN start_ns - prev_end_ns ELSE 0 END)
+        FROM ordered WHERE from_storm GROUP BY ALL""")
+    return {(w, step, tid): int(ns) for w, step, tid, ns in rows}
+
+
 def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
     """Time in storm ops (outermost only) plus the Python time of the short gaps between them (the loop
-    itself); the envelopes per step/thread.
+    itself), plus the backward those ops caused (:func:`_storm_backward`); the envelopes per step/thread.
 
     A gap's time spent inside other ops (the matmul between two layers' tiny transposes) is the
     model's work, not the loop's: only the part no top-level op covers counts.
@@ -137,44 +134,11 @@ def _storm_cost(ctx: AdvisorContext, th: Thresholds) -> tuple[int, list[dict]]:
         FROM op_time o LEFT JOIN gap_python g
           ON g.window_index = o.window_index AND g.step = o.step AND g.tid = o.tid
         ORDER BY o.window_index, o.step, o.tid""")
+    backward = _storm_backward(ctx, th)
+    for r in rows:
+        r["backward_ns"] = backward.get((r["window_index"], r["step"], r["tid"]), 0)
+        r["cost_ns"] = int(r["cost_ns"]) + r["backward_ns"]
     return sum(int(r["cost_ns"]) for r in rows), rows
-
-
-def _loop_site(ctx: AdvisorContext, envelopes: list[dict], module_loop: bool) -> dict | None:
-    """The line that loops: the most common innermost user frame of the samples taken in the storm.
-
-    When a whole module is called many times per step, its forward is the loop's
-    body: the caller's line (the innermost frame that is not a ``forward``) is
-    the one to change.
-    """
-    if not envelopes or not ctx.store.rows("SELECT count(*) FROM python_samples")[0][0]:
-        return None
-    ctx.store.temp_table("_storm_env", "window_index INTEGER, tid BIGINT, start_ns BIGINT, end_ns BIGINT",
-                         [(e["window_index"], e["tid"], e["start_ns"], e["end_ns"]) for e in envelopes])
-    # Backward samples only show the `.backward()` call: the loop is seen in the other phases.
-    rows = ctx.store.rows("""
-        SELECT k.user_frames, p.phase = 'backward' AS in_backward, count(*) FROM python_samples s
-        JOIN _storm_env e ON e.window_index = s.window_index AND s.ts_ns >= e.start_ns AND s.ts_ns < e.end_ns
-        JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id
-        JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
-         AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
-        GROUP BY ALL""")
-    outside_backward = [(f, n) for f, in_backward, n in rows if not in_backward]
-    stacks = outside_backward or [(f, n) for f, _, n in rows]
-    sites: Counter[str] = Counter()
-    total = 0
-    for frames_json, count in stacks:
-        frames = json.loads(frames_json or "[]")
-        if module_loop:
-            frames = [f for f in frames if not f.endswith((" forward", " _call_impl", " __call__"))]
-        if frames:
-            sites[frames[-1]] += count
-            total += count
-    if not sites:
-        return None
-    # Tied sites: the first by name, not the first the query's (hash-ordered) rows happened to give.
-    site, count = min(sites.items(), key=lambda kv: (-kv[1], kv[0]))
-    return {"call_site": site, "samples": count, "share_of_samples": round(count / total, 4)}
 
 
 def _with_cost(site: dict | None, cost_ns: int) -> list[dict]:
@@ -185,7 +149,7 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Many tiny ops per step from a Python loop (see the module doc)."""
     if not ctx.steps:
         return []
-    _find_storm(ctx, th)
+    storm_ops(ctx, th)
     cost_ns, envelopes = _storm_cost(ctx, th)
     share = ctx.share(cost_ns)
     severity = severity_for(share, th.op_storm_warn_share, th)
@@ -202,12 +166,12 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         SELECT name, calls, round(calls / steps, 1) AS calls_per_step, CAST(avg_ns AS BIGINT) AS avg_ns
         FROM _storm_names ORDER BY calls DESC, name LIMIT 8""")
     modules = ctx.store.dicts(f"""
-        SELECT module_path, any_value(module_type) AS module_type, count(*) AS calls,
+        SELECT module_path, any_value(module_type) AS module_type, min(depth) AS depth, count(*) AS calls,
                round(count(*) / count(DISTINCT (window_index, step)), 1) AS calls_per_step
         FROM module_calls WHERE step IS NOT NULL GROUP BY module_path
         HAVING count(*) >= {int(th.op_storm_calls_per_step)} * count(DISTINCT (window_index, step))
         ORDER BY calls DESC, min(depth), module_path LIMIT 3""")
-    site = _loop_site(ctx, envelopes, module_loop=bool(modules))
+    site = loop_site(ctx, envelopes, modules[0]["depth"] if modules else None)
     ops_per_step = ctx.store.rows("SELECT count(*) FROM host_ops WHERE step IS NOT NULL AND category = 'cpu_op'")[0][0]
     what = (f"{modules[0]['module_path']} ({modules[0]['module_type']}) is called {modules[0]['calls_per_step']:g} "
             f"times per step" if modules else
@@ -219,7 +183,7 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     # module is called that often (a per-sample loop around it) or the storm is the optimizer's per-tensor
     # loop. On a device run the launch-bound idle (device_idle) is then the finding, this is its detail.
     total_ns, inside_ns = ctx.store.rows(
-        "SELECT sum(end_ns - start_ns), sum(CASE WHEN inside_op THEN end_ns - start_ns ELSE 0 END) FROM _storm_ops")[0]
+        "SELECT sum(end_ns - start_ns), sum(CASE WHEN inside_op THEN end_ns - start_ns ELSE 0 END) FROM _storm_named")[0]
     inside_share = (inside_ns or 0) / total_ns if total_ns else 0.0
     framework = inside_share >= th.op_storm_inside_ops_share and not modules and not in_optimizer
     if framework and ctx.has_device and severity in ("critical", "warning"):
@@ -235,7 +199,8 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         id="op_storm", severity=severity, share=round(share, 4), impact_ns=int(cost_ns),
         title=title,
         evidence=Evidence(
-            metrics={"storm_ns": cost_ns, "total_step_ns": ctx.total_step_ns,
+            metrics={"storm_ns": cost_ns, "backward_ns": sum(e["backward_ns"] for e in envelopes),
+                     "total_step_ns": ctx.total_step_ns,
                      "ops_per_step": round(ops_per_step / steps_n, 1), "repeated_op_names": len(repeated),
                      "storm_ns_by_phase": phases, "inside_framework_ops_share": round(inside_share, 4)},
             ops=repeated, call_sites=_with_cost(site, cost_ns),
