@@ -154,7 +154,7 @@ def _gpu_steps(n_steps=4, launch_us=2_000, conv=False):
                         **{"External id": corr}))
         events.append(X("cudaLaunchKernel", t0 + 150, launch_us, cat="cuda_runtime", correlation=corr,
                         **{"External id": corr}))
-        events.append(X("gemm_kernel", t0 + 200, launch_us - 100, cat="kernel", pid=0, tid=7, device=0, stream=7,
+        events.append(X("gemm_kernel", t0 + 200, max(launch_us - 100, 50), cat="kernel", pid=0, tid=7, device=0, stream=7,
                         correlation=corr))
         corr += 10
     return events
