@@ -181,13 +181,21 @@ def test_sigint_stops_the_job_and_keeps_finished_windows(tmp_path):
     runner = subprocess.Popen(
         [*MLPROF, "run", "--output", str(out), "--repeat", "0", "--skip-first", "0", "--warmup", "0",
          "--active", "2", "--no-parse", "--", sys.executable, str(SCRIPT), "100000", "--sleep-s", "0.01"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A suite started in the background of a non-interactive shell ignores SIGINT, and an ignored signal
+        # is inherited through exec: the job would never see the Ctrl-C this test sends (it ran on for good).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while len(list(out.glob("*_mlprof/raw/window_*"))) < 3:
         assert runner.poll() is None and time.monotonic() < deadline, runner.stderr.read() if runner.poll() else ""
         time.sleep(0.05)
     runner.send_signal(signal.SIGINT)
-    code = runner.wait(timeout=60)
+    try:
+        code = runner.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        runner.kill()  # and the job it started, which would otherwise run on for good
+        subprocess.run(["pkill", "-KILL", "-f", f"{SCRIPT} 100000"], check=False)
+        raise
     assert code == 128 + signal.SIGINT
     (capture,) = captures(out)
     finished = sorted((capture / "raw").glob("window_*"))
