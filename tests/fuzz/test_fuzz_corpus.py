@@ -9,10 +9,8 @@ also runs as a real subprocess.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +20,7 @@ import pytest
 from mlprof.cli.main import main
 
 from .corpus import cases
+from tree_state import snapshot
 
 DOCUMENTED = {0, 2, 3, 4, 5, 6}
 CASES = cases()
@@ -31,21 +30,6 @@ COMMANDS = [["parse", "{p}"], ["export", "{p}"], ["query", "{p}"], ["advise", "{
 
 def test_the_corpus_is_large_enough():
     assert len(CASES) >= 100
-
-
-def _snapshot(root: Path) -> dict[str, tuple]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            st = os.lstat(path)
-            # The mode too: a directory planted as an output must not be chmodded (issue 30).
-            if stat.S_ISREG(st.st_mode):
-                out[str(path.relative_to(root))] = ("file", hashlib.sha256(path.read_bytes()).hexdigest(),
-                                                    stat.S_IMODE(st.st_mode))
-            else:
-                out[str(path.relative_to(root))] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode))
-    return out
 
 
 def _in_process(argv: list[str]) -> tuple[int, str, str]:
@@ -75,12 +59,12 @@ def test_every_command_refuses_or_reads_malformed_input_cleanly(tmp_path, monkey
     case_dir = tmp_path / "case"
     case_dir.mkdir()
     target = build(case_dir)
-    inputs = _snapshot(case_dir)
+    inputs = snapshot(case_dir)
     for command in COMMANDS:
         argv = [a.format(p=target) for a in command]
-        before = _snapshot(case_dir)
+        before = snapshot(case_dir)
         code, _, err = _in_process(argv)
-        _check(name, argv, code, err, before, _snapshot(case_dir), inputs)
+        _check(name, argv, code, err, before, snapshot(case_dir), inputs)
 
 
 SUBPROCESS_CASES = ["truncated_200", "field_ts_0", "doc_7", "doc_19", "gzip_truncated_20", "manifest_0",
@@ -97,12 +81,12 @@ def test_as_a_real_subprocess(tmp_path, name):
     case_dir = tmp_path / "case"
     case_dir.mkdir()
     target = build(case_dir)
-    inputs = _snapshot(case_dir)
+    inputs = snapshot(case_dir)
     for command in (["parse", "{p}"], ["advise", "{p}"]):
         argv = [a.format(p=target) for a in command]
-        before = _snapshot(case_dir)
+        before = snapshot(case_dir)
         env = dict(os.environ, MLPROF_PARSE_WORKERS="1")
         env.pop("MLPROF_DEBUG", None)
         r = subprocess.run([sys.executable, "-m", "mlprof", *argv], capture_output=True, text=True, env=env,
                            timeout=120)
-        _check(name, argv, r.returncode, r.stderr, before, _snapshot(case_dir), inputs)
+        _check(name, argv, r.returncode, r.stderr, before, snapshot(case_dir), inputs)

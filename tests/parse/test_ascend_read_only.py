@@ -8,11 +8,9 @@ and took a ``#`` or ``?`` in a folder name as the end of the path.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sqlite3
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -21,23 +19,13 @@ import pytest
 
 from mlprof.parse.sqlite_input import open_read_only
 from shared_data import SHARED_ASCEND
+from tree_state import snapshot
 
 RANK0 = SHARED_ASCEND / "db" / "level1" / "rank0_ascend_pt"
 DB_NAME = "ascend_pytorch_profiler_0.db"
 pytestmark = pytest.mark.skipif(not RANK0.is_dir(), reason="shared Ascend data not present")
 # A folder name that cuts a raw URI ('#', '?') and tries to add options of its own.
 HOSTILE = "run #1?mode=rwc&cache=shared"
-
-
-def _snapshot(root: Path) -> dict[str, object]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            st = os.lstat(path)
-            out[str(path.relative_to(root))] = (hashlib.sha256(path.read_bytes()).hexdigest()
-                                                if stat.S_ISREG(st.st_mode) else stat.S_IFMT(st.st_mode))
-    return out
 
 
 def _read_only_copy(base: Path, folder: str = HOSTILE) -> Path:
@@ -58,11 +46,11 @@ def _parse(rank: Path, out: Path) -> subprocess.CompletedProcess:
 
 def test_a_read_only_wal_db_under_a_hostile_folder_name_parses_and_nothing_is_added(tmp_path):
     rank = _read_only_copy(tmp_path)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     result = _parse(rank, tmp_path / "out")
     assert result.returncode == 0, result.stderr
     # Root writes through 0555: what matters is that nothing was added (no -shm, -wal, no empty "run " db).
-    assert {k: v for k, v in _snapshot(tmp_path).items() if not k.startswith("out")} == before
+    assert {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("out")} == before
     assert "ascend_db" in (tmp_path / "out" / "parse_info.json").read_text()
 
 
@@ -103,13 +91,13 @@ def test_rows_still_in_a_wal_file_are_read_from_a_private_copy(tmp_path):
     writer.execute("PRAGMA wal_autocheckpoint = 0")
     writer.execute("INSERT INTO STRING_IDS (id, value) VALUES (987654321, 'only in the wal')")
     writer.commit()
-    snapshot = tmp_path / "killed"
-    snapshot.mkdir()
+    killed = tmp_path / "killed"
+    killed.mkdir()
     for name in (DB_NAME, DB_NAME + "-wal"):  # the files as a killed writer leaves them (no -shm)
-        shutil.copyfile(folder / name, snapshot / name)
+        shutil.copyfile(folder / name, killed / name)
     writer.close()
-    before = _snapshot(snapshot)
-    con = open_read_only(snapshot / DB_NAME)
+    before = snapshot(killed)
+    con = open_read_only(killed / DB_NAME)
     try:
         assert con.execute("SELECT value FROM STRING_IDS WHERE id = 987654321").fetchall() == [("only in the wal",)]
         copy_dir = con.copy_dir
@@ -117,4 +105,4 @@ def test_rows_still_in_a_wal_file_are_read_from_a_private_copy(tmp_path):
     finally:
         con.close()
     assert not copy_dir.exists()
-    assert _snapshot(snapshot) == before
+    assert snapshot(killed) == before

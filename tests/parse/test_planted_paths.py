@@ -14,6 +14,7 @@ import pytest
 
 from .conftest import make_capture, write_trace
 from .test_golden import EVENTS
+from tree_state import snapshot
 
 MLPROF = [sys.executable, "-m", "mlprof"]
 _EV = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0}
@@ -22,18 +23,6 @@ _EV = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts":
 def mlprof(*args: str, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "MLPROF_PARSE_WORKERS": "1", **kw.pop("env", {})}
     return subprocess.run([*MLPROF, *args], capture_output=True, text=True, timeout=300, env=env, **kw)
-
-
-def _tree(root: Path) -> dict[str, tuple]:
-    """Every entry under ``root``: its kind, mode and (files) content."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            st = os.lstat(path)
-            data = path.read_bytes() if stat.S_ISREG(st.st_mode) else None
-            out[str(path.relative_to(root))] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), data)
-    return out
 
 
 @pytest.mark.parametrize("command", ["parse", "export"])
@@ -78,12 +67,12 @@ def test_a_planted_output_symlink_in_a_capture_is_refused_and_its_target_untouch
     os.chmod(victim, 0o755)
     (victim / "keep.txt").write_text("precious")
     (capture / "mlprof_output").symlink_to(victim)
-    before = _tree(victim)
+    before = snapshot(victim)
     result = mlprof(*command, str(capture))
     assert result.returncode == 3, result.stderr
     assert result.stderr.count("\n") == 1
     assert "mlprof_output: the output directory is a symlink" in result.stderr
-    assert _tree(victim) == before and stat.S_IMODE(os.stat(victim).st_mode) == 0o755
+    assert snapshot(victim) == before and stat.S_IMODE(os.stat(victim).st_mode) == 0o755
 
 
 def test_a_planted_output_symlink_beside_a_trace_is_refused(tmp_path):
