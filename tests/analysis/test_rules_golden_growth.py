@@ -239,3 +239,20 @@ def test_device_allocator_growth_counts_steps_to_the_devices_memory(tmp_path):
     assert m["steps_to_oom"] == 96 and m["oom_step"] == 6 + 96
     assert f.severity == "critical" and f.title.startswith("Device 0 allocator memory grows 10.0 MB per step")
     assert f.evidence.ops[0]["op"] == "aten::mm"
+
+
+def test_a_big_phase_that_only_creeps_is_named_by_its_own_rule_first(tmp_path):
+    # 2 ms of ops and 18 ms of Python outside ops, the Python time creeping 0.4 ms a step (18 -> 22.4 ms over
+    # 12 steps, +24%: a per-step torch.save slowing as the page cache fills). The step grows, so work_growth
+    # speaks, but only for the excess: the 18 ms a step is host_outside_ops' finding, and it comes first.
+    def body(i, t0, dur):
+        return [X("aten::addmm", t0 + 10, 2_000)]
+    durations = [20_000 + 400 * i for i in range(12)]
+    with _store(tmp_path, _steps(durations, body), "creep") as store:
+        findings = advise(store).findings
+    (growth,) = [f for f in findings if f.id == "work_growth"]
+    assert growth.evidence.metrics["phase"] == "python" and growth.evidence.metrics["op"] is None
+    assert growth.impact_ns == growth.evidence.metrics["excess_ns"], "growth claims its excess, not the phase"
+    code = [f for f in findings if f.severity in ("critical", "warning")]
+    assert code[0].id == "host_outside_ops", [f.id for f in code]
+    assert findings.index(code[0]) < findings.index(growth)

@@ -29,6 +29,8 @@ _OP_FILTER = ("category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS N
               "AND name NOT LIKE 'ProfilerStep#%'")
 # An op (or phase) whose growth is at least this share of the step's growth is what grows ...
 _OWNS_GROWTH = 0.5
+# ... and a phase owns its whole time only when its time grows by at least this share of where it started.
+_PHASE_OWNS_GROWTH = 0.5
 # ... when its own rise has a p-value below this multiple of growth_p_value.
 _COMPONENT_P = 5
 
@@ -163,6 +165,14 @@ def growing_step_time(ctx: AdvisorContext, th: Thresholds) -> Trend | None:
     return t if t.growth / base >= th.work_growth_warn_share else None
 
 
+def _mostly_growth(pt: Trend) -> bool:
+    """A phase whose own time at least half again grows over the window: its time is the growing work.
+    A big phase that only creeps (a per-step torch.save a little slower as the page cache fills) is the
+    finding of the rule that names the phase (host_outside_ops, gc_pauses...); growth claims its excess only."""
+    start = pt.at(pt.first_x)
+    return start <= 0 or pt.growth >= _PHASE_OWNS_GROWTH * start
+
+
 def work_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Step time that grows with the step number (a tensor concatenated onto every step, a list scanned every
     step): the trend, the phase and op that grow, and the line behind them."""
@@ -194,7 +204,7 @@ def work_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if op is not None:
         owner_ns = op["self_ns"]
     elif phase and steady.get(phase) is not None and steady[phase].p_value < _COMPONENT_P * th.growth_p_value \
-            and steady[phase].slope >= _OWNS_GROWTH * t.slope:
+            and steady[phase].slope >= _OWNS_GROWTH * t.slope and _mostly_growth(steady[phase]):
         owner_ns = sum(getattr(s, HOST_FIELDS[phase]) or 0 for s in ctx.steps)
     impact_ns = max(excess_ns, owner_ns)
     share = ctx.share(impact_ns)
