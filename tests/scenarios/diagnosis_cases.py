@@ -29,7 +29,8 @@ from pathlib import Path
 
 from diagnosis_busy import start_busy, stop_busy
 
-__all__ = ["Case", "CASES", "ALARMS", "Run", "Verdict", "runs_of", "run_one", "advise_one", "score", "top_finding"]
+__all__ = ["Case", "CASES", "ALARMS", "Run", "Verdict", "runs_of", "run_one", "advise_one", "score", "per_rule",
+           "top_finding"]
 
 JOBS = Path(__file__).with_name("diagnosis_jobs.py")
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
@@ -77,12 +78,12 @@ CASES: tuple[Case, ...] = (
          "per_sample_list at torch's default thread count", scenario="per_sample_list", threads=0),
     Case("row_dropout", ("dominant_module", "op_storm"), "hand-written dropout, one tiny op per row (MLP)"),
     Case("rnn_cell_loop", ("op_storm", "dominant_module"), "LSTMCell unrolled in Python vs fused nn.LSTM (RNN)"),
-    Case("checkpoint_every_step", ("host_outside_ops",), "torch.save of the model every step (MLP)"),
+    Case("checkpoint_every_step", ("host_outside_ops", "side_work"), "torch.save of the model every step (MLP)"),
     Case("gc_storm", ("gc_pauses",), "gc.collect() every step with a large live heap of Python objects (MLP)"),
     Case("float64_model", ("slow_dtype",), "model and data in float64 (CNN)"),
-    Case("sleep_in_loop", ("host_outside_ops",), "time.sleep left in the loop (MLP)"),
-    Case("log_io", ("host_outside_ops",), "per-parameter JSON log written and fsynced every step (CNN)"),
-    Case("item_loop", ("op_storm", "synchronization", "host_outside_ops"),
+    Case("sleep_in_loop", ("host_outside_ops", "side_work"), "time.sleep left in the loop (MLP)"),
+    Case("log_io", ("host_outside_ops", "side_work"), "per-parameter JSON log written and fsynced every step (CNN)"),
+    Case("item_loop", ("op_storm", "synchronization", "host_outside_ops", "side_work"),
          ".item() per element of the logits in a Python loop (MLP)"),
     Case("memory_churn", ("memory_churn",), "large temporary tensors allocated every step (MLP)"),
     Case("cpu_contention", ("cpu_contention",), "busy processes started by the script on all cores (MLP)"),
@@ -113,8 +114,21 @@ CASES: tuple[Case, ...] = (
     Case("cat_buffer", ("work_growth", "memory_growth", "dominant_op"),
          "embeddings torch.cat'ed onto a running buffer every step to take their mean (MLP)"),
     # The growing scan is Python between ops, which host_outside_ops names by its line too.
-    Case("list_scan", ("work_growth", "host_outside_ops"),
+    Case("list_scan", ("work_growth", "host_outside_ops", "side_work"),
          "sample ids checked against a Python list of every id seen, scanned every step (MLP)"),
+    # Cousins (diagnosis_cousins.py): each class again in another shape, written after its rule.
+    Case("loader_collate", ("data_loading",),
+         "bag-of-words model whose DataLoader normalizes and hashes every word when a sample is read"),
+    Case("deepcopy_model", ("side_work", "host_outside_ops"),
+         "copy.deepcopy(model) after every step to keep a weight EMA (MLP)"),
+    Case("numpy_metrics", ("side_work", "host_outside_ops"),
+         "per-class metrics and a PR curve in Python loops over the batch's rows every step (MLP)"),
+    Case("periodic_checkpoint", ("step_outliers", "host_outside_ops", "side_work"), "a 25 MB model saved every 5th step"),
+    Case("per_feature_norm", ("op_storm", "dominant_module"), "each feature column standardized in a Python loop"),
+    Case("cdist_forward", ("dominant_op",), "all-pairs torch.cdist over an 8x bank in every forward (metric head)"),
+    Case("float64_default", ("slow_dtype",), "torch.set_default_dtype(torch.float64) at the top of the script (MLP)"),
+    Case("kept_losses", ("memory_growth",),
+         "training losses kept as tensors with retain_graph=True: each keeps its graph (transformer)"),
     Case("clean_mlp", (), "healthy MLP"),
     Case("clean_cnn", (), "healthy CNN"),
     Case("clean_long", (), "healthy wide MLP with Adam, as long as the growth cases: memory rises, then plateaus"),
@@ -124,6 +138,8 @@ CASES: tuple[Case, ...] = (
          busy_harness=True, environment=("cpu_contention",)),
     Case("deterministic_mlp", (), "healthy MLP with deterministic algorithms and TORCH_SHOW_CPP_STACKTRACES=1 "
          "(costless on a CPU: info only)"),
+    Case("clean_transformer", (), "healthy small transformer with AdamW"),
+    Case("clean_rnn", (), "healthy fused nn.LSTM classifier"),
 )
 
 
@@ -166,7 +182,8 @@ class Verdict:
 
     @property
     def top(self) -> dict | None:
-        return top_finding(self.findings)
+        """The top finding about the code (findings true of the machine, ``Case.environment``, left out)."""
+        return top_finding([f for f in self.findings if f.get("id") not in self.run.case.environment])
 
     @property
     def right(self) -> bool | None:
@@ -188,19 +205,21 @@ def top_finding(findings: list[dict]) -> dict | None:
     return min(findings, key=lambda f: (SEVERITY_ORDER.get(f.get("severity"), 3), -(f.get("share") or 0.0)))
 
 
-def profile_command(run: Run, output: Path, job_out: Path) -> list[str]:
+def profile_command(run: Run, output: Path, job_out: Path, threads: int | None = None) -> list[str]:
+    """``threads`` overrides the case's intra-op threads (0: torch's default)."""
     script = [str(JOBS), run.case.script_scenario, "--out", str(job_out)] + (["--fixed"] if run.fixed else [])
-    if run.case.threads != 1:
-        script += ["--threads", str(run.case.threads)]
+    threads = run.case.threads if threads is None else threads
+    if threads != 1:
+        script += ["--threads", str(threads)]
     if run.case.distributed:
         target = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *script]
     else:
         target = [sys.executable, *script]
-    return [sys.executable, "-m", "mlprof", "run", "--output", str(output), "--skip-first", "2", "--active", "5",
-            "--", *target]
+    # mlprof's defaults: the window is what a user gets without an option.
+    return [sys.executable, "-m", "mlprof", "run", "--output", str(output), "--", *target]
 
 
-def run_one(run: Run, workdir: Path, timeout_s: int = 600) -> Verdict:
+def run_one(run: Run, workdir: Path, timeout_s: int = 600, threads: int | None = None) -> Verdict:
     """Profile one run unmodified under `mlprof run`, then `mlprof advise --json --no-write` its output."""
     base = workdir / run.label
     output = base / "result"
@@ -209,7 +228,7 @@ def run_one(run: Run, workdir: Path, timeout_s: int = 600) -> Verdict:
     busy = start_busy(2 * (os.cpu_count() or 1), seconds=120) if run.case.busy_harness else None
     try:
         for i in range(run.case.runs_in_one_output):
-            done = subprocess.run(profile_command(run, output, base / f"job_out{i}"), env=env,
+            done = subprocess.run(profile_command(run, output, base / f"job_out{i}", threads), env=env,
                                   capture_output=True, text=True, timeout=timeout_s)
             if done.returncode != 0:
                 return Verdict(run, ok=False, wall_s=time.perf_counter() - start,
@@ -255,3 +274,27 @@ def score(verdicts: list[Verdict]) -> dict:
             "clean_runs": len(verdicts) - len(bottlenecks), "false_alarms": false_alarms,
             "precision": right / flagged if flagged else None,
             "recall": right / len(bottlenecks) if bottlenecks else None}
+
+
+def per_rule(verdicts: list[Verdict]) -> list[dict]:
+    """Per rule: recall over the cases of its class (the first expected id) and precision over every warning
+    it raised. A warning is correct on a bottleneck whose expected ids hold it, false on a twin or control
+    (findings true of the machine, ``Case.environment``, left out as in ``Verdict.alarms``)."""
+    rules: dict[str, dict] = {}
+
+    def row(rule: str) -> dict:
+        return rules.setdefault(rule, {"rule": rule, "cases": 0, "right": 0, "warned": 0, "correct": 0})
+
+    for v in verdicts:
+        if not v.run.judged_on_alarms:
+            r = row(v.run.case.expected[0])
+            r["cases"] += 1
+            r["right"] += bool(v.right)
+        for rule in {f["id"] for f in v.alarms}:
+            r = row(rule)
+            r["warned"] += 1
+            r["correct"] += (not v.run.judged_on_alarms) and rule in v.run.case.expected
+    for r in rules.values():
+        r["recall"] = r["right"] / r["cases"] if r["cases"] else None
+        r["precision"] = r["correct"] / r["warned"] if r["warned"] else None
+    return sorted(rules.values(), key=lambda r: (-r["cases"], r["rule"]))

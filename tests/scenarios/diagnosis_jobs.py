@@ -1,6 +1,6 @@
 """Ordinary CPU training loops, each with one bottleneck and its fixed twin, for the diagnosis benchmark.
 
-    python diagnosis_jobs.py SCENARIO [--fixed] [--steps N] [--out DIR]
+    python diagnosis_jobs.py SCENARIO [--fixed] [--steps N] [--seconds S] [--threads N] [--out DIR]
 
 Nothing here knows about mlprof: these are "unmodified user scripts" run under
 `mlprof run`. Each scenario is a small, real training loop (an MLP, a small
@@ -25,155 +25,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from diagnosis_busy import start_busy, stop_busy  # a sibling file: no mlprof
+from diagnosis_busy import start_busy, stop_busy  # sibling files: no mlprof
+from diagnosis_cousins import COUSINS
+from diagnosis_common import (RUN, CellRNN, RowDropout, SmallCNN, SortPooled, TinyTransformer, WhitenedMLP, epochs, images,
+                              loop_steps, mlp, sequences, token_batches, train, vectors)
 
 CORES = os.cpu_count() or 1
 torch.manual_seed(0)
-
-
-# ---------------------------------------------------------------- models
-
-def mlp(width: int = 256, depth: int = 3, dtype=torch.float32) -> nn.Module:
-    layers: list[nn.Module] = []
-    for i in range(depth):
-        layers += [nn.Linear(64 if i == 0 else width, width), nn.ReLU()]
-    return nn.Sequential(*layers, nn.Linear(width, 10)).to(dtype)
-
-
-class SmallCNN(nn.Module):
-    def __init__(self, channels: int = 16) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, channels, 3, padding=1)
-        self.conv2 = nn.Conv2d(channels, channels * 2, 3, padding=1)
-        self.head = nn.Linear(channels * 2, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.relu(self.conv2(x))
-        return self.head(x.mean(dim=(2, 3)))
-
-
-class TinyTransformer(nn.Module):
-    """Token embedding + one encoder layer + mean pooling: a small text classifier."""
-
-    def __init__(self, vocab: int = 1000, dim: int = 64) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab, dim)
-        self.encoder = nn.TransformerEncoderLayer(dim, nhead=4, dim_feedforward=128, batch_first=True)
-        self.head = nn.Linear(dim, 10)
-
-    def forward(self, tokens):
-        return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
-
-
-class CellRNN(nn.Module):
-    """An LSTM classifier; ``per_step_cell`` unrolls an LSTMCell in Python, one timestep at a time."""
-
-    def __init__(self, per_step_cell: bool, dim: int = 32, hidden: int = 64) -> None:
-        super().__init__()
-        self.per_step_cell = per_step_cell
-        self.lstm = nn.LSTM(dim, hidden, batch_first=True)
-        self.cell = nn.LSTMCell(dim, hidden)
-        self.head = nn.Linear(hidden, 10)
-
-    def forward(self, x):
-        if not self.per_step_cell:
-            _, (h, _) = self.lstm(x)
-            return self.head(h[-1])
-        h = x.new_zeros(x.shape[0], self.cell.hidden_size)
-        c = torch.zeros_like(h)
-        for t in range(x.shape[1]):
-            h, c = self.cell(x[:, t], (h, c))
-        return self.head(h)
-
-
-class RowDropout(nn.Module):
-    """A hand-written dropout building its mask one row at a time (a storm of tiny ops)."""
-
-    def forward(self, x):
-        mask = torch.empty_like(x)
-        for i in range(x.shape[0]):
-            mask[i] = torch.bernoulli(torch.full(x.shape[1:], 0.5))
-        return x * mask * 2.0
-
-
-class WhitenedMLP(nn.Module):
-    """An MLP whose input whitening recomputes an eigendecomposition every forward."""
-
-    def __init__(self, recompute: bool) -> None:
-        super().__init__()
-        self.recompute = recompute
-        self.body = mlp(width=128, depth=2)
-        self.register_buffer("proj", torch.eye(64))
-
-    def forward(self, x):
-        if self.recompute:
-            feats = torch.cat([x, x.roll(1, 1), x.roll(2, 1), x.roll(3, 1)], dim=1)  # 256 features
-            cov = feats.T @ feats / feats.shape[0] + torch.eye(feats.shape[1])
-            for _ in range(3):
-                _, vecs = torch.linalg.eigh(cov)
-            proj = vecs[:64, :64]
-        else:
-            proj = self.proj
-        return self.body(x @ proj)
-
-
-class SortPooled(nn.Module):
-    """An embedding model pooling by the median token, computed with a full sort (fixed: the mean)."""
-
-    def __init__(self, use_sort: bool, vocab: int = 5000, dim: int = 64) -> None:
-        super().__init__()
-        self.use_sort = use_sort
-        self.embed = nn.Embedding(vocab, dim)
-        self.head = nn.Linear(dim, 10)
-
-    def forward(self, tokens):
-        e = self.embed(tokens)  # (batch, seq, dim)
-        if self.use_sort:
-            flat = e.reshape(e.shape[0], -1)
-            ranked = torch.cat([flat.sort(dim=1, stable=True).values for _ in range(4)], dim=1)
-            pooled = e.mean(dim=1) + 1e-3 * ranked[:, :e.shape[2]]
-        else:
-            pooled = e.mean(dim=1)
-        return self.head(pooled)
-
-
-# ---------------------------------------------------------------- data and loop
-
-def vectors(batch: int = 256, dtype=torch.float32) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    while True:
-        yield torch.randn(batch, 64, dtype=dtype), torch.randint(0, 10, (batch,))
-
-
-def images(batch: int = 32, size: int = 32, dtype=torch.float32) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    while True:
-        yield torch.randn(batch, 3, size, size, dtype=dtype), torch.randint(0, 10, (batch,))
-
-
-def token_batches(batch: int = 32, seq: int = 64, vocab: int = 1000) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    while True:
-        yield torch.randint(0, vocab, (batch, seq)), torch.randint(0, 10, (batch,))
-
-
-def sequences(batch: int = 32, length: int = 48) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    while True:
-        yield torch.randn(batch, length, 32), torch.randint(0, 10, (batch,))
-
-
-def train(model: nn.Module, data, steps: int, forward: Callable | None = None,
-          after_step: Callable[[int], None] | None = None, opt=None) -> None:
-    """The usual loop: batch, forward, loss, backward, optimizer step, then ``after_step(step)``."""
-    opt = opt or torch.optim.SGD(model.parameters(), lr=0.01)
-    forward = forward or model
-    it = iter(data)
-    for step in range(steps):
-        x, y = next(it)
-        loss = F.cross_entropy(forward(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if after_step:
-            after_step(step)
 
 
 # ---------------------------------------------------------------- scenarios
@@ -220,7 +78,7 @@ def loader_getitem(fixed: bool, steps: int, out: Path) -> None:
         loader = torch.utils.data.DataLoader(data, batch_size=None, sampler=batches, num_workers=0)
     else:
         loader = torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0)
-    train(SmallCNN(8), loader, steps)
+    train(SmallCNN(8), epochs(loader), steps)
 
 
 def per_sample(fixed: bool, steps: int, out: Path) -> None:
@@ -429,7 +287,7 @@ def hf_dynamic_seq(fixed: bool, steps: int, out: Path) -> None:
     compiled = torch.compile(model, backend="eager", dynamic=False)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(2)
-    for _ in range(steps):
+    for _ in loop_steps(steps):
         seq = 128 if fixed else int(torch.randint(16, 256, (1,), generator=g))
         ids = torch.randint(0, 500, (8, seq), generator=g)
         loss = compiled(input_ids=ids, labels=ids).loss
@@ -455,7 +313,7 @@ def compile_recompiles(fixed: bool, steps: int, out: Path) -> None:
 
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     it = vectors()
-    for step in range(steps):
+    for step in loop_steps(steps):
         _STEP["n"] = step
         x, y = next(it)
         loss = loss_of(x, y, torch.tensor(min(1.0, (step + 1) / 100))) if fixed else loss_of(x, y)
@@ -503,7 +361,8 @@ def slow_rank(fixed: bool, steps: int, out: Path) -> None:
                         x = torch.tanh(extra(x)) + x
             return model(x)
 
-        train(model, vectors(8192), steps, forward=forward)  # compute well above the gradient all-reduce
+        # Compute well above the gradient all-reduce; a step count, not a time: both ranks stop together.
+        train(model, vectors(8192), steps, forward=forward, seconds=0)
         # Both ranks done before the group goes: without it, gloo's teardown aborted one rank in about one
         # run in four on this host ("terminate called without an active exception"), mlprof or not.
         dist.barrier()
@@ -551,7 +410,7 @@ def anomaly_cnn_no_nan_check(fixed: bool, steps: int, out: Path) -> None:
                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     it = images(16, 16)
-    for step in range(steps):
+    for step in loop_steps(steps):
         if step == 1 and not fixed:
             torch.autograd.set_detect_anomaly(True, check_nan=False)
         x, y = next(it)
@@ -593,7 +452,7 @@ def kept_eval_loss(fixed: bool, steps: int, out: Path) -> None:
         else:
             val_losses.append(F.cross_entropy(model(val_x), val_y))
 
-    train(model, vectors(256), _growth_steps(steps), after_step=log_val)
+    train(model, vectors(256), _growth_steps(steps), after_step=log_val, seconds=0)
 
 
 def step_feature_cache(fixed: bool, steps: int, out: Path) -> None:
@@ -613,7 +472,7 @@ def step_feature_cache(fixed: bool, steps: int, out: Path) -> None:
         return model.head(x.mean(dim=(2, 3)))
 
     forward.calls = 0
-    train(model, images(64, 32), _growth_steps(steps), forward=forward)
+    train(model, images(64, 32), _growth_steps(steps), forward=forward, seconds=0)
 
 
 def cat_buffer(fixed: bool, steps: int, out: Path) -> None:
@@ -636,7 +495,7 @@ def cat_buffer(fixed: bool, steps: int, out: Path) -> None:
                 mean = seen.mean(0)
         return model(x - mean)
 
-    train(model, vectors(256), _growth_steps(steps), forward=forward)
+    train(model, vectors(256), _growth_steps(steps), forward=forward, seconds=0)
 
 
 def list_scan(fixed: bool, steps: int, out: Path) -> None:
@@ -656,14 +515,14 @@ def list_scan(fixed: bool, steps: int, out: Path) -> None:
         else:
             seen.extend(batch_ids)
 
-    train(model, vectors(256), _growth_steps(steps), after_step=check_repeats)
+    train(model, vectors(256), _growth_steps(steps), after_step=check_repeats, seconds=0)
 
 
 def clean_long(fixed: bool, steps: int, out: Path) -> None:
     """A healthy loop as long as the growth cases and as wide as kept_eval_loss: its memory rises
     in the first steps (allocator caches, Adam's state) and then stays flat."""
     model = mlp(width=1024, depth=2)
-    train(model, vectors(256), _growth_steps(steps), opt=torch.optim.Adam(model.parameters(), lr=1e-3))
+    train(model, vectors(256), _growth_steps(steps), opt=torch.optim.Adam(model.parameters(), lr=1e-3), seconds=0)
 
 
 SCENARIOS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f in (
@@ -671,18 +530,21 @@ SCENARIOS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f i
     gc_storm, float64_model, sleep_in_loop, log_io, item_loop, memory_churn, cpu_contention, oversubscription,
     dynamic_shapes, hf_dynamic_seq, optimizer_loop, compile_recompiles, eval_every_3, linalg_forward, sort_forward, slow_rank,
     anomaly_mlp, anomaly_transformer, anomaly_cnn_no_nan_check, deterministic_mlp,
-    kept_eval_loss, step_feature_cache, cat_buffer, list_scan, clean_long)}
+    kept_eval_loss, step_feature_cache, cat_buffer, list_scan, clean_long)} | COUSINS
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", choices=sorted(SCENARIOS))
     parser.add_argument("--fixed", action="store_true", help="run the fixed twin")
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=RUN["steps"], help="run at least this many steps")
+    parser.add_argument("--seconds", type=float, default=RUN["seconds"],
+                        help="and at least this long (the growth scenarios run their own step count)")
     parser.add_argument("--out", type=Path, default=None, help="where a scenario writes files (default: a temp dir)")
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op threads, 0: torch's default (oversubscription sets its own)")
     args = parser.parse_args()
+    RUN.update(steps=args.steps, seconds=args.seconds)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.out is None:

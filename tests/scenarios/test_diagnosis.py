@@ -30,10 +30,10 @@ MACHINE = ("cpu_contention",)
 BY_NAME = {c.name: replace(c, environment=tuple(dict.fromkeys(c.environment + MACHINE))) for c in CASES}
 # Bottlenecks of different classes the rules name today.
 # (gc and data loading on real runs: tests/analysis/test_advisor_cpu_runs.py.)
-RIGHT_TODAY = ["float64_model", "memory_churn", "optimizer_loop"]
+RIGHT_TODAY = ["float64_model", "memory_churn", "optimizer_loop", "deepcopy_model"]
 # A twin whose built-in nn.Dropout leads a tiny MLP: no alarm, there is nothing to switch to. (Clean
 # controls: tests/analysis/test_advisor_cpu_runs.py; dominant_op on linalg: the full benchmark.)
-QUIET = [Run(BY_NAME["row_dropout"], fixed=True)]
+QUIET = [Run(BY_NAME["row_dropout"], fixed=True), Run(BY_NAME["deepcopy_model"], fixed=True)]
 SUBSET = [Run(BY_NAME[n], fixed=False) for n in RIGHT_TODAY] + QUIET
 
 
@@ -76,7 +76,7 @@ def judged_run(run: Run, work: Path, attempts: int = 3):
 
 
 def test_every_run_is_profiled_and_advised(verdicts):
-    assert len(verdicts) == len(SUBSET) <= 4
+    assert len(verdicts) == len(SUBSET) <= 6
     for v in verdicts.values():
         assert v.ok, f"{v.run.label}: {v.error}"
         assert v.mean_step_ms is not None and v.mean_step_ms > 0
@@ -94,6 +94,17 @@ def test_the_table_has_one_row_per_run_and_a_score(verdicts):
     assert s["right"] + s["wrong_top"] + s["silent_misses"] == s["bottlenecks"]
     assert 0 <= s["recall"] <= 1
     assert any(line.startswith("precision ") for line in diagnosis.summary(ordered))
+    rules = diagnosis.rule_table(ordered)
+    assert rules[0].split() == ["rule", "cases", "right", "recall", "warned", "correct", "precision"]
+    assert {line.split()[0] for line in rules[2:]} >= {BY_NAME[n].expected[0] for n in RIGHT_TODAY}
+
+
+def test_a_deep_copy_of_the_model_every_step_is_named_with_its_line_and_callee(verdicts):
+    v = verdicts["deepcopy_model"]
+    (f,) = [f for f in v.findings if f["id"] == "side_work"]
+    assert "update_ema" in f["title"] and "copy.deepcopy" in f["title"], f["title"]
+    m = f["evidence"]["metrics"]
+    assert m["python_ns"] > 0 and m["ops_ns"] > 0, "the copy's Python and its tensor copies are one cost"
 
 
 @pytest.mark.parametrize("name", RIGHT_TODAY)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mlprof.tables.store import TableStore
 
-__all__ = ["call_sites"]
+__all__ = ["call_sites", "side_work"]
 
 _UNNEST_USER_FRAMES = """, unnest(from_json(k.user_frames, '["VARCHAR"]')) AS u(site)"""
 # Every user frame of the stack, as a call site ('file:line function' split into its parts).
@@ -69,3 +69,67 @@ def call_sites(store: TableStore, phase: str | None = None, step: int | None = N
         {phase_filter}
         ORDER BY est_ns DESC, s.call_site""", params)
     return rows[:limit] if limit else rows
+
+
+# A sampled stack is the training step's own work when it runs inside one of these (a module's forward, a
+# loss, autograd, an optimizer, a DataLoader, a compiled graph, a collective); anything else the user's line
+# does between them is work the step takes on besides.
+_STEP_CORE_FRAMES = (r"torch/nn/modules/|torch/nn/functional\.py|torch/autograd/|torch/_tensor\.py:[0-9]+ backward"
+                     r"|torch/optim/|torch/utils/data/|torch/_dynamo/|torch/_functorch/|torch/_inductor/"
+                     r"|torch/distributed/|torch/nn/parallel/|torch/amp/|lightning/|transformers/trainer")
+
+
+def side_work(store: TableStore, limit: int = 5) -> list[dict]:
+    """The user's functions that do work in the steps outside the step's core (no module forward, loss,
+    backward, optimizer or data loader on the stack: a ``copy.deepcopy(model)`` per step, metrics in Python
+    loops, a checkpoint), in every phase but garbage collection, largest first.
+
+    Rows: ``function`` (file and function), ``call_site`` (its line with the most such samples), ``lines``
+    ``line_samples`` and ``line_est_ns`` (all its lines, most samples first), ``leaf``,
+    ``samples``, ``est_ns`` (each sample worth its phase's time over its phase's samples, as
+    :func:`call_sites` shares it), ``share_of_steps``, ``phases`` (est_ns by phase).
+    """
+    rows = store.dicts(f"""
+        WITH sampled AS (
+            SELECT DISTINCT s.window_index, s.ts_ns, p.step, p.phase, k.call_site, k.call_site_file,
+                   k.call_site_function, k.leaf,
+                   regexp_matches(coalesce(k.frames, ''), '{_STEP_CORE_FRAMES}') AS core
+            FROM python_samples s
+            JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
+             AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
+            JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id),
+        steps_seen AS (SELECT DISTINCT window_index, step FROM sampled),
+        phase_time AS (
+            SELECT p.phase, sum(p.dur_ns) AS phase_ns FROM phase_spans p JOIN steps_seen USING (window_index, step)
+            WHERE p.view = 'host' GROUP BY p.phase),
+        all_time AS (SELECT sum(phase_ns) AS steps_ns FROM phase_time),
+        per_phase AS (SELECT phase, count(*) AS phase_samples FROM sampled GROUP BY phase),
+        side AS (
+            SELECT s.*, t.phase_ns / n.phase_samples AS worth_ns FROM sampled s
+            JOIN per_phase n USING (phase) JOIN phase_time t USING (phase)
+            WHERE NOT s.core AND s.phase <> 'gc' AND s.call_site IS NOT NULL),
+        per_line AS (
+            SELECT call_site_file AS file, call_site_function AS function, call_site, count(*) AS samples,
+                   CAST(sum(worth_ns) AS BIGINT) AS est_ns
+            FROM side GROUP BY ALL),
+        top_line AS (
+            SELECT file, function, arg_max(call_site, samples) AS call_site,
+                   list(call_site ORDER BY samples DESC, call_site) AS lines,
+                   list(samples ORDER BY samples DESC, call_site) AS line_samples,
+                   list(est_ns ORDER BY samples DESC, call_site) AS line_est_ns FROM per_line GROUP BY ALL),
+        per_phase_fn AS (
+            SELECT call_site_file AS file, call_site_function AS function, phase, sum(worth_ns) AS est_ns
+            FROM side GROUP BY ALL)
+        SELECT s.call_site_file AS file, s.call_site_function AS function, any_value(l.call_site) AS call_site,
+               any_value(l.lines) AS lines, any_value(l.line_samples) AS line_samples,
+               any_value(l.line_est_ns) AS line_est_ns,
+               mode() WITHIN GROUP (ORDER BY s.leaf) AS leaf, count(*) AS samples,
+               CAST(sum(s.worth_ns) AS BIGINT) AS est_ns, sum(s.worth_ns) / any_value(a.steps_ns) AS share_of_steps,
+               (SELECT map(list(phase ORDER BY phase), list(CAST(est_ns AS BIGINT) ORDER BY phase))
+                FROM per_phase_fn f WHERE f.file = s.call_site_file AND f.function = s.call_site_function) AS phases
+        FROM side s JOIN top_line l ON l.file = s.call_site_file AND l.function = s.call_site_function, all_time a
+        GROUP BY s.call_site_file, s.call_site_function
+        ORDER BY est_ns DESC, file, function LIMIT {int(limit)}""")
+    for r in rows:
+        r["phases"] = dict(r["phases"]) if r["phases"] is not None else {}
+    return rows

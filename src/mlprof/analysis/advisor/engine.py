@@ -35,6 +35,7 @@ from mlprof.analysis.advisor.rules_contention import cpu_contention
 from mlprof.analysis.advisor.rules_dtype import slow_dtype
 from mlprof.analysis.advisor.rules_storm import op_storm
 from mlprof.analysis.advisor.rules_growth import memory_growth, work_growth
+from mlprof.analysis.advisor.rules_side_work import side_work
 from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile, npu_wording
 from mlprof.analysis.advisor.whole_trace import whole_trace_store
 from mlprof.tables.layout import TABLES_DIR
@@ -47,7 +48,7 @@ Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 # Every rule, in reporting order for equal severity and share.
 RULES: tuple[Rule, ...] = (
     memory_growth, work_growth,
-    op_storm, slow_dtype, fresh_tensors, dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, device_idle, synchronization,
+    op_storm, slow_dtype, fresh_tensors, dominant_op, dominant_module, data_loading, gc_pauses, host_outside_ops, side_work, device_idle, synchronization,
     communication_overlap, memory_churn, recompilation, dynamic_shapes, step_outliers, cpu_oversubscription,
     cpu_contention,
     ai_cpu_ops, npu_op_compile,

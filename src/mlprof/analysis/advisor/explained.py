@@ -36,7 +36,7 @@ FINDING_PART = {
                      "anomaly_detection", "launch_blocking"),
                     "compute"),
 }
-CROSS_CUTTING = ("slow_rank", "step_outliers", "cpu_contention", "cpu_oversubscription")
+CROSS_CUTTING = ("side_work", "slow_rank", "step_outliers", "cpu_contention", "cpu_oversubscription")
 
 
 @dataclass

@@ -36,6 +36,8 @@ class Thresholds:
     # Step time covered by no op at all: the user's Python, sleeps, I/O, logging.
     # High by nature on tiny CPU steps (loop glue), hence a high bar.
     host_outside_ops_warn_share: float = 0.40
+    # One function of the user's doing work besides the step's own (Python and the ops it runs).
+    side_work_warn_share: float = 0.25
     # Python garbage-collector pauses inside steps.
     gc_warn_share: float = 0.05
     # Host blocked in synchronisations (.item(), cuda*Synchronize) inside steps.
