@@ -72,3 +72,18 @@ def test_without_measured_waits_the_rule_judges_wall_time(tmp_path):
     store = _capture(tmp_path / "old", [10, 10, 30, 10, 10, 30, 10, 10], None)
     (finding,) = _outliers(store)
     assert finding.severity in ("warning", "critical")
+
+
+def test_many_preempted_steps_and_a_few_truly_slow_ones_count_only_the_slow_ones(tmp_path):
+    # A loaded host: 5 of 20 steps preempted for 25 ms, and 3 other steps do 30 ms more work (periodic work).
+    work = [10.0] * 20
+    wait = [0.0] * 20
+    for i in (1, 5, 9, 13, 17):
+        wait[i] = 25.0
+    for i in (4, 10, 16):
+        work[i] = 40.0
+    (finding,) = _outliers(_capture(tmp_path / "loaded", work, wait))
+    m = finding.evidence.metrics
+    assert m["outliers"] == 3 and m["excess_ns"] == 3 * 30 * MS, "judged on time less the wait"
+    assert m["less_cpu_wait"] and "without their wait for a CPU core" in finding.title
+    assert {s["step"] for s in finding.evidence.steps} == {4, 10, 16}
