@@ -1,0 +1,39 @@
+"""mlprof's own per-step records (steps.json: CPU time, wait for a core) joined to Kineto's ProfilerStep spans."""
+
+from __future__ import annotations
+
+from mlprof.parse import ParseOptions, parse_path
+from mlprof.tables.store import TableStore
+
+from .conftest import BASE_NS, make_capture
+from .test_golden import X
+
+TID = 11
+
+
+def _steps_table(tmp_path, record_start_us: dict[int, float]):
+    # Three 273 ms steps; mlprof's record of each starts where the span starts unless told otherwise.
+    events = [X(f"ProfilerStep#{i}", 1000.0 + i * 273_000, 273_000.0, cat="user_annotation", tid=TID)
+              for i in range(3)]
+    records = []
+    for i in range(3):
+        start_us = record_start_us.get(i, 1000.0 + i * 273_000)
+        records.append({"step": i, "start_ns": BASE_NS + int(start_us * 1000),
+                        "end_ns": BASE_NS + int((1000.0 + (i + 1) * 273_000) * 1000),
+                        "cpu_ns": 50_000_000, "cpu_wait_ns": 200_000_000, "thread_cpu_ns": 50_000_000})
+    capture = make_capture(tmp_path / "cap", {0: {"events": events, "steps": records}})
+    result = parse_path(capture, ParseOptions(output_dir=tmp_path / "out"))[0]
+    with TableStore(result.tables_dir) as store:
+        return {step: wait for step, wait in store.rows("SELECT step, cpu_wait_ns FROM steps ORDER BY step")}
+
+
+def test_a_record_that_starts_late_inside_its_span_keeps_its_wait(tmp_path):
+    # Step 1's record starts 36 ms into its span (the hook preempted between two steps on a loaded host).
+    waits = _steps_table(tmp_path, {1: 1000.0 + 273_000 + 36_000})
+    assert waits == {0: 200_000_000, 1: 200_000_000, 2: 200_000_000}
+
+
+def test_a_record_of_another_time_is_not_borrowed(tmp_path):
+    # Step 1's record starts after its span ended (a renumbered trace): no figures for that step.
+    waits = _steps_table(tmp_path, {1: 1000.0 + 2 * 273_000 + 10})
+    assert waits[1] is None and waits[0] == 200_000_000
