@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scenarios"))
 from diagnosis_busy import start_busy, stop_busy  # noqa: E402  (a sibling folder's helper: no torch, no mlprof)
 
 STEPS = 12
-BATCH = 64
+BATCH = 32
 
 
 class Samples(torch.utils.data.Dataset):
@@ -88,9 +88,9 @@ def main(mode: str, slow_rank: int) -> None:
     if slow and mode == "busy":
         cores = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cores[-1]})  # the loops started below inherit this one core
-        busy = start_busy(4, seconds=60, same_session=True)
+        busy = start_busy(3, seconds=60, same_session=True)
     if slow and mode == "gc":
-        heap = [{"id": i, "path": f"img_{i:07d}.jpg", "label": i % 10} for i in range(300_000)]
+        heap = [{"id": i, "path": f"img_{i:07d}.jpg", "label": i % 10} for i in range(150_000)]
     model = nn.parallel.DistributedDataParallel(Net(rounds=400 if slow and mode == "forward" else 0))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     data = Samples(BATCH * (STEPS + 1), sleep_s=0.001 if slow and mode == "data" else 0.0)

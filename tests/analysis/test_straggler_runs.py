@@ -17,12 +17,18 @@ from pathlib import Path
 
 import pytest
 
+from mlprof.analysis.advisor import Thresholds
 from mlprof.workflow import cluster
 
 pytestmark = pytest.mark.torch
 
 HERE = Path(__file__).parent
 SLOW_RANK = 2
+# One threshold for every run here. On a 2-core host shared with other jobs (load 9-10 of other work),
+# the balanced job's ranks came out up to 11-12% of a step apart in communication transit (a rank
+# descheduled inside gloo's ring) where the default 10% calls a slow rank; the slowed ranks exceeded
+# the others by 37-92% of a step at that load.
+THRESHOLDS = Thresholds(slow_rank_warn_share=0.2)
 
 
 def free_port() -> int:
@@ -65,7 +71,7 @@ CASES = {
 
 @pytest.mark.parametrize("mode", list(CASES))
 def test_the_slow_rank_and_its_cause(straggler, mode):
-    report = cluster(straggler(mode), workers=1)
+    report = cluster(straggler(mode), workers=1, thresholds=THRESHOLDS)
     assert [r.rank for r in report.ranks] == [0, 1, 2, 3] and not report.failed
     assert report.slow_ranks, f"{mode}: no slow rank"
     top = report.slow_ranks[0]
@@ -84,7 +90,7 @@ def test_the_slow_rank_and_its_cause(straggler, mode):
 
 
 def test_a_balanced_job_names_no_rank(straggler):
-    report = cluster(straggler("none"), workers=1)
+    report = cluster(straggler("none"), workers=1, thresholds=THRESHOLDS)
     assert len(report.ranks) == 4
     assert report.slow_ranks == [], [(s.rank, s.excess_in, s.share_of_step, s.cause) for s in report.slow_ranks]
 
