@@ -23,8 +23,9 @@ def test_cluster_names_the_slowed_rank(ddp_dir):
     assert report.slow_ranks, "no slow rank found"
     top = report.slow_ranks[0]
     assert top.rank == 1 and top.excess_in == "compute"
-    # The sleep is Python time outside ops on rank 1: that is the cause, at the line that sleeps.
-    assert top.cause == "python" and "ddp_job.py" in top.call_site and top.cause_ns > 0.5 * top.excess_ns
+    # The sleep is Python time outside ops on rank 1: that is the cause (no call site: mlprof.profile
+    # without Python sampling, unlike mlprof run).
+    assert top.cause == "python" and top.cause_ns > 0.5 * top.excess_ns and top.call_site is None
     # It sleeps 30 ms a step; the measured excess is about that (the other rank waits meanwhile).
     assert top.excess_ns == pytest.approx(30e6, rel=0.35)
     fast, slow = report.ranks
