@@ -7,7 +7,7 @@ import pytest
 
 from mlprof.analysis.cluster import combine
 from mlprof.analysis.collective_skew import collective_kind
-from mlprof.analysis.rank_cause import slow_rank_cause
+from mlprof.analysis.rank_cause import JobBaseline, median_without, slow_rank_cause
 from mlprof.tables.phases import HOST_PHASES
 
 MS = 1_000_000
@@ -27,36 +27,54 @@ def attribution(wait_ms: float = 1.0, shape: str = "[16, 128]", **phases_ms) -> 
             "input_shape": shape, "input_elements": n}
 
 
+def job(me: dict, others: list[dict]) -> JobBaseline:
+    return JobBaseline([me, *others])
+
+
 def test_the_phase_with_the_largest_excess_is_the_cause_with_its_call_site():
     others = [attribution(), attribution(), attribution(forward=40)]  # one other rank's outlier: the median holds
-    cause = slow_rank_cause(attribution(gc=30), others, "compute", 31 * MS, others_wait_ns=30 * MS)
+    cause = slow_rank_cause(attribution(gc=30), job(attribution(gc=30), others), "compute", 31 * MS,
+                            others_wait_ns=30 * MS)
     assert cause["cause"] == "gc" and cause["label"] == "garbage collection"
     assert cause["excess_ns"] == 30 * MS and cause["share_of_others_wait"] == pytest.approx(1.0)
     assert cause["call_site"] == "train.py:20 main" and cause["module"] is None
 
 
 def test_forward_excess_names_the_module():
-    cause = slow_rank_cause(attribution(forward=25), [attribution()] * 3, "compute", 20 * MS, 20 * MS)
+    me = attribution(forward=25)
+    cause = slow_rank_cause(me, job(me, [attribution()] * 3), "compute", 20 * MS, 20 * MS)
     assert (cause["cause"], cause["module"], cause["call_site"]) == ("forward", "Net.big", "train.py:10 main")
 
 
 def test_the_wait_for_a_core_is_the_cause_only_when_it_is_most_of_the_excess():
     # A busy neighbour: every phase a little longer, the wait for a core the most.
     busy = attribution(wait_ms=20, forward=12, backward=14, python=3)
-    cause = slow_rank_cause(busy, [attribution()] * 3, "compute", 15 * MS, 15 * MS)
+    cause = slow_rank_cause(busy, job(busy, [attribution()] * 3), "compute", 15 * MS, 15 * MS)
     assert cause["cause"] == "cpu_contention"
     # Extra forward work on a loaded host waits for a core too, but less than the forward phase grew.
     loaded = attribution(wait_ms=12, forward=30)
-    assert slow_rank_cause(loaded, [attribution()] * 3, "compute", 26 * MS, 26 * MS)["cause"] == "forward"
+    assert slow_rank_cause(loaded, job(loaded, [attribution()] * 3), "compute", 26 * MS, 26 * MS)["cause"] == "forward"
 
 
 def test_a_larger_input_is_named():
-    cause = slow_rank_cause(attribution(shape="[32, 128]", forward=10), [attribution()] * 3, "compute", 5 * MS, 5 * MS)
+    me = attribution(shape="[32, 128]", forward=10)
+    cause = slow_rank_cause(me, job(me, [attribution()] * 3), "compute", 5 * MS, 5 * MS)
     assert cause["cause"] == "input_size" and "[32, 128] vs [16, 128]" in cause["label"]
 
 
 def test_no_attribution_no_cause():
-    assert slow_rank_cause({}, [attribution()], "compute", MS, MS) is None
+    assert slow_rank_cause({}, job({}, [attribution()]), "compute", MS, MS) is None
+
+
+@pytest.mark.parametrize("values", [[1.0, 2.0, 3.0, 4.0, 100.0], [5.0, 5.0, 1.0], [2.0, 7.0], [3.0, 3.0, 3.0, 9.0]])
+def test_median_without_is_the_median_of_the_others(values):
+    import statistics
+
+    ordered = sorted(values)
+    for i, v in enumerate(values):
+        others = values[:i] + values[i + 1:]
+        assert median_without(ordered, v) == statistics.median(others)
+    assert median_without(ordered, -1.0) is None and median_without([4.0], 4.0) is None
 
 
 @pytest.mark.parametrize("name, kind", [

@@ -35,7 +35,7 @@ from mlprof.analysis.advisor.model import Thresholds
 from mlprof.analysis.cluster_data import group_key
 from mlprof.analysis.collective_skew import (arrival_stats, collective_kind, instance_waits, match_instances,
                                              skew_rows)
-from mlprof.analysis.rank_cause import slow_rank_cause
+from mlprof.analysis.rank_cause import JobBaseline, median_without, slow_rank_cause
 from mlprof.errors import MlprofError
 
 __all__ = ["RankSummary", "SlowRank", "CollectiveStat", "ClusterReport", "combine"]
@@ -208,18 +208,22 @@ def _combine_job(good: list[dict], th: Thresholds) -> ClusterReport:
                                    "group": m["group_name"], "count": m["count"], "size_bytes": m["size_bytes"],
                                    "time_ns": m["time_ns"], "bandwidth_gb_per_s": m["bandwidth_gb_per_s"]})
     slow = _slow_ranks(summaries, th, typical) if len(summaries) > 1 else []
-    slow = [_with_cause(s, good, summaries) for s in slow]
+    if slow:
+        job = JobBaseline([r.get("attribution") for r in good])
+        waits_sorted = sorted(x.wait_ns for x in summaries)
+        slow = [_with_cause(s, good, summaries, job, waits_sorted) for s in slow]
     return ClusterReport(ranks=summaries, step_rows=step_rows, slow_ranks=slow, collectives=collectives,
                          matrix=matrix, arrivals=arrival_stats(good, instances, group_key),
                          skew_rows=skew_rows(good, all_waits))
 
 
-def _with_cause(s: SlowRank, ranks: list[dict], summaries: list[RankSummary]) -> SlowRank:
+def _with_cause(s: SlowRank, ranks: list[dict], summaries: list[RankSummary], job: JobBaseline,
+                waits_sorted: list[float]) -> SlowRank:
     """``s`` with its cause read from the ranks' attribution (unchanged where the ranks carry none)."""
     me = next((r.get("attribution") for r in ranks if r["source"] == s.source), None)
-    others = [r.get("attribution") for r in ranks if r["source"] != s.source]
-    others_wait = statistics.median([x.wait_ns for x in summaries if x.source != s.source] or [0.0])
-    cause = slow_rank_cause(me, others, s.excess_in, s.excess_ns, others_wait)
+    own_wait = next(x.wait_ns for x in summaries if x.source == s.source)
+    others_wait = median_without(waits_sorted, own_wait) or 0.0
+    cause = slow_rank_cause(me, job, s.excess_in, s.excess_ns, others_wait)
     if cause is None:
         return s
     return replace(s, cause=cause["cause"], cause_label=cause["label"], cause_ns=cause["excess_ns"],
@@ -248,10 +252,11 @@ def _slow_ranks(ranks: list[RankSummary], th: Thresholds,
         if any(v is None for v in values):
             continue
         # With 2 ranks the median is their mean; compare with the others' lowest
-        # value instead so the slow one is not half hidden by itself.
+        # value instead so the slow one is not half hidden by itself. The median of
+        # the others is read off the sorted values (1,024 ranks: no pass per rank).
+        ordered = sorted(values)
         for r, v in zip(ranks, values):
-            others = [o for o, rr in zip(values, ranks) if rr is not r]
-            base = statistics.median(others) if len(others) > 1 else others[0]
+            base = median_without(ordered, v)
             excess = v - base
             share = excess / median_step
             if share >= th.slow_rank_warn_share and typical is not None and r.source in typical:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
+from bisect import bisect_left
 from collections import Counter
 
 from mlprof.analysis.call_sites import call_sites
@@ -38,7 +38,7 @@ from mlprof.analysis.steps import HOST_FIELDS, IDLE_FIELDS, StepBreakdown
 from mlprof.tables.phases import CAUSE_LABELS, PHASE_LABELS
 from mlprof.tables.store import TableStore
 
-__all__ = ["rank_attribution", "slow_rank_cause", "CONTENTION_SHARE", "INPUT_DIFFERS", "CAUSE_NAMES"]
+__all__ = ["rank_attribution", "slow_rank_cause", "JobBaseline", "median_without", "CONTENTION_SHARE", "INPUT_DIFFERS", "CAUSE_NAMES"]
 
 # The wait for a core is the cause when it makes up this share of the rank's excess or more.
 CONTENTION_SHARE = 0.5
@@ -93,35 +93,89 @@ def rank_attribution(store: TableStore, steps: list[StepBreakdown]) -> dict:
             "input_shape": shape, "input_elements": _numel(shape)}
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else 0.0
-
-
 def _label(cause: str, view: str) -> str:
     if view == "device idle":
         return "device idle: " + CAUSE_LABELS.get(cause, cause)
     return PHASE_LABELS.get(cause) or CAUSE_NAMES.get(cause, cause)
 
 
-def _top_excess(mine: dict[str, float], others: list[dict[str, float]]) -> tuple[str | None, float]:
-    """The key whose value exceeds the others' median the most (others lacking it count 0)."""
-    best, best_ns = None, 0.0
-    for key, value in mine.items():
-        excess = value - _median([o.get(key, 0.0) for o in others])
-        if excess > best_ns:
-            best, best_ns = key, excess
-    return best, best_ns
+def _value(a: dict, key: tuple) -> float | None:
+    """One figure of an attribution: ("host", phase), ("idle", cause), ("cpu_wait",), ("site", phase, site),
+    ("module", kind, path), ("input",); sites and modules a rank lacks count 0."""
+    if key[0] == "host":
+        return a["host"].get(key[1])
+    if key[0] == "idle":
+        return (a.get("idle") or {}).get(key[1])
+    if key[0] == "cpu_wait":
+        return a.get("cpu_wait_ns")
+    if key[0] == "site":
+        return a["sites"].get(key[1], {}).get(key[2], 0.0)
+    if key[0] == "module":
+        return a["modules"].get(key[2], {}).get(key[1], 0.0)
+    return a.get("input_elements") or None
 
 
-def slow_rank_cause(me: dict, others: list[dict], excess_in: str, excess_ns: float,
+def median_without(vals: list[float], mine: float) -> float | None:
+    """Median of sorted ``vals`` less one value equal to ``mine`` (None when it is not there or alone)."""
+    i = bisect_left(vals, mine)
+    n = len(vals) - 1
+    if n <= 0 or i >= len(vals) or vals[i] != mine:
+        return None
+
+    def at(j: int) -> float:
+        return vals[j] if j < i else vals[j + 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+
+
+class JobBaseline:
+    """The other ranks' median of any attribution figure, for any rank of the job, without a pass over
+    the ranks per slow rank: each figure's values over all ranks are sorted once, and a rank's own value
+    is left out of the median by its position (1,024 ranks: O(log n) a query)."""
+
+    def __init__(self, attributions: list[dict | None]) -> None:
+        self.ranks = [a for a in attributions if a]
+        self._sorted: dict[tuple, list[float]] = {}
+        self._shapes: Counter | None = None
+
+    def median_without(self, key: tuple, mine: float | None) -> float | None:
+        """Median of the figure over the ranks other than the one whose value is ``mine`` (None: no others)."""
+        if mine is None:
+            return None
+        vals = self._sorted.get(key)
+        if vals is None:
+            vals = self._sorted[key] = sorted(v for v in (_value(a, key) for a in self.ranks) if v is not None)
+        return median_without(vals, mine)
+
+    def others_shape(self, mine: str | None) -> str | None:
+        """The most common outermost input shape among the other ranks."""
+        if self._shapes is None:
+            self._shapes = Counter(a.get("input_shape") for a in self.ranks if a.get("input_shape"))
+        rest = Counter(self._shapes)
+        if mine:
+            rest[mine] -= 1
+        top = [(shape, n) for shape, n in rest.most_common() if n > 0]
+        return top[0][0] if top else None
+
+    def top_excess(self, mine: dict[str, float], key) -> tuple[str | None, float]:
+        """The name in ``mine`` whose value exceeds the others' median the most (``key(name)``: its figure)."""
+        best, best_ns = None, 0.0
+        for name, value in mine.items():
+            base = self.median_without(key(name), value)
+            if base is not None and value - base > best_ns:
+                best, best_ns = name, value - base
+        return best, best_ns
+
+
+def slow_rank_cause(me: dict | None, job: JobBaseline, excess_in: str, excess_ns: float,
                     others_wait_ns: float) -> dict | None:
     """The cause of a slow rank's excess (``excess_in``: compute, communication or free; ``excess_ns`` per step).
 
-    ``me``/``others``: :func:`rank_attribution` of the slow rank and of the other ranks of its job;
-    ``others_wait_ns``: the others' median wait in collectives per step. None without attribution.
+    ``me``: :func:`rank_attribution` of the slow rank; ``job``: the :class:`JobBaseline` of all the ranks
+    of its job (``me`` included); ``others_wait_ns``: the others' median wait in collectives per step.
+    None without attribution.
     """
-    others = [o for o in others if o]
-    if not me or not others:
+    if not me or len(job.ranks) < 2:
         return None
 
     def share(ns: float) -> float | None:
@@ -129,11 +183,12 @@ def slow_rank_cause(me: dict, others: list[dict], excess_in: str, excess_ns: flo
 
     components: list[dict] = []
 
-    def add(cause: str, view: str, mine: float | None, theirs: list[float | None]) -> None:
-        rest = [t for t in theirs if t is not None]
-        if mine is None or not rest:
+    def add(cause: str, view: str, key: tuple) -> None:
+        mine = _value(me, key)
+        base = job.median_without(key, mine)
+        if mine is None or base is None:
             return
-        ns = mine - _median(rest)
+        ns = mine - base
         components.append({"cause": cause, "label": _label(cause, view), "view": view, "excess_ns": ns,
                            "share_of_others_wait": share(ns)})
 
@@ -142,15 +197,15 @@ def slow_rank_cause(me: dict, others: list[dict], excess_in: str, excess_ns: flo
                            "view": "communication", "excess_ns": excess_ns, "share_of_others_wait": share(excess_ns)})
     elif excess_in == "free" and me.get("idle") is not None:
         for cause in me["idle"]:
-            add(cause, "device idle", me["idle"][cause], [(o.get("idle") or {}).get(cause) for o in others])
+            add(cause, "device idle", ("idle", cause))
     elif excess_in == "compute" and me.get("idle") is not None:
         components.append({"cause": "device_compute", "label": _label("device_compute", "device"), "view": "device",
                            "excess_ns": excess_ns, "share_of_others_wait": share(excess_ns)})
     else:
-        for phase, ns in me["host"].items():
+        for phase in me["host"]:
             if phase != "communication":  # the others' waiting, not this rank's work
-                add(phase, "host", ns, [o["host"].get(phase) for o in others])
-    add("cpu_contention", "host", me.get("cpu_wait_ns"), [o.get("cpu_wait_ns") for o in others])
+                add(phase, "host", ("host", phase))
+    add("cpu_contention", "host", ("cpu_wait",))
     components = [c for c in components if c["excess_ns"] > 0]
     if not components:
         return None
@@ -168,18 +223,17 @@ def slow_rank_cause(me: dict, others: list[dict], excess_in: str, excess_ns: flo
     cause["excess_ns"] = round(top["excess_ns"])
     phase = top["cause"] if top["view"] == "host" else None
     if phase in me["sites"]:
-        site, _ = _top_excess(me["sites"][phase], [o["sites"].get(phase, {}) for o in others])
+        site, _ = job.top_excess(me["sites"][phase], lambda name: ("site", phase, name))
         cause["call_site"] = site or next(iter(me["sites"][phase]), None)
     kind = {"forward": "forward", "backward": "backward"}.get(phase) or ("device" if top["cause"] == "device_compute"
                                                                           else None)
     if kind and me["modules"]:
-        cause["module"], _ = _top_excess({p: v[kind] for p, v in me["modules"].items()},
-                                         [{p: v[kind] for p, v in o["modules"].items()} for o in others])
-    mine_in = me.get("input_elements")
-    their_in = [o.get("input_elements") for o in others if o.get("input_elements")]
-    if (kind and mine_in and their_in
-            and abs(mine_in - _median(their_in)) > INPUT_DIFFERS * _median(their_in)):
-        others_shape = Counter(o.get("input_shape") for o in others if o.get("input_shape")).most_common(1)[0][0]
+        cause["module"], _ = job.top_excess({p: v[kind] for p, v in me["modules"].items()},
+                                            lambda name: ("module", kind, name))
+    mine_in = _value(me, ("input",))
+    their_in = job.median_without(("input",), mine_in)
+    if kind and mine_in and their_in and abs(mine_in - their_in) > INPUT_DIFFERS * their_in:
+        others_shape = job.others_shape(me.get("input_shape"))
         cause.update(cause="input_size", label=f"{_label('input_size', 'host')} ({me['input_shape']} vs "
                                                f"{others_shape} on the others), in {top['label']}",
                      input_shape=me["input_shape"])
