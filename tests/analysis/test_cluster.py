@@ -89,6 +89,8 @@ def test_advise_over_the_ranks_files_the_slow_rank_finding_with_that_rank(ddp_di
     by_rank = {r["rank"]: r for r in json.loads(res.stdout)}
     slow_ids = [f["id"] for f in by_rank[1]["findings"]]
     assert "slow_rank" in slow_ids
+    slow = next(f for f in by_rank[1]["findings"] if f["id"] == "slow_rank")
+    assert slow["evidence"]["metrics"]["cause"] == "python" and "Python outside ops" in slow["fix"]
     # The sleep is Python time in which no op runs: the single-rank rule sees it too.
     assert "host_outside_ops" in slow_ids
     assert not [f for f in by_rank[0]["findings"] if f["id"] == "slow_rank"]

@@ -21,6 +21,14 @@ _FIX = {
 }
 
 
+def _cause_hint(s) -> str:
+    """Where the excess went, from the rank's attribution (mlprof.analysis.rank_cause)."""
+    if s.cause is None:
+        return ""
+    where = "".join(f" {k} {v}" for k, v in (("at", s.call_site), ("in module", s.module)) if v)
+    return f" Most of the excess is {s.cause_label} (+{s.cause_ns / 1e6:.2f} ms per step){where}."
+
+
 def slow_rank_findings(report) -> list[Finding]:
     """One finding per slow rank of a cluster report (``mlprof.analysis.cluster.ClusterReport``)."""
     by_source = {r.source: r for r in report.ranks}
@@ -40,5 +48,5 @@ def slow_rank_findings(report) -> list[Finding]:
                                        "excess_ns": s.excess_ns, "ranks": len(report.ranks),
                                        "others_wait_ns_per_step": others_wait},
                               steps=[r for r in report.step_rows if r["source"] == s.source][:10]),
-            fix=_FIX[s.excess_in].format(rank=s.rank), rank=s.rank))
+            fix=_FIX[s.excess_in].format(rank=s.rank) + _cause_hint(s), rank=s.rank))
     return findings
