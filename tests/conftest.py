@@ -82,6 +82,7 @@ QUIET_FILES = frozenset({
     "tests/analysis/test_contention.py",
     "tests/analysis/test_jobs.py",
     "tests/analysis/test_cluster.py",
+    "tests/analysis/test_straggler_runs.py",
     "tests/test_readme_loop.py",
     "tests/scenarios/test_config_runs.py",
     "tests/analysis/test_growth_runs.py",

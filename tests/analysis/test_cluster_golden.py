@@ -54,7 +54,7 @@ def test_wait_transit_and_slow_rank_are_exact(two_ranks):
     assert r1.communication_ns == 1_000_000 and r1.wait_ns == 0 and r1.transit_ns == 1_000_000
     assert (r0.compute_ns, r1.compute_ns) == (2_000_000, 5_000_000)
     (slow,) = report.slow_ranks
-    assert slow.rank == 1 and slow.cause == "compute" and slow.excess_ns == 3_000_000
+    assert slow.rank == 1 and slow.excess_in == "compute" and slow.excess_ns == 3_000_000
     assert slow.share_of_step == pytest.approx(0.5) and slow.severity == "critical"
     c0 = {c.rank: c for c in report.collectives}
     assert c0[0].size_bytes == c0[1].size_bytes == 4_000  # 1000 floats

@@ -266,7 +266,7 @@ def test_cluster_of_ranks_in_one_folder_finds_the_slow_rank(tmp_path):
         assert f["ranks"] == [{"id": "job/rank0_mlprof_output", "rank": 0}, {"id": "job/rank1_mlprof_output", "rank": 1}]
         assert [r["rank"] for r in answer["ranks"]] == [0, 1]
         assert answer["ranks"][1]["compute_ns"] > answer["ranks"][0]["compute_ns"]
-        assert [(s["rank"], s["cause"]) for s in answer["slow_ranks"]][:1] == [(1, "compute")]
+        assert [(s["rank"], s["excess_in"]) for s in answer["slow_ranks"]][:1] == [(1, "compute")]
         rows = list(csv.DictReader(io.StringIO(c.get("/api/cluster/ranks", params={
             "run": "job/rank1_mlprof_output", "format": "csv"}).text)))
         assert [r["rank"] for r in rows] == ["0", "1"]

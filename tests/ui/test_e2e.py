@@ -272,6 +272,7 @@ def test_cluster_page_shows_ranks_the_slow_one_and_links_them(page, tmp_path):
         page.goto(run_url(url, "job/rank0_mlprof_output", "cluster"))
         wait_page(page, "cluster")
         assert "rank 1: compute" in page.inner_text("#slow-ranks")
+        assert "cause: device compute" in page.inner_text("#slow-ranks")  # the cause from its attribution
         check_charts(page, "#page-cluster")
         assert page.get_attribute("#slow-ranks a.rank-link", "href").endswith(q("job/rank1_mlprof_output") + "/overview")
 

@@ -8,11 +8,16 @@ ranks and extracts that data in worker processes or on a Dask cluster);
 * a per-rank table of mean step time split into compute, communication
   (wait and transit) and free (device idle) time, and per-rank per-step rows;
 * slow ranks: a rank whose compute, communication transit or free time
-  exceeds the ranks' median by ``slow_rank_warn_share`` of the median step;
+  exceeds the ranks' median by ``slow_rank_warn_share`` of the median step
+  (``excess_in``), and its cause read from its attribution against the other
+  ranks' (:mod:`mlprof.analysis.rank_cause`: the phase or finding that makes up
+  the excess, with its call site or module);
 * communication per collective and rank: count, time, wait, transit, bytes,
   bandwidth (bytes / transit);
 * a communication matrix (source rank, destination rank) where group
-  membership is recorded.
+  membership is recorded;
+* arrival order per collective and rank (who arrives last, how often) and
+  per-step per-rank wait/transit (heatmap data), :mod:`mlprof.analysis.collective_skew`.
 
 Wait time of one collective instance on one rank = latest start of that
 instance over all ranks - this rank's start (the time it waited for the
@@ -22,12 +27,15 @@ others to arrive); instances are matched by name, group and order of issue.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from mlprof.analysis.jobs import RunIdentity, group_jobs
 from mlprof.analysis.advisor.model import Thresholds
 from mlprof.analysis.cluster_data import group_key
+from mlprof.analysis.collective_skew import (arrival_stats, collective_kind, instance_waits, match_instances,
+                                             skew_rows)
+from mlprof.analysis.rank_cause import JobBaseline, median_without, slow_rank_cause
 from mlprof.errors import MlprofError
 
 __all__ = ["RankSummary", "SlowRank", "CollectiveStat", "ClusterReport", "combine"]
@@ -53,12 +61,22 @@ class RankSummary:
 class SlowRank:
     rank: int | None
     source: str  # the rank's capture or trace
-    cause: str  # compute, communication or free
+    excess_in: str  # where the excess shows: compute, communication (transit) or free (device idle)
     value_ns: float  # this rank's mean per step
     median_ns: float  # the ranks' median
     excess_ns: float
     share_of_step: float  # excess / median step time
     severity: str
+    # Why, from the attribution (mlprof.analysis.rank_cause): a phase of tables.phases (gc, data_loading,
+    # forward, python, ...), cpu_contention, input_size, device_compute or communication_transit; None
+    # when the ranks carry no attribution.
+    cause: str | None = None
+    cause_label: str | None = None
+    cause_ns: float | None = None  # the cause's excess over the other ranks' median, per step
+    cause_share_of_wait: float | None = None  # cause_ns / the other ranks' median wait in collectives per step
+    call_site: str | None = None
+    module: str | None = None
+    components: list[dict] = field(default_factory=list)  # every positive excess, largest first
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,7 @@ class CollectiveStat:
     transit_ns: int
     size_bytes: int | None
     bandwidth_gb_per_s: float | None  # bytes / transit ns
+    kind: str | None = None  # allreduce, allgather, ... whatever the backend named it (collective_kind)
 
 
 @dataclass
@@ -85,6 +104,10 @@ class ClusterReport:
     # Sources of each job: ranks are compared only within a job (mlprof.analysis.jobs).
     jobs: list[list[str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Per collective, group and rank: who arrives last and how often (collective_skew.arrival_stats).
+    arrivals: list[dict] = field(default_factory=list)
+    # Per rank and step: collectives' wait (skew) and transit ns, for a heatmap (collective_skew.skew_rows).
+    skew_rows: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -93,26 +116,6 @@ class ClusterReport:
 def _mean(values: list) -> float:
     vals = [v for v in values if v is not None]
     return sum(vals) / len(vals) if vals else 0.0
-
-
-def _waits(ranks: list[dict]) -> dict[tuple[int, int], int]:
-    """Wait ns per (rank index, op index): latest start among ranks of the matched instance - own start."""
-    instances: dict[tuple, list[tuple[int, int, int]]] = {}
-    for ri, r in enumerate(ranks):
-        seen: dict[tuple, int] = {}
-        for oi, op in enumerate(r["comm_ops"]):
-            key = group_key(op)
-            k = seen.get(key, 0)
-            seen[key] = k + 1
-            instances.setdefault((*key, k), []).append((ri, oi, op["start_ns"]))
-    waits = {}
-    for members in instances.values():
-        if len(members) < 2:
-            continue
-        last = max(start for _, _, start in members)
-        for ri, oi, start in members:
-            waits[(ri, oi)] = last - start
-    return waits
 
 
 def combine(ranks: list[dict], thresholds: Thresholds | None = None) -> ClusterReport:
@@ -141,7 +144,7 @@ def combine(ranks: list[dict], thresholds: Thresholds | None = None) -> ClusterR
                            jobs=[[r["source"] for r in job] for job in jobs], warnings=warnings)
     for job in jobs:
         part = _combine_job(job, th)
-        for name in ("ranks", "step_rows", "slow_ranks", "collectives", "matrix"):
+        for name in ("ranks", "step_rows", "slow_ranks", "collectives", "matrix", "arrivals", "skew_rows"):
             getattr(report, name).extend(getattr(part, name))
     return report
 
@@ -156,11 +159,13 @@ def _typical_mean(values: list) -> float:
 
 def _combine_job(good: list[dict], th: Thresholds) -> ClusterReport:
     """The cross-rank figures of the ranks of one job."""
-    waits = _waits(good)
-    summaries, step_rows, collectives, matrix = [], [], [], []
+    instances = match_instances(good, group_key)
+    waits = instance_waits(instances)
+    summaries, step_rows, collectives, matrix, all_waits = [], [], [], [], []
     typical: dict[str, dict[str, float | None]] = {}
     for ri, r in enumerate(good):
         op_wait = [min(waits.get((ri, oi), 0), op["dur_ns"]) for oi, op in enumerate(r["comm_ops"])]
+        all_waits.append(op_wait)
         n_steps = max(len(r["steps"]), 1)
         wait_total = sum(op_wait)
         comm_mean = _mean([s["communication_ns"] for s in r["steps"]])
@@ -194,7 +199,8 @@ def _combine_job(good: list[dict], th: Thresholds) -> ClusterReport:
             collectives.append(CollectiveStat(
                 collective=name, group=grp, rank=r["rank"], count=c["count"], total_ns=c["total"], wait_ns=c["wait"],
                 transit_ns=transit, size_bytes=size,
-                bandwidth_gb_per_s=round(size / transit, 4) if size and transit > 0 else None))
+                bandwidth_gb_per_s=round(size / transit, 4) if size and transit > 0 else None,
+                kind=collective_kind(name)))
         for m in r["matrix"]:
             for dst in m.get("dst_ranks") or []:
                 if isinstance(dst, int) and dst != r["rank"]:
@@ -202,8 +208,27 @@ def _combine_job(good: list[dict], th: Thresholds) -> ClusterReport:
                                    "group": m["group_name"], "count": m["count"], "size_bytes": m["size_bytes"],
                                    "time_ns": m["time_ns"], "bandwidth_gb_per_s": m["bandwidth_gb_per_s"]})
     slow = _slow_ranks(summaries, th, typical) if len(summaries) > 1 else []
+    if slow:
+        job = JobBaseline([r.get("attribution") for r in good])
+        waits_sorted = sorted(x.wait_ns for x in summaries)
+        slow = [_with_cause(s, good, summaries, job, waits_sorted) for s in slow]
     return ClusterReport(ranks=summaries, step_rows=step_rows, slow_ranks=slow, collectives=collectives,
-                         matrix=matrix)
+                         matrix=matrix, arrivals=arrival_stats(good, instances, group_key),
+                         skew_rows=skew_rows(good, all_waits))
+
+
+def _with_cause(s: SlowRank, ranks: list[dict], summaries: list[RankSummary], job: JobBaseline,
+                waits_sorted: list[float]) -> SlowRank:
+    """``s`` with its cause read from the ranks' attribution (unchanged where the ranks carry none)."""
+    me = next((r.get("attribution") for r in ranks if r["source"] == s.source), None)
+    own_wait = next(x.wait_ns for x in summaries if x.source == s.source)
+    others_wait = median_without(waits_sorted, own_wait) or 0.0
+    cause = slow_rank_cause(me, job, s.excess_in, s.excess_ns, others_wait)
+    if cause is None:
+        return s
+    return replace(s, cause=cause["cause"], cause_label=cause["label"], cause_ns=cause["excess_ns"],
+                   cause_share_of_wait=cause["share_of_others_wait"], call_site=cause["call_site"],
+                   module=cause["module"], components=cause["components"])
 
 
 def _slow_ranks(ranks: list[RankSummary], th: Thresholds,
@@ -227,10 +252,11 @@ def _slow_ranks(ranks: list[RankSummary], th: Thresholds,
         if any(v is None for v in values):
             continue
         # With 2 ranks the median is their mean; compare with the others' lowest
-        # value instead so the slow one is not half hidden by itself.
+        # value instead so the slow one is not half hidden by itself. The median of
+        # the others is read off the sorted values (1,024 ranks: no pass per rank).
+        ordered = sorted(values)
         for r, v in zip(ranks, values):
-            others = [o for o, rr in zip(values, ranks) if rr is not r]
-            base = statistics.median(others) if len(others) > 1 else others[0]
+            base = median_without(ordered, v)
             excess = v - base
             share = excess / median_step
             if share >= th.slow_rank_warn_share and typical is not None and r.source in typical:
@@ -243,7 +269,7 @@ def _slow_ranks(ranks: list[RankSummary], th: Thresholds,
                         continue  # the excess came from one step: not a slow rank
             if share >= th.slow_rank_warn_share:
                 severity = "critical" if share >= th.critical_share else "warning"
-                found.append(SlowRank(rank=r.rank, source=r.source, cause=cause, value_ns=v, median_ns=base, excess_ns=excess,
+                found.append(SlowRank(rank=r.rank, source=r.source, excess_in=cause, value_ns=v, median_ns=base, excess_ns=excess,
                                       share_of_step=round(share, 4), severity=severity))
     return sorted(found, key=lambda s: -s.excess_ns)
 

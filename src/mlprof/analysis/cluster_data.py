@@ -17,6 +17,7 @@ import numpy as np
 from mlprof.analysis.communication import communication_matrix, rank_of
 from mlprof.analysis.intervals import union_length
 from mlprof.analysis.jobs import HOST_COLLECTIVE_PATTERN, run_identity
+from mlprof.analysis.rank_cause import rank_attribution
 from mlprof.analysis.steps import step_breakdown
 from mlprof.tables.layout import TABLES_DIR
 from mlprof.tables.store import TableStore
@@ -97,7 +98,9 @@ def extract_rank(store: TableStore, source: str, output_dir: str | Path | None =
                           "communication_ns": comm_ns, "communication_not_overlapped_ns": exposed,
                           "free_ns": free, "data_loading_ns": s.data_loading_ns})
     return {"rank": rank, "source": source, "output_dir": None if output_dir is None else str(output_dir),
-            "comm_kind": kind, "identity": identity, "steps": step_rows, "comm_ops": comm, "matrix": matrix}
+            "comm_kind": kind, "identity": identity, "steps": step_rows, "comm_ops": comm, "matrix": matrix,
+            # Means per step of the rank's phases, call sites, modules: what a slow rank's cause is read from.
+            "attribution": rank_attribution(store, steps)}
 
 
 def rank_data(output_dir: str | Path, source: str | None = None) -> dict:

@@ -53,8 +53,9 @@ def format_cluster(report: ClusterReport) -> list[str]:
     if report.slow_ranks:
         lines.append("Slow ranks")
         for s in report.slow_ranks:
-            lines.append(f"  [{s.severity.upper()}] rank {s.rank}: {s.cause} {_ms(s.value_ns)} ms per step vs "
+            lines.append(f"  [{s.severity.upper()}] rank {s.rank}: {s.excess_in} {_ms(s.value_ns)} ms per step vs "
                          f"{_ms(s.median_ns)} ms on the others (+{s.share_of_step:.0%} of a step)")
+            lines += _cause_lines(s)
     else:
         lines.append("No slow rank.")
     lines.append("")
@@ -69,6 +70,7 @@ def format_cluster(report: ClusterReport) -> list[str]:
                          f"{_ms(c.wait_ns):>10} {_ms(c.transit_ns):>10} {mb:>10} {bw:>8}  "
                          f"{c.collective}{' [' + c.group + ']' if c.group else ''}")
         lines.append("")
+    lines += _arrival_lines(report)
     if report.matrix:
         lines.append("Communication matrix (src -> dst)")
         for m in report.matrix[:50]:
@@ -81,6 +83,35 @@ def format_cluster(report: ClusterReport) -> list[str]:
     for w in report.warnings:
         lines.append(f"note: {w}")
     return lines
+
+
+def _cause_lines(s) -> list[str]:
+    """The slow rank's cause (mlprof.analysis.rank_cause), then the other components of its excess."""
+    if s.cause is None:
+        return ["      cause: unknown (the ranks carry no attribution)"]
+    share = "" if s.cause_share_of_wait is None else f", {s.cause_share_of_wait:.0%} of the others' wait"
+    where = "".join(f", {k} {v}" for k, v in (("at", s.call_site), ("in module", s.module)) if v)
+    lines = [f"      cause: {s.cause_label} +{_ms(s.cause_ns)} ms per step{share}{where}"]
+    rest = [c for c in s.components if c["cause"] != s.cause][:3]
+    if rest:
+        lines.append("      also: " + "; ".join(f"{c['label']} +{_ms(c['excess_ns'])} ms" for c in rest))
+    return lines
+
+
+def _arrival_lines(report: ClusterReport) -> list[str]:
+    """Per collective: the rank that arrives last most often (arrival order over matched instances)."""
+    by_coll: dict[tuple, list[dict]] = {}
+    for a in report.arrivals:
+        by_coll.setdefault((a["collective"], a["group"]), []).append(a)
+    if not by_coll:
+        return []
+    lines = ["Arrival order per collective (last to arrive: the others wait for it)"]
+    for (name, grp), rows in sorted(by_coll.items()):
+        top = sorted(rows, key=lambda a: (-a["last_count"], -a["mean_late_ns"]))[:3]
+        lines.append(f"  {name}{' [' + grp + ']' if grp else ''}: " + ", ".join(
+            f"rank {a['rank']} last in {a['last_count']}/{a['instances']} (mean {_ms(a['mean_late_ns'])} ms "
+            "behind the first)" for a in top))
+    return [*lines, ""]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["cluster_members", "cluster_answer", "cluster_rows", "CLUSTER_SECTIONS", "folder_of"]
 
-CLUSTER_SECTIONS = ("ranks", "step_rows", "slow_ranks", "collectives", "matrix")
+CLUSTER_SECTIONS = ("ranks", "step_rows", "slow_ranks", "collectives", "matrix", "arrivals", "skew_rows")
 
 
 def folder_of(run_id: str) -> str:
