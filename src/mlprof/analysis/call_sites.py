@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mlprof.tables.store import TableStore
 
-__all__ = ["call_sites"]
+__all__ = ["call_sites", "phase_ns"]
 
 _UNNEST_USER_FRAMES = """, unnest(from_json(k.user_frames, '["VARCHAR"]')) AS u(site)"""
 # Every user frame of the stack, as a call site ('file:line function' split into its parts).
@@ -69,3 +69,12 @@ def call_sites(store: TableStore, phase: str | None = None, step: int | None = N
         {phase_filter}
         ORDER BY est_ns DESC, s.call_site""", params)
     return rows[:limit] if limit else rows
+
+
+def phase_ns(store: TableStore, phase: str, step: int | None = None) -> int:
+    """Host time of ``phase`` in the captured steps (or in step ``step``), from the attribution."""
+    step_filter = "" if step is None else "AND step = ?"
+    params: list = [phase] if step is None else [phase, step]
+    (total,) = store.rows(f"""SELECT coalesce(sum(dur_ns), 0) FROM phase_spans
+                              WHERE view = 'host' AND step IS NOT NULL AND phase = ? {step_filter}""", params)[0]
+    return int(total)
