@@ -36,12 +36,19 @@ fail() {
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv >>"$LOG" 2>&1 || fail "$PYTHON -m venv .venv"
 fi
-PIP=(.venv/bin/python -m pip install --disable-pip-version-check --no-input)
+# --no-compile: Python writes the bytecode of what is imported when it is first imported, instead of
+# pip compiling all of torch up front (143 MiB of .pyc files, most never used).
+PIP=(.venv/bin/python -m pip install --disable-pip-version-check --no-input --no-compile)
 if [ -n "$CONSTRAINTS" ]; then PIP+=(-c "$CONSTRAINTS"); fi
 if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" >/dev/null 2>&1; then
-  TORCH_FROM=()
-  if [ -n "$TORCH_INDEX" ]; then TORCH_FROM=(--extra-index-url "$TORCH_INDEX"); fi
-  "${PIP[@]}" "${TORCH_FROM[@]}" "torch==$TORCH_VERSION" >>"$LOG" 2>&1 || fail "installing torch==$TORCH_VERSION"
+  # A wheel pip's configuration already holds (find-links: this project's machines keep the CPU build on
+  # disk) needs no network; else the CPU index, where PyPI's Linux wheel would pull CUDA.
+  if ! "${PIP[@]}" --no-index --no-deps "torch==$TORCH_VERSION" >>"$LOG" 2>&1; then
+    TORCH_FROM=()
+    if [ -n "$TORCH_INDEX" ]; then TORCH_FROM=(--extra-index-url "$TORCH_INDEX"); fi
+    "${PIP[@]}" "${TORCH_FROM[@]}" "torch==$TORCH_VERSION" >>"$LOG" 2>&1 || fail "installing torch==$TORCH_VERSION"
+  fi
+  "${PIP[@]}" "torch==$TORCH_VERSION" >>"$LOG" 2>&1 || fail "installing torch's dependencies"
 fi
 "${PIP[@]}" -e ".$EXTRAS" >>"$LOG" 2>&1 || fail "installing mlprof${EXTRAS}"
 # The start-up hook behind MLPROF_CONFIG_PATH / MLPROF_PROFILING_OPTIONS (no code change needed).
