@@ -56,5 +56,5 @@ fi
 .venv/bin/python - "$LOG" "${EXTRAS:-[runtime]}" <<'EOF'
 import importlib.metadata as md, sys, mlprof, torch
 print(f"set up .venv{sys.argv[2]}: mlprof {mlprof.__version__} with torch {torch.__version__}, "
-      f"{len(list(md.distributions()))} packages (log: {sys.argv[1]})")
+      f"{len({d.metadata['Name'].lower() for d in md.distributions()})} packages (log: {sys.argv[1]})")
 EOF
