@@ -4,7 +4,7 @@
 # Tests that judge the timings of real runs still run alone: see tests/conftest.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --test
 # The dashboard's end-to-end tests drive Debian's chromium (no browser download).
 bash scripts/install_browser.sh
 workers=${MLPROF_TEST_WORKERS:-$(nproc)}

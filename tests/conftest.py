@@ -77,6 +77,7 @@ QUIET_FILES = frozenset({
     "tests/analysis/test_advisor_cpu_runs.py",
     "tests/analysis/test_advisor_level0_runs.py",
     "tests/analysis/test_backward_loop_runs.py",
+    "tests/analysis/test_storm_fix.py",
     "tests/analysis/test_compare.py",
     "tests/analysis/test_compare_stats.py",
     "tests/analysis/test_contention.py",

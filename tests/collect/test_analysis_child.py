@@ -58,3 +58,27 @@ def test_windows_closing_faster_than_they_parse_do_not_pile_up_parsers(tmp_path,
     assert analysis_child.wait_for_analysis(timeout_s=300)
     with open(prof.capture_dir / "mlprof_output" / "step_trace_time.csv", newline="") as f:
         assert [int(row["Step"]) for row in csv.DictReader(f)] == list(range(13))
+
+
+def test_a_trainer_run_is_parsed_once_with_what_it_logged_after_the_window(tmp_path, trainer):
+    """Issue 34: logs/analyse.log of a trainer run showed two "parsed in" lines: one at the window's end,
+    one at stop for the scalars logged since. One window: one parse, at stop, with every value."""
+    from mlprof.collect.trainer_session import TrainerSession
+    from mlprof.integrations._common import integration_options
+    from mlprof.tables.store import TableStore
+
+    session = TrainerSession(integration_options(tmp_path / "prof", 3, 2, None, {}).options, integration="test")
+    session.start(1)
+    for step in range(1, 13):
+        trainer.step()
+        session.log({"loss": 1.0 / step}, step, "test")
+        session.end_step(4, None)
+    capture = session.capture_dir
+    session.stop()
+    assert analysis_child.wait_for_analysis(timeout_s=300)
+    log = (capture / "logs" / "analyse.log").read_text()
+    assert log.count("parsed in") == 1, log
+    with TableStore(capture / "mlprof_output" / "tables") as store:
+        # Logged at every step, window or not: the values after the window are in the one parse.
+        assert store.rows("SELECT count(*) FROM scalars WHERE name = 'loss'")[0][0] == 12
+        assert store.rows("SELECT max(step) FROM scalars WHERE name = 'loss'")[0][0] == 12

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mlprof.tables.store import TableStore
 
-__all__ = ["call_sites", "side_work"]
+__all__ = ["call_sites", "phase_ns", "side_work"]
 
 _UNNEST_USER_FRAMES = """, unnest(from_json(k.user_frames, '["VARCHAR"]')) AS u(site)"""
 # Every user frame of the stack, as a call site ('file:line function' split into its parts).
@@ -133,3 +133,12 @@ def side_work(store: TableStore, limit: int = 5) -> list[dict]:
     for r in rows:
         r["phases"] = dict(r["phases"]) if r["phases"] is not None else {}
     return rows
+
+
+def phase_ns(store: TableStore, phase: str, step: int | None = None) -> int:
+    """Host time of ``phase`` in the captured steps (or in step ``step``), from the attribution."""
+    step_filter = "" if step is None else "AND step = ?"
+    params: list = [phase] if step is None else [phase, step]
+    (total,) = store.rows(f"""SELECT coalesce(sum(dur_ns), 0) FROM phase_spans
+                              WHERE view = 'host' AND step IS NOT NULL AND phase = ? {step_filter}""", params)[0]
+    return int(total)

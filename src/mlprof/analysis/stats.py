@@ -35,7 +35,7 @@ CONFIDENCE = 0.95
 # under this fraction reads "no change", even when its interval excludes zero.
 MIN_CHANGE = 0.05
 # On CPU-only runs the runs' offset is larger: two runs of the same loop on a 2-vCPU VM came out up to
-# 19% apart at 20 steps each (docs/cli.md, compare verdicts), while twice the work was never under +28%.
+# 19% apart at 20 steps each (docs/benchmarks.md, compare verdicts), while twice the work was never under +28%.
 CPU_MIN_CHANGE = 0.20
 # Exact null distribution of U up to this many steps per run, normal approximation beyond.
 _EXACT_MAX = 60

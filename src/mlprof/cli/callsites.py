@@ -30,18 +30,34 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlprof.analysis.call_sites import call_sites
+    from mlprof.analysis.call_sites import call_sites, phase_ns
 
     results = []
     for source, out in parsed_outputs(args.paths, None, progress_for(args)):
         with TableStore(out / TABLES_DIR) as store:
             rows = call_sites(store, args.phase, args.step, inclusive=args.inclusive)
-        results.append({"source": source, "call_sites": rows[:args.top], "more": max(len(rows) - args.top, 0)})
+            # An empty answer for one phase is not "no samples": say which phases the samples fell in.
+            empty_phase = not rows and args.phase
+            sampled = _samples_by_phase(call_sites(store, None, args.step)) if empty_phase else {}
+            in_phase_ns = phase_ns(store, args.phase, args.step) if empty_phase and sampled else 0
+        result = {"source": source, "call_sites": rows[:args.top], "more": max(len(rows) - args.top, 0)}
+        if empty_phase:
+            result["samples_by_phase"] = sampled
+            result["phase_ns"] = in_phase_ns
+        results.append(result)
     if args.json:
         print_json(results[0] if len(results) == 1 else results)
         return 0
     for res in results:
         print(res["source"])
+        if not res["call_sites"] and res.get("samples_by_phase"):
+            where = "the captured steps" if args.step is None else f"step {args.step}"
+            phases = ", ".join(f"{phase} ({n})" for phase, n in res["samples_by_phase"].items())
+            said = (f"no time of {where} fell in the {args.phase} phase" if not res["phase_ns"] else
+                    f"{res['phase_ns'] / 1e6:,.2f} ms of {where} fell in the {args.phase} phase, too little for "
+                    "the Python sampler to see")
+            print(f"  {said}; the Python samples fell in: {phases}")
+            continue
         if not res["call_sites"]:
             print("  no Python samples in the captured steps: profile with `mlprof run` (on by default) or "
                   "ExperimentalConfig(python_sampling=True)")
@@ -54,3 +70,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"  ... {res['more']} more (--top N)")
         print()
     return 0
+
+
+def _samples_by_phase(rows: list[dict]) -> dict[str, int]:
+    """Samples per phase, most first, from :func:`call_sites` rows (each sample counts once, at its site)."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["phase"]] = counts.get(r["phase"], 0) + int(r["samples"])
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

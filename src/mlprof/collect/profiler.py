@@ -126,6 +126,11 @@ class _KinetoProfile:
         self._module_recorder: ModuleRecorder | None = None
         # Training scalars (mlprof.log_scalar) of the capture, for the whole session.
         self._scalars: ScalarLog | None = None
+        # Set by a caller whose job's end stops the profile (the trainer integrations, one window): the
+        # window is then parsed once, at stop, with what the job logged after it. Parsed at the window's
+        # end too, the capture was parsed twice, the second time for the scalars logged since.
+        self.parse_at_stop = False
+        self._parse_due = False
 
     def _checked_schedule(self, step: int) -> ProfilerAction:
         action = self._schedule(step)
@@ -241,6 +246,7 @@ class _KinetoProfile:
             self._capture.manifest.job_steps = self._backend.step_num
             self._capture.close(layout.STATUS_FINISHED)
             if isinstance(self.on_trace_ready, TraceHandler) and self.on_trace_ready.analyse_flag:
+                late, self._parse_due = late or self._parse_due, False
                 if late and self._capture.manifest.windows:
                     # Written at stop, after the last window's parse (scalars logged since, host samples).
                     spawn_analysis(self._capture.path)
@@ -302,6 +308,16 @@ class _KinetoProfile:
                     self._close_scalars()
                 finally:
                     self._close_failed()
+                    self._parse_deferred_window()
+
+    def _parse_deferred_window(self) -> None:
+        """A window kept for the parse at stop is still parsed when profiling failed before stop."""
+        if self._parse_due and self._capture is not None and self._capture.manifest.windows:
+            self._parse_due = False
+            try:
+                spawn_analysis(self._capture.path)
+            except OSError as exc:
+                logger.error("mlprof: %s: could not start its parse: %s", self._capture.path, exc)
 
     def _close_failed(self) -> None:
         """Record the failure in profiler_info.json (status failed, the reason), making room first."""
@@ -476,7 +492,9 @@ class _KinetoProfile:
         if self._scalars is not None:
             # Before the parse below, so it sees the values logged up to this window.
             self._scalars.flush()
-        if handler.analyse_flag:
+        if handler.analyse_flag and self.parse_at_stop:
+            self._parse_due = True
+        elif handler.analyse_flag:
             spawn_analysis(capture.path)
 
 

@@ -10,6 +10,12 @@ are neither). The first ``COLD_STEPS`` steps never count: they are cold
 are those of ``--skip-first`` after them (the profiler stops after its last
 window), so ``--skip-first 5`` (the default) gives three.
 
+Only unprofiled steps before the last profiled one are compared: like with
+like. A trainer callback profiles steps 5-7 and keeps stepping for thousands
+more, which run faster once the job has warmed up (a Hugging Face run's later
+steps made its profiled ones look 1324% slower). When no unprofiled step
+precedes a profiled one, there is nothing like to compare with, and no summary.
+
 At stop the medians go into the manifest (``profiler_info.json``,
 ``step_times``), and the advisor says how much slower profiled steps were.
 About 0.4 us a step (end + begin, measured), and a bounded list.
@@ -36,6 +42,7 @@ class StepTimer:
         self._start: tuple[int, str] | None = None  # (start_ns, the action's name during the step)
         self._ended = 0
         self.last_end_ns: int | None = None  # when the last step ended (cold ones included)
+        self._unprofiled_before = 0  # how many of unprofiled_ns came before a profiled step
 
     def end(self, now_ns: int) -> None:
         """The step that started at the last ``begin`` ends now."""
@@ -50,6 +57,7 @@ class StepTimer:
         if action.startswith("RECORD"):
             if len(self.profiled_ns) < MAX_STEPS:
                 self.profiled_ns.append(now_ns - start_ns)
+            self._unprofiled_before = len(self.unprofiled_ns)
         elif action == "NONE" and len(self.unprofiled_ns) < MAX_STEPS:
             self.unprofiled_ns.append(now_ns - start_ns)
 
@@ -58,9 +66,11 @@ class StepTimer:
         self._start = (now_ns, getattr(action, "name", "NONE"))
 
     def summary(self) -> StepTimes | None:
-        """Medians and counts, the manifest's typed record; None until both kinds have a step."""
-        if not self.profiled_ns or not self.unprofiled_ns:
+        """Medians and counts, the manifest's typed record; None until a profiled step has an unprofiled
+        one before it (the steps after the last window are left out: see the module doc)."""
+        unprofiled = self.unprofiled_ns[:self._unprofiled_before]
+        if not self.profiled_ns or not unprofiled:
             return None
         return StepTimes(profiled_median_ns=int(statistics.median(self.profiled_ns)),
-                         unprofiled_median_ns=int(statistics.median(self.unprofiled_ns)),
-                         profiled_steps=len(self.profiled_ns), unprofiled_steps=len(self.unprofiled_ns))
+                         unprofiled_median_ns=int(statistics.median(unprofiled)),
+                         profiled_steps=len(self.profiled_ns), unprofiled_steps=len(unprofiled))

@@ -97,6 +97,9 @@ class TrainerSession:
         if last is not None and first_step > last and self.options.repeat == 1:
             logger.warning("mlprof: %s starts at step %d, after the steps to profile (%d-%d); nothing will be "
                            "profiled", self._what(), first_step, first_recorded_step(self.options), last)
+        # One window: parsed once, when the trainer ends, with the scalars it logged after the window
+        # (parsed at the window's end as well, every trainer run was parsed twice).
+        prof.parse_at_stop = self.analyse and self.options.repeat == 1
         self.prof = prof
         self.last_step = first_step - 1
         prof.start()

@@ -20,6 +20,7 @@ import gc
 import mmap
 import os
 import re
+import shlex
 import tempfile
 from collections.abc import Callable
 from functools import partial
@@ -215,9 +216,22 @@ def read_kineto(
                 return read_stream(path, pool, progress, memory_budget_bytes, spill)
         except NotStreamable:
             return _read(path, pool, _bytes_progress(path, progress))
+    except TraceFormatError:
+        if path.suffix.lower() in _SCRIPT_SUFFIXES:
+            raise TraceFormatError(script_given(path)) from None
+        raise
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+_SCRIPT_SUFFIXES = (".py", ".pyw")
+
+
+def script_given(path: Path) -> str:
+    """The error for a training script given where a trace or capture belongs: how to profile it instead."""
+    return (f"{path}: a Python script, not a trace or capture; to profile it: "
+            f"mlprof run --output ./result -- python {shlex.quote(str(path))}, then: mlprof advise ./result")
 
 
 def _bytes_progress(path: Path, progress):

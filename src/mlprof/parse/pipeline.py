@@ -70,7 +70,7 @@ class ParseOptions:
     on_error: str = "raise"
     # Memory the parse of one input aims to stay under (bytes; None: $MLPROF_MEMORY_BUDGET, else 1 GiB).
     # It sizes the blocks the trace is streamed in and how many worker
-    # processes decode at once (docs/cli.md says what it does not bound yet).
+    # processes decode at once (docs/benchmarks.md says what it does not bound yet).
     memory_budget_bytes: int | None = None
 
     def __post_init__(self) -> None:

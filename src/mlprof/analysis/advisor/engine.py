@@ -122,7 +122,8 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
     report = AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
                            findings=findings, rules_run=[r.__name__ for r in rules], steps=list(ctx.steps))
     report.notes.extend(window_notes(ctx))
-    note = profiling_cost_note(ctx.metadata.get("capture.step_times"))
+    note = profiling_cost_note(ctx.metadata.get("capture.step_times"),
+                               max((s.step for s in ctx.steps if s.step is not None), default=None))
     if note:
         report.notes.append(note)
     report.recount()
@@ -133,11 +134,14 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
 PROFILING_COST_NOTE = 0.10
 
 
-def profiling_cost_note(step_times: object) -> str | None:
+def profiling_cost_note(step_times: object, last_profiled_step: int | None = None) -> str | None:
     """How much slower the profiled steps ran than warm unprofiled ones (collect.step_times), when it matters.
 
     Every recorded op costs the profiler a little, so findings about many tiny ops (op_storm,
-    host-bound loops) carry that cost in their share.
+    host-bound loops) carry that cost in their share. Only unprofiled steps before the last profiled
+    one compare like with like; captures written before the collector kept to them counted the steps
+    after the window too (a trainer's thousands of later, warmer steps): more unprofiled steps than
+    there are steps up to ``last_profiled_step`` give that away, and the note stays silent.
     """
     if not isinstance(step_times, dict):
         return None
@@ -148,8 +152,11 @@ def profiling_cost_note(step_times: object) -> str | None:
         return None
     if unprofiled <= 0 or profiled < (1 + PROFILING_COST_NOTE) * unprofiled:
         return None
+    if last_profiled_step is not None and counts[1] > last_profiled_step + 1:
+        return None
     return (f"profiling made steps {profiled / unprofiled - 1:.0%} slower (median {profiled / 1e6:.1f} ms over "
-            f"{counts[0]} profiled steps, {unprofiled / 1e6:.1f} ms over {counts[1]} warm unprofiled ones): "
+            f"{counts[0]} profiled steps, {unprofiled / 1e6:.1f} ms over {counts[1]} warm unprofiled ones before "
+            "them): "
             "shares include the profiler's cost per recorded op, most in findings about many tiny ops")
 
 

@@ -9,6 +9,8 @@ op names called at least ``op_storm_calls_per_step`` times per step at under
 Python gaps between consecutive ones (the loop itself), and the backward those ops caused (linked by autograd sequence number,
 docs/attribution.md), whatever thread and however many intra-op threads ran it.
 It then names the line that loops, from the sampled Python stacks.
+The fix follows the phase that holds the storm's time (:func:`storm_fix`): the
+optimizer's per-tensor loop and the input pipeline's per-sample work have fixes of their own.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severit
 from mlprof.analysis.advisor.loops import loop_site, storm_ops
 from mlprof.analysis.advisor.rules_host import short_site
 
-__all__ = ["op_storm"]
+__all__ = ["op_storm", "storm_fix"]
 
 _FIX = ("Vectorise the loop: one tensor op over the whole batch instead of one per row or sample (a mask from "
         "torch.bernoulli(torch.full_like(x, p)), model(x) on the batch instead of model(x[i:i+1]), torch.vmap for "
@@ -37,6 +39,29 @@ _OPTIMIZER_FIX = ("The optimizer updates its parameters one tensor at a time, se
                   "multi-tensor or fused implementation (torch.optim.AdamW(params, foreach=True), or fused=True "
                   "where your device and torch support it), or torch.compile the optimizer step; fewer, larger "
                   "parameter tensors help too. Mixed precision will not help: the time goes to issuing ops.")
+
+
+_DATA_LOADING_FIX = ("The tiny ops run while the next batch is loaded, not in the model: the dataset's __getitem__, "
+                     "its transforms or the collate function build each sample with many small tensor ops. Take "
+                     "that work off the training step: DataLoader(num_workers=N, persistent_workers=True) runs it "
+                     "in worker processes beside training; build each batch with one tensor op (index a tensor "
+                     "prepared once with a batch of indices) instead of one per sample; or prepare the tensors "
+                     "once, before training. Vectorising or compiling the model will not help: these are not its ops.")
+
+
+def storm_fix(phases: dict[str, int], framework: bool) -> tuple[str, str]:
+    """(where, fix) for a storm whose outermost ops' time per host phase is ``phases``.
+
+    The fix follows the storm's own evidence: the phase that holds at least half of its time decides
+    (the optimizer's per-tensor loop, or the input pipeline's per-sample work); else the storm is the
+    model's, a Python loop around it (``framework=False``) or its own small ops (``framework=True``).
+    """
+    total_ns = sum(phases.values())
+    if phases.get("optimizer", 0) >= 0.5 * total_ns > 0:
+        return " in the optimizer step", _OPTIMIZER_FIX
+    if phases.get("data_loading", 0) >= 0.5 * total_ns > 0:
+        return " in data loading", _DATA_LOADING_FIX
+    return "", _FRAMEWORK_FIX if framework else _FIX
 
 
 def _storm_phases(ctx: AdvisorContext) -> dict[str, int]:
@@ -177,24 +202,24 @@ def op_storm(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             f"times per step" if modules else
             f"{repeated[0]['name']} runs {repeated[0]['calls_per_step']:g} times per step" if repeated else "")
     phases = _storm_phases(ctx)
-    in_optimizer = phases.get("optimizer", 0) >= 0.5 * sum(phases.values()) > 0
-    where = (" in the optimizer step" if in_optimizer else f" from {short_site(site['call_site'])}" if site else "")
+    phase_where, _ = storm_fix(phases, framework=False)
+    in_phase = bool(phase_where)  # the optimizer's or the input pipeline's: not the model's own ops
+    where = phase_where or (f" from {short_site(site['call_site'])}" if site else "")
     # Storm ops nested in other framework ops are the model's own small ops, not a Python loop's, unless a
     # module is called that often (a per-sample loop around it) or the storm is the optimizer's per-tensor
     # loop. On a device run the launch-bound idle (device_idle) is then the finding, this is its detail.
     total_ns, inside_ns = ctx.store.rows(
         "SELECT sum(end_ns - start_ns), sum(CASE WHEN inside_op THEN end_ns - start_ns ELSE 0 END) FROM _storm_named")[0]
     inside_share = (inside_ns or 0) / total_ns if total_ns else 0.0
-    framework = inside_share >= th.op_storm_inside_ops_share and not modules and not in_optimizer
+    framework = inside_share >= th.op_storm_inside_ops_share and not modules and not in_phase
     if framework and ctx.has_device and severity in ("critical", "warning"):
         severity = "info"
+    _, fix = storm_fix(phases, framework)
     if framework:
         title = (f"Host-bound: {share:.0%} of step time issues tiny framework ops ({what}), {inside_share:.0%} of it "
                  "inside larger ops: the model's own small ops, not a Python loop")
-        fix = _FRAMEWORK_FIX
     else:
         title = f"Host-bound Python loop: {share:.0%} of step time issues tiny ops one by one ({what}{where})"
-        fix = _OPTIMIZER_FIX if in_optimizer else _FIX
     return [Finding(
         id="op_storm", severity=severity, share=round(share, 4), impact_ns=int(cost_ns),
         title=title,
