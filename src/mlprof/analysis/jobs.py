@@ -24,9 +24,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from mlprof.analysis.communication import rank_of
-
-# Host-side collectives (CPU backends have no device kernels).
-HOST_COLLECTIVE_PATTERN = r"^(gloo|nccl|mpi|ucc|xccl|hccl):"
+from mlprof.tables.names import HOST_COMMUNICATION_REGEX
 from mlprof.tables.store import TableStore
 
 __all__ = ["RunIdentity", "JobGroups", "run_identity", "group_jobs", "SAME_LAUNCH_WINDOW_NS"]
@@ -46,7 +44,7 @@ class RunIdentity:
     launch: str | None  # TORCHELASTIC_RUN_ID or MASTER_ADDR:MASTER_PORT
     start_ns: int | None
     end_ns: int | None = None  # last step end (or last op end)
-    communicates: bool = False  # has collectives (device kernels or host gloo/nccl ops)
+    communicates: bool = False  # has collectives (device kernels or host communication ops)
 
     @property
     def distributed(self) -> bool:
@@ -87,7 +85,7 @@ def run_identity(store: TableStore, source: str) -> RunIdentity:
     if not isinstance(start, int):
         start = first
     communicates = store.rows(f"""SELECT (SELECT count(*) FROM collectives) + (SELECT count(*) FROM host_ops
-        WHERE regexp_matches(name, '{HOST_COLLECTIVE_PATTERN}'))""")[0][0] > 0
+        WHERE regexp_matches(name, '{HOST_COMMUNICATION_REGEX}'))""")[0][0] > 0
     return RunIdentity(source=str(source), rank=rank_of(store),
                        world_size=world if isinstance(world, int) else None,
                        host=meta.get("capture.host") if isinstance(meta.get("capture.host"), str) else None,
