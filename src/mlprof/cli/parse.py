@@ -12,7 +12,7 @@ from mlprof.cli.exit_codes import EXIT_PARTIAL
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError, printable
 from mlprof.export import (EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
                            ExportOptions)
-from mlprof.tables.budget import parse_size
+from mlprof.options import parse_size
 
 __all__ = ["register", "run", "summary_line"]
 
