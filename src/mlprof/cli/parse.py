@@ -7,10 +7,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from mlprof.cli.common import ListOption, add_common, exit_code_for, print_json, progress_for
+from mlprof.cli.common import add_common, add_export_type, exit_code_for, export_types, print_json, progress_for
 from mlprof.cli.exit_codes import EXIT_PARTIAL
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError, printable
-from mlprof.export import (EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
+from mlprof.export import (PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
                            ExportOptions)
 from mlprof.options import parse_size
 
@@ -38,8 +38,7 @@ def register(sub) -> None:
                    help="memory one parse aims to stay under, e.g. 512M, 2G (default: $MLPROF_MEMORY_BUDGET, else 1G; see docs/cli.md)")
     p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv",
                    help="summary files as csv or json (default csv)")
-    p.add_argument("--export-type", choices=EXPORT_TYPES, action=ListOption, default=None,
-                   help="text (default) and/or db (SQLite): --export-type text,db or repeat the option")
+    add_export_type(p)
     p.add_argument("--verbose", "-v", action="store_true",
                    help="also list the trace events mlprof counted but does not model")
     add_common(p)
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     export_options = None
     if not args.tables_only:
         export_options = ExportOptions(summary_format=args.summary_format,
-                                       export_types=tuple(args.export_type or ("text",)),
+                                       export_types=export_types(args),
                                        trace_view_max_events=None if args.trace_view else PARSE_TRACE_VIEW_MAX_EVENTS)
     # Several inputs: each one that fails is reported, the others still parsed.
     if args.output is not None and len(args.paths) > 1:
@@ -85,9 +84,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"mlprof parse: error: {printable(result.error)}", file=sys.stderr)
         elif export_options is not None:
             options = export_options
-            if args.export_type is None and "db" in result.requested_export_types:
-                # The capture's own config (export_type=[..., Db]) asks for SQLite.
-                options = replace(options, export_types=("text", "db"))
+            if args.export_type is None and result.requested_export_types:
+                # The capture's own config (export_type=[..., Db]) adds its types (SQLite) to the default.
+                options = replace(options, export_types=tuple(dict.fromkeys(
+                    options.export_types + tuple(result.requested_export_types))))
             entry["exports"] = [p.name for p in run_exports(Path(result.output_dir), options)]
             if "text" in options.export_types and TRACE_VIEW_FILE not in entry["exports"]:
                 entry["deferred"] = [TRACE_VIEW_FILE]

@@ -21,6 +21,7 @@ from mlprof._version import __version__
 from mlprof.batch import InternalError, run_batch
 from mlprof.capture import layout
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
+from mlprof.options import ExportType
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.attribution import write_attribution
 from mlprof.parse.table_writer import write_tables_and_attribution
@@ -162,7 +163,7 @@ def _requested_export_types(manifest: dict) -> list[str]:
         wanted = [wanted]
     if not isinstance(wanted, list):
         return []
-    return sorted({str(w).split(".")[-1].lower() for w in wanted} & {"text", "db"})
+    return sorted({str(w).split(".")[-1].lower() for w in wanted} & {t.value for t in ExportType})
 
 
 def _stage(on_stage: StageFn | None, text: str) -> None:
