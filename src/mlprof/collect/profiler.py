@@ -328,6 +328,11 @@ class _KinetoProfile:
         return not self._failsafe.failed
 
     @property
+    def failure(self) -> str | None:
+        """What failed and why, once an internal failure switched profiling off (None while enabled)."""
+        return self._failsafe.error
+
+    @property
     def capture_dir(self) -> Path | None:
         """The raw capture directory written by tensorboard_trace_handler, if any."""
         return None if self._capture is None else self._capture.path
