@@ -20,7 +20,6 @@ A rank seen twice in one job is kept once and reported.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 from mlprof.analysis.communication import rank_of
@@ -60,18 +59,8 @@ class JobGroups:
     warnings: list[str]
 
 
-def _meta(store: TableStore) -> dict[str, object]:
-    out = {}
-    for key, value in store.rows("SELECT key, value_json FROM metadata"):
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            continue
-    return out
-
-
 def run_identity(store: TableStore, source: str) -> RunIdentity:
-    meta = _meta(store)
+    meta = store.metadata()
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     world = meta.get("capture.world_size", dist.get("world_size"))
     env = meta.get("profiler_metadata.environment")

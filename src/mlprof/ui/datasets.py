@@ -223,15 +223,8 @@ def _host_resources(store: TableStore, p: Params) -> list[dict]:
 
 
 def _environment(store: TableStore, p: Params) -> list[dict]:
-    out = []
-    for key, value in store.rows("SELECT key, value_json FROM metadata ORDER BY key"):
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            decoded = value
-        text = decoded if isinstance(decoded, str) else json.dumps(decoded, sort_keys=True)
-        out.append({"key": key, "value": text})
-    return out
+    return [{"key": key, "value": value if isinstance(value, str) else json.dumps(value, sort_keys=True)}
+            for key, value in sorted(store.metadata().items())]
 
 
 def _ops(fn):
