@@ -390,7 +390,7 @@ class _KinetoProfile:
         import json
         import tempfile
 
-        from mlprof.ui.memory_html import TORCH_CATEGORIES, memory_timeline_html
+        from .memory_page import TORCH_CATEGORIES, memory_timeline_html
 
         with tempfile.TemporaryDirectory() as tmp:
             data = os.path.join(tmp, "memory.json")
