@@ -9,15 +9,13 @@ from pathlib import Path
 
 from mlprof.cli.common import add_common, add_export_type, exit_code_for, export_types, print_json, progress_for
 from mlprof.cli.exit_codes import EXIT_PARTIAL
-from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError, printable
+from mlprof.batch import InternalError
+from mlprof.errors import ConfigError, printable
 from mlprof.export import (PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
                            ExportOptions)
 from mlprof.options import parse_size
 
 __all__ = ["register", "run", "summary_line"]
-
-_ERRORS = {cls.__name__: cls for cls in (CaptureError, ConfigError, TraceFormatError, MlprofError)}
-
 
 def register(sub) -> None:
     p = sub.add_parser("parse", help="parse a capture dir, a dir of captures, or a trace file",
@@ -72,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
     results = [result for path in args.paths for result in parse_path(path, options)]
     failures = [r for r in results if r.error is not None]
     if len(failures) == len(results):
-        if failures[0].error_type == "InternalError":
+        if isinstance(failures[0].exception, InternalError):
             raise RuntimeError(failures[0].error)
         if len(results) == 1:
-            raise _ERRORS.get(failures[0].error_type, MlprofError)(failures[0].error)
+            raise failures[0].exception
     report = []
     for result in results:
         entry = result.to_dict()
@@ -98,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     elif len(failures) < len(results):
         status = EXIT_PARTIAL
     else:
-        status = exit_code_for(_ERRORS.get(failures[0].error_type, MlprofError)(""))
+        status = exit_code_for(failures[0].exception)
     if args.json:
         print_json(report)
         return status

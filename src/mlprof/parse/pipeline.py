@@ -99,6 +99,8 @@ class ParseResult:
     # The failure of this input (on_error="continue"); None when it parsed.
     error: str | None = None
     error_type: str | None = None
+    # The failure itself, for a caller to raise or map to an exit code (not in to_dict).
+    exception: MlprofError | None = field(default=None, repr=False, compare=False)
     # Export types the capture's config asked for ("text", "db"), lower-cased.
     requested_export_types: list[str] = field(default_factory=list)
 
@@ -107,7 +109,7 @@ class ParseResult:
         return Path(self.output_dir) / TABLES_DIR
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {f: v for f, v in asdict(replace(self, exception=None)).items() if f != "exception"}
 
 
 def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[ParseResult]:
@@ -135,7 +137,7 @@ def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[Parse
         results.append(ParseResult(source=str(source), output_dir=str(out),
                                    kind="capture" if isinstance(item, CaptureInput) else
                                    f"ascend_{item.format}" if isinstance(item, AscendInput) else "trace",
-                                   error=str(exc), error_type=type(exc).__name__))
+                                   error=str(exc), error_type=type(exc).__name__, exception=exc))
     return results
 
 
