@@ -114,12 +114,12 @@ def test_slow_rank_finding_goes_to_the_right_trace_when_ranks_are_unknown(tmp_pa
 
 
 def test_advise_cannot_write_is_a_one_line_error(two_ranks, capsys, monkeypatch):
-    import mlprof.cli.advise as advise_cli
+    import mlprof.workflow
 
     def refuse(path, data):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(advise_cli, "atomic_write", refuse)
+    monkeypatch.setattr(mlprof.workflow, "atomic_write", refuse)
     assert main(["advise", str(two_ranks)]) != 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "advisor.json" in err and "--no-write" in err

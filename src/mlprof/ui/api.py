@@ -136,7 +136,8 @@ def advisor_answer(run: OpenRun, job: list[dict] | None = None) -> dict:
     """The advisor's report of this run; among the ranks of a job (``job``: job_members), judged with
     the others (advise_outputs), so the slow rank's report names it and waiting in collectives is split."""
     # Imported here: a page whose analysis cannot load says so; the others still work.
-    from mlprof.analysis.advisor import advise, advise_outputs
+    from mlprof.analysis.advisor import advise
+    from mlprof.workflow import advise_outputs
 
     key = ("advisor", tuple((x["id"], (x["dir"] / TABLES_DIR).stat().st_mtime_ns) for x in job or []))
     cached = run.derived.get(key)
