@@ -15,15 +15,7 @@ from mlprof.cli.main import main
 from mlprof.outputs import parsed_outputs
 from mlprof.workflow import advise as advise_path
 from mlprof.workflow import cluster, op_analyse
-
-BASE_NS = 1_700_000_000_000_000_000
-
-
-def X(name, ts, dur, cat="cpu_op", tid=11, **args):
-    ev = {"ph": "X", "cat": cat, "name": name, "pid": 10, "tid": tid, "ts": ts, "dur": dur}
-    if args:
-        ev["args"] = args
-    return ev
+from trace_events import BASE_NS, X
 
 
 def _rank_trace(path: Path, rank: int | None, compute_us: int, comm_start_us: int) -> None:

@@ -21,8 +21,8 @@ from mlprof.analysis.stats import MIN_STEPS, describe, relative_verdict, shift
 from mlprof.cli.exit_codes import EXIT_INCONCLUSIVE, EXIT_SLOWER
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
+from trace_events import BASE_NS
 
-BASE_NS = 1_700_000_000_000_000_000
 MS = 1_000  # trace times are in us
 
 
