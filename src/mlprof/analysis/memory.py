@@ -6,7 +6,17 @@ from collections.abc import Iterator
 
 from mlprof.tables.store import TableStore
 
-__all__ = ["memory_record", "operator_memory", "memory_timeline", "memory_peaks"]
+__all__ = ["memory_record", "operator_memory", "memory_timeline", "memory_peaks", "MEMORY_PAIRS_SQL",
+           "LIFETIME_SQL"]
+
+# Memory events ``ev`` with the next event of the same block (next_size, next_ts): an allocation is released
+# by the free that follows it. The one definition of that pairing (allocations, operator_memory).
+MEMORY_PAIRS_SQL = """WITH ev AS (
+            SELECT *, lead(size_bytes) OVER w AS next_size, lead(ts_ns) OVER w AS next_ts
+            FROM memory_events
+            WINDOW w AS (PARTITION BY window_index, device_type, device_id, addr ORDER BY ts_ns))"""
+# An allocation's lifetime (alias ``a`` of ev), NULL when the trace does not free it.
+LIFETIME_SQL = "CASE WHEN a.next_size < 0 THEN a.next_ts - a.ts_ns END"
 
 
 def memory_record(store: TableStore, step: int | None = None, stream: bool = False) -> list[dict] | Iterator[dict]:
@@ -24,13 +34,10 @@ def operator_memory(store: TableStore, step: int | None = None, stream: bool = F
     """Allocations paired with the next free of the same block (``stream``: as :func:`memory_record`)."""
     cond = "" if step is None else "AND a.step = ?"
     return (store.iter_dicts if stream else store.dicts)(f"""
-        WITH ev AS (
-            SELECT *, lead(size_bytes) OVER w AS next_size, lead(ts_ns) OVER w AS next_ts
-            FROM memory_events
-            WINDOW w AS (PARTITION BY window_index, device_type, device_id, addr ORDER BY ts_ns))
+        {MEMORY_PAIRS_SQL}
         SELECT h.name AS op_name, a.size_bytes, a.ts_ns AS alloc_ns,
                CASE WHEN a.next_size < 0 THEN a.next_ts END AS release_ns,
-               CASE WHEN a.next_size < 0 THEN a.next_ts - a.ts_ns END AS lifetime_ns,
+               {LIFETIME_SQL} AS lifetime_ns,
                a.device_type, a.device_id
         FROM ev a LEFT JOIN host_ops h ON h.op_id = a.host_op_id
         WHERE a.size_bytes > 0 {cond}

@@ -18,7 +18,7 @@ from mlprof.analysis.modules import module_tree
 from mlprof.analysis.step_categories import step_categories
 from mlprof.analysis.training import metrics_by_step
 from mlprof.analysis.steps import data_loading_spans
-from mlprof.analysis.memory import memory_peaks, memory_timeline, operator_memory
+from mlprof.analysis.memory import LIFETIME_SQL, MEMORY_PAIRS_SQL, memory_peaks, memory_timeline, operator_memory
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 from mlprof.ui.labels import counter_label, device_label
@@ -149,12 +149,9 @@ def _allocations(store: TableStore, p: Params) -> list[dict]:
     if p.t1 is not None:
         dcond, dparams = dcond + " AND a.ts_ns < ?", dparams + [p.t1]
     return _limited(store, f"""
-        WITH ev AS (
-            SELECT *, lead(size_bytes) OVER w AS next_size, lead(ts_ns) OVER w AS next_ts
-            FROM memory_events
-            WINDOW w AS (PARTITION BY window_index, device_type, device_id, addr ORDER BY ts_ns))
+        {MEMORY_PAIRS_SQL}
         SELECT coalesce(h.name, '(no op)') AS op_name, a.size_bytes, a.ts_ns AS alloc_ns,
-               CASE WHEN a.next_size < 0 THEN a.next_ts - a.ts_ns END AS lifetime_ns,
+               {LIFETIME_SQL} AS lifetime_ns,
                a.step, h.op_id AS host_op_id, a.total_allocated_bytes
         FROM ev a LEFT JOIN host_ops h ON h.op_id = a.host_op_id
         WHERE a.size_bytes > 0{cond}{dcond}
