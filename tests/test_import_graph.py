@@ -108,3 +108,39 @@ def test_analyses_only_read_tables():
     offenders = sorted(f"{m} -> {d}" for m, deps in graph.items() if _within(m, ("mlprof.analysis",))
                        for d in deps if _within(d, above))
     assert offenders == []
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for dep in graph.get(todo.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def test_collection_never_reaches_a_later_stage():
+    """The collector runs inside the training job: it must not load, even through another module, the parser,
+    the tables, the analyses, the exports, the presenters or the command line (collect/profiler.py imported
+    the dashboard's memory page)."""
+    later = ("mlprof.parse", "mlprof.tables", "mlprof.analysis", "mlprof.export", "mlprof.ui", "mlprof.cli",
+             "mlprof.workflow", "mlprof.outputs", "mlprof.batch", "mlprof.cluster_workflow")
+    graph = _graph()
+    offenders = sorted(f"{m} -> {d}" for m in graph if _within(m, ("mlprof.collect",))
+                       for d in _reachable(graph, m) if _within(d, later))
+    assert offenders == []
+
+
+def test_analyses_take_a_store_and_do_not_open_one_from_a_path():
+    """Opening each output's tables and walking a list of outputs is the workflow layer's (the advisor's
+    engine did it for `mlprof advise`). Allowed: whole_trace re-opens the directory of the store it is
+    given; cluster_data.rank_data is the cluster workflow's reader of an already parsed output."""
+    import ast
+
+    allowed = {"mlprof.analysis.advisor.whole_trace", "mlprof.analysis.cluster_data"}
+    offenders = sorted(name for name, (f, _) in _modules().items()
+                       if _within(name, ("mlprof.analysis",)) and name not in allowed
+                       for node in ast.walk(ast.parse(f.read_text()))
+                       if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "TableStore")
+    assert offenders == []

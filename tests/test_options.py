@@ -123,3 +123,21 @@ def test_host_sys_freq_is_an_api_option_too():
     assert mlprof.ExperimentalConfig(host_sys_freq=5).host_sys_freq == 5
     with pytest.raises(mlprof.MlprofError, match="host_sys_freq: expected 1-50 Hz"):
         mlprof.ExperimentalConfig(host_sys_freq=100)
+
+
+def test_export_types_are_one_list_for_every_surface():
+    """`mlprof run`, `parse` and `export` offer the option table's export types, and only options.py spells them
+    (export/options.py, the parse pipeline and two hand-written flags each had their own copy)."""
+    import ast
+
+    from mlprof.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    offered = {name: a.item_choices for name, p in sub.choices.items() for a in p._actions
+               if "--export-type" in a.option_strings}
+    assert offered == dict.fromkeys(("run", "parse", "export"), tuple(t.value for t in mlprof.ExportType))
+    src = Path(mlprof.__file__).parent
+    copies = sorted(str(f.relative_to(src)) for f in src.rglob("*.py") if f.name != "options.py" or f.parent != src
+                    for node in ast.walk(ast.parse(f.read_text())) if isinstance(node, (ast.Tuple, ast.Set, ast.List))
+                    and {getattr(e, "value", None) for e in node.elts} == {"text", "db"})
+    assert copies == []

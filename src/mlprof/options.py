@@ -35,7 +35,7 @@ from .errors import ConfigError, TorchUnavailableError
 __all__ = [
     "Option", "OPTIONS", "ProfilerActivity", "ProfilerLevel", "ExportType", "HostSystem", "check_activities",
     "options_for", "option", "option_field", "check_fields", "check_bool", "check_int", "add_arguments",
-    "markdown_table", "AUTO_ACTIVE",
+    "markdown_table", "AUTO_ACTIVE", "parse_size", "storage_limit_bytes",
 ]
 
 PROFILE, EXPERIMENTAL, RUN, DYNAMIC = "profile", "experimental", "run", "dynamic"
@@ -242,23 +242,35 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt])?(i?b)?\s*$", re.IGNORECAS
 _UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
-def parse_size(text: str | int) -> int:
-    """'200MB', '1.5G', '500B', or a bare number of megabytes (as msprof's --storage-limit) -> bytes."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text * _UNITS["m"]
+def parse_size(text: str | int, bare_unit: str = "") -> int | None:
+    """'200MB', '1.5G', '512MiB', '500B' -> bytes (units of 1024); None when ``text`` is not a positive size
+    of at most a pebibyte. A bare number (no unit, no B) counts in ``bare_unit``: '' bytes
+    (``--memory-budget``, ``MLPROF_MEMORY_BUDGET``), 'm' megabytes (``storage_limit``, as msprof's
+    ``--storage-limit``). The one reader of sizes: every option and variable that takes one uses it."""
+    if isinstance(text, bool):
+        return None
     match = _SIZE_RE.match(str(text))
     if not match:
-        raise ConfigError(f"storage_limit: {text!r} is not a size like 200MB or 2GB")
+        return None
     number, unit, byte_suffix = float(match.group(1)), match.group(2), match.group(3)
     if unit is None:
-        return int(number) if byte_suffix else int(number * _UNITS["m"])
-    return int(number * _UNITS[unit.lower()])
+        unit = "" if byte_suffix else bare_unit
+    size = int(number * _UNITS.get(unit.lower(), 1))
+    return size if 0 < size <= _UNITS["t"] * 1024 else None
+
+
+def storage_limit_bytes(value: str | int, name: str = "storage_limit") -> int:
+    """A ``storage_limit`` in bytes (a bare number is megabytes); ConfigError when it is not a size."""
+    size = parse_size(value, bare_unit="m")
+    if size is None:
+        raise ConfigError(f"{name}: {value!r} is not a size like 200MB or 2GB")
+    return size
 
 
 def _check_storage_limit(value: Any, name: str) -> str | None:
     if value is None:
         return None
-    if parse_size(value) < MIN_STORAGE_LIMIT_BYTES:
+    if storage_limit_bytes(value, name) < MIN_STORAGE_LIMIT_BYTES:
         raise ConfigError(f"{name}: {value} is below the minimum of 200MB")
     return value
 

@@ -21,19 +21,49 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from mlprof.analysis.advisor import AdvisorReport, Finding, Thresholds, advise_outputs
+import json
+
+from mlprof.analysis.advisor import AdvisorReport, Finding, Thresholds, advise_jobs, rank_advice
 from mlprof.analysis.cluster import ClusterReport, combine
 from mlprof.analysis.compare import Comparison
 from mlprof.analysis.compare import compare as compare_stores
 from mlprof.analysis.op_analyse import op_analysis
 from mlprof.cluster_workflow import extract_ranks
-from mlprof.errors import ConfigError
+from mlprof.capture.files import atomic_write
+from mlprof.errors import ConfigError, MlprofError
 from mlprof.outputs import parsed_outputs, single_output
 from mlprof.tables.layout import TABLES_DIR
 from mlprof.tables.store import TableStore
 
-__all__ = ["advise", "op_analyse", "compare", "cluster", "Thresholds", "Finding", "AdvisorReport", "Comparison",
-           "ClusterReport"]
+__all__ = ["advise", "advise_outputs", "advice_entry", "ADVISOR_FILE", "op_analyse", "compare", "cluster",
+           "Thresholds", "Finding", "AdvisorReport", "Comparison", "ClusterReport"]
+
+# The advisor's report, written beside the tables by `mlprof advise`.
+ADVISOR_FILE = "advisor.json"
+
+
+def advise_outputs(outputs: Sequence[tuple[str, Path]], thresholds: Thresholds | None = None) -> list[AdvisorReport]:
+    """The advisor's report for each (source, parsed output dir), ranks of one job judged together
+    (:func:`mlprof.analysis.advisor.advise_jobs`)."""
+    ranks = []
+    for source, out in outputs:
+        with TableStore(Path(out) / TABLES_DIR) as store:
+            # A job has two ranks or more: a lone output is never part of one.
+            ranks.append(rank_advice(store, str(source), Path(out), thresholds, in_job=len(outputs) > 1))
+    return advise_jobs(ranks, thresholds)
+
+
+def advice_entry(output_dir: Path, report: AdvisorReport, write: bool = False) -> dict:
+    """The report as ``advisor.json`` holds it (with ``output_dir``); written into ``output_dir`` when ``write``."""
+    entry = {**report.to_dict(), "output_dir": str(output_dir)}
+    if not write:
+        return entry
+    try:
+        atomic_write(Path(output_dir) / ADVISOR_FILE, json.dumps(entry, indent=2, default=str))
+    except OSError as exc:
+        raise MlprofError(f"{Path(output_dir) / ADVISOR_FILE}: cannot write ({exc.strerror or exc}); "
+                          "use --no-write to only print") from None
+    return entry
 
 
 def advise(path: str | Path, thresholds: Thresholds | None = None) -> list[AdvisorReport]:

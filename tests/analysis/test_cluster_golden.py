@@ -15,15 +15,7 @@ from mlprof.cli.main import main
 from mlprof.outputs import parsed_outputs
 from mlprof.workflow import advise as advise_path
 from mlprof.workflow import cluster, op_analyse
-
-BASE_NS = 1_700_000_000_000_000_000
-
-
-def X(name, ts, dur, cat="cpu_op", tid=11, **args):
-    ev = {"ph": "X", "cat": cat, "name": name, "pid": 10, "tid": tid, "ts": ts, "dur": dur}
-    if args:
-        ev["args"] = args
-    return ev
+from trace_events import BASE_NS, X
 
 
 def _rank_trace(path: Path, rank: int | None, compute_us: int, comm_start_us: int) -> None:
@@ -114,12 +106,12 @@ def test_slow_rank_finding_goes_to_the_right_trace_when_ranks_are_unknown(tmp_pa
 
 
 def test_advise_cannot_write_is_a_one_line_error(two_ranks, capsys, monkeypatch):
-    import mlprof.cli.advise as advise_cli
+    import mlprof.workflow
 
     def refuse(path, data):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(advise_cli, "atomic_write", refuse)
+    monkeypatch.setattr(mlprof.workflow, "atomic_write", refuse)
     assert main(["advise", str(two_ranks)]) != 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "advisor.json" in err and "--no-write" in err

@@ -10,7 +10,7 @@ import pytest
 
 from mlprof.analysis.advisor import advise
 from mlprof.analysis.compare import compare
-from mlprof.cli.compare import EXIT_SLOWER
+from mlprof.cli.exit_codes import EXIT_SLOWER
 from mlprof.tables.store import TableStore
 
 pytestmark = pytest.mark.torch

@@ -16,7 +16,7 @@ import pytest
 
 from mlprof.analysis.compare import compare
 from mlprof.analysis.compare_runs import MIN_RUNS, runs_verdict, t_quantile
-from mlprof.cli.compare import EXIT_SLOWER
+from mlprof.cli.exit_codes import EXIT_SLOWER
 from test_compare_stats import MS, _parsed, _trace
 
 

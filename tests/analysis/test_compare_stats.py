@@ -18,11 +18,11 @@ import pytest
 from mlprof.analysis.compare import compare
 from mlprof.analysis.run_facts import fact_warnings, facts_from_metadata
 from mlprof.analysis.stats import MIN_STEPS, describe, relative_verdict, shift
-from mlprof.cli.compare import EXIT_INCONCLUSIVE, EXIT_SLOWER
+from mlprof.cli.exit_codes import EXIT_INCONCLUSIVE, EXIT_SLOWER
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
+from trace_events import BASE_NS
 
-BASE_NS = 1_700_000_000_000_000_000
 MS = 1_000  # trace times are in us
 
 

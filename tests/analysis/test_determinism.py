@@ -44,6 +44,7 @@ from mlprof.tables.layout import TABLES_DIR
 from mlprof.tables.store import TableStore
 from mlprof.ui import timeline
 from mlprof.ui.datasets import DATASETS, Params
+from trace_events import X
 
 SEEDS = (1, 2)
 # A trace made of ties, and the shared real GPU traces (gpu_traces).
@@ -104,10 +105,6 @@ def assert_same(expected: dict, got: dict) -> None:
     # By name, so that a failure says which outputs changed.
     changed = [key for key in expected if got[key] != expected[key]]
     assert not changed, f"changed with the row order: {', '.join(changed)}"
-
-
-def X(name, ts, dur, cat="cpu_op", pid=10, tid=11, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
 def tied_trace(path: Path, n_steps: int = 5) -> Path:

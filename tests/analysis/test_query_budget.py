@@ -14,7 +14,8 @@ import pytest
 
 from mlprof.errors import ConfigError
 from mlprof.parse import ParseOptions, parse_path
-from mlprof.tables.budget import MEMORY_BUDGET_ENV, memory_budget_bytes, parse_size
+from mlprof.options import parse_size
+from mlprof.tables.budget import MEMORY_BUDGET_ENV, memory_budget_bytes
 from mlprof.tables.store import TableStore
 from tests.parse.test_streaming import _events, _write
 
@@ -29,9 +30,20 @@ def parsed(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("text, size", [("512M", 512 * 2**20), ("2G", 2 * 2**30), ("1.5g", 3 * 2**29),
                                         ("512MiB", 512 * 2**20), ("4096", 4096), ("", None), ("lots", None),
-                                        ("-1G", None), ("nanG", None)])
+                                        ("-1G", None), ("nanG", None), ("1e3", None), ("2048T", None)])
 def test_sizes_are_read_as_the_cli_writes_them(text, size):
     assert parse_size(text) == size
+
+
+def test_one_size_reader_for_the_budget_and_the_storage_limit():
+    # Units read the same everywhere; only a bare number differs: bytes for a budget, megabytes for
+    # storage_limit (msprof's --storage-limit), and a bad one is a ConfigError, not a crash.
+    from mlprof.collect.run_options import RunOptions
+
+    assert parse_size("1.5GiB") == RunOptions(storage_limit="1.5GiB").storage_limit_bytes == 3 * 2**29
+    assert parse_size("300", bare_unit="m") == RunOptions(storage_limit=300).storage_limit_bytes == 300 * 2**20
+    with pytest.raises(ConfigError, match="not a size"):
+        RunOptions(storage_limit="lots")
 
 
 def test_the_budget_is_the_option_else_the_environment_else_one_gib(monkeypatch):

@@ -12,8 +12,8 @@ from mlprof.analysis.advisor import AdvisorContext, advise
 from mlprof.analysis.advisor.rules_config import anomaly_cost_by_op
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
+from trace_events import BASE_NS, X
 
-BASE_NS = 1_700_000_000_000_000_000
 STEP_US = 10_000
 
 # The settings a window records (collect/torch_state.py) on a plain CPU run.
@@ -21,13 +21,6 @@ PLAIN = {"anomaly_enabled": False, "anomaly_check_nan": True, "deterministic_alg
          "deterministic_warn_only": False, "grad_enabled": True, "inference_mode": False, "num_threads": 2,
          "num_interop_threads": 2, "float32_matmul_precision": "highest", "cuda_matmul_allow_tf32": False,
          "cudnn_enabled": True, "cudnn_benchmark": False, "cudnn_deterministic": False, "cudnn_allow_tf32": True}
-
-
-def X(name, ts, dur, cat="cpu_op", pid=10, tid=11, **args):
-    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
-    if args:
-        ev["args"] = args
-    return ev
 
 
 def _capture(tmp_path: Path, events: list[dict], state: dict | None = None, env: dict | None = None,

@@ -12,16 +12,9 @@ from mlprof.analysis.advisor.rules_env import cpu_oversubscription
 from mlprof.analysis.compare import compare
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
+from trace_events import BASE_NS, X
 
-BASE_NS = 1_700_000_000_000_000_000
 STEP_US = 10_000
-
-
-def X(name, ts, dur, cat="cpu_op", pid=10, tid=11, **args):
-    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
-    if args:
-        ev["args"] = args
-    return ev
 
 
 def _store(tmp_path: Path, events: list[dict], name="t") -> TableStore:

@@ -13,8 +13,8 @@ from mlprof.analysis.compare import compare
 from mlprof.analysis.training import metrics_by_step, throughput_changes
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
+from trace_events import BASE_NS
 
-BASE_NS = 1_700_000_000_000_000_000
 STEP_NS = 10_000_000
 BLOCK_TORCH = "import sys; sys.modules['torch'] = None\n"
 

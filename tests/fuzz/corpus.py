@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shared_data import SHARED_ASCEND
+from trace_events import BASE_NS
 
-BASE_NS = 1_700_000_000_000_000_000
 ASCEND_RANK0 = SHARED_ASCEND / "db" / "level1" / "rank0_ascend_pt"
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
-
-BASE_NS = 1_700_000_000_000_000_000
+from trace_events import BASE_NS
 
 
 def write_trace(path: Path, events: list[dict], base_ns: int | None = BASE_NS, **top) -> Path:

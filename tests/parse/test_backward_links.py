@@ -7,16 +7,9 @@ from pathlib import Path
 
 from mlprof.parse.pipeline import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
+from trace_events import BASE_NS, X
 
-BASE_NS = 1_700_000_000_000_000_000
 NODE = "autograd::engine::evaluate_function: "
-
-
-def X(name, ts, dur, tid=11, **args):
-    ev = {"ph": "X", "cat": "cpu_op", "name": name, "pid": 10, "tid": tid, "ts": ts, "dur": dur}
-    if args:
-        ev["args"] = args
-    return ev
 
 
 def _store(tmp_path: Path, events: list[dict]) -> TableStore:

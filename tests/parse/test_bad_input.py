@@ -243,3 +243,26 @@ def test_gzip_bomb_is_refused_by_its_ratio_so_far_not_at_its_end(tmp_path):
     with pytest.raises(TraceFormatError, match="decompression bomb"):
         parse_path(path, ParseOptions(output_dir=tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("inputs", [1, 2])
+def test_a_failure_keeps_its_own_exit_code_whatever_its_class_is_named(tmp_path, monkeypatch, capsys, inputs):
+    # The CLI mapped a failure back to an error class by its name: a subclass (here of CaptureError) became
+    # a plain MlprofError, exit 5 instead of 3. It now gets the exception itself.
+    from mlprof.cli.main import main
+    from mlprof.errors import CaptureError
+    from mlprof.parse import pipeline
+
+    class LinkRefused(CaptureError):
+        pass
+
+    for rank in range(inputs):
+        (tmp_path / f"rank{rank}.pt.trace.json").write_text('{"traceEvents":[' + _EV % "" + "]}")
+
+    def refused(item, options):
+        raise LinkRefused(f"{item.path}: refused")
+
+    monkeypatch.setattr(pipeline, "_parse_trace", refused)
+    target = tmp_path / "rank0.pt.trace.json" if inputs == 1 else tmp_path
+    assert main(["parse", str(target), "--tables-only"]) == 3
+    assert "refused" in capsys.readouterr().err

@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 from .conftest import BASE_NS, parse_one, write_trace
-
-
-def X(name, ts, dur, cat="cpu_op", pid=10, tid=11, **args):
-    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
-    if args:
-        ev["args"] = {k.replace("_", " "): v for k, v in args.items()}
-    return ev
+from trace_events import X
 
 
 # One step with a forward op that launches a kernel, a nested op, a memory event.

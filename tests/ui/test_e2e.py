@@ -11,7 +11,7 @@ import json
 import pytest
 
 from mlprof.parse import parse_path
-from mlprof.ui.memory_html import TORCH_CATEGORIES, memory_timeline_html
+from mlprof.collect.memory_page import TORCH_CATEGORIES, memory_timeline_html
 
 from .browser import api, browser, canvas_ink, check_charts, page, q, run_url, serve, shot, wait_page  # noqa: F401
 from .conftest import OPS_PER_STEP, STEPS, make_trace

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import mlprof
-from mlprof.ui.memory_html import memory_timeline_html
+from mlprof.collect.memory_page import memory_timeline_html
 
 
 def test_the_page_inlines_its_chart_library_and_escapes_its_data():

@@ -16,16 +16,15 @@ import numpy as np
 
 from mlprof.analysis.communication import communication_matrix, rank_of
 from mlprof.analysis.intervals import union_length
-from mlprof.analysis.jobs import HOST_COLLECTIVE_PATTERN, run_identity
+from mlprof.analysis.jobs import run_identity
 from mlprof.analysis.rank_cause import rank_attribution
 from mlprof.analysis.steps import step_breakdown
 from mlprof.tables.layout import TABLES_DIR
+from mlprof.tables.names import BACKEND_COLLECTIVE_REGEX
 from mlprof.tables.store import TableStore
 
-__all__ = ["extract_rank", "rank_data", "HOST_COMM_PATTERN"]
+__all__ = ["extract_rank", "rank_data"]
 
-# Host-side communication annotations (CPU backends have no device kernels).
-HOST_COMM_PATTERN = HOST_COLLECTIVE_PATTERN
 _DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "c10::half": 2, "c10::bfloat16": 2, "bfloat16": 2,
                 "long int": 8, "long": 8, "int": 4, "short int": 2, "signed char": 1, "unsigned char": 1,
                 "bool": 1, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1}
@@ -57,7 +56,7 @@ def _comm_ops(store: TableStore) -> tuple[str, list[dict]]:
         return "device", rows
     rows = store.dicts(f"""
         SELECT name, '' AS grp, step, start_ns, dur_ns, input_dims, input_types FROM host_ops
-        WHERE step IS NOT NULL AND regexp_matches(name, '{HOST_COMM_PATTERN}') ORDER BY start_ns, op_id""")
+        WHERE step IS NOT NULL AND regexp_matches(name, '{BACKEND_COLLECTIVE_REGEX}') ORDER BY start_ns, op_id""")
     for r in rows:
         r["size_bytes"] = _message_bytes(r.pop("input_dims"), r.pop("input_types"))
     return "host", rows

@@ -11,14 +11,12 @@ __all__ = ["rank_of", "communication_summary", "communication_matrix"]
 
 def rank_of(store: TableStore) -> int | None:
     """The rank of the trace: mlprof's capture manifest, else Kineto's distributedInfo."""
-    meta = dict(store.rows("SELECT key, value_json FROM metadata WHERE key IN "
-                           "('capture.rank', 'distributedInfo')"))
-    if "capture.rank" in meta:
-        return json.loads(meta["capture.rank"])
-    if "distributedInfo" in meta:
-        info = json.loads(meta["distributedInfo"])
-        if isinstance(info, dict) and isinstance(info.get("rank"), int):
-            return info["rank"]
+    rank = store.meta("capture.rank")
+    if isinstance(rank, int) and not isinstance(rank, bool):
+        return rank
+    info = store.meta("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return info["rank"]
     return None
 
 

@@ -31,7 +31,7 @@ from mlprof.analysis.run_facts import fact_warnings, run_facts
 from mlprof.analysis.compare_load import load_aware_runs_verdict, load_aware_verdict, run_load
 from mlprof.analysis.compare_runs import RUNS_MIN_CHANGE, runs_verdict
 from mlprof.analysis.stats import CPU_MIN_CHANGE, MIN_CHANGE, Distribution, Shift, Verdict, describe, relative_verdict, shift
-from mlprof.analysis.steps import StepBreakdown, step_breakdown
+from mlprof.analysis.steps import DEVICE_FIELDS, HOST_FIELDS, StepBreakdown, step_breakdown
 from mlprof.analysis.training import RateChange, throughput_changes
 from mlprof.errors import MlprofError
 from mlprof.tables.store import TableStore
@@ -39,12 +39,9 @@ from mlprof.tables.store import TableStore
 __all__ = ["Delta", "StepPair", "Comparison", "Gate", "compare", "align_steps", "BREAKDOWN_FIELDS",
            "SECTIONS"]
 
-BREAKDOWN_FIELDS = ("data_loading_ns", "forward_ns", "backward_ns", "optimizer_ns", "host_communication_ns",
-                    "gc_ns", "python_ns", "other_ns",
-                    "computing_ns", "communication_not_overlapped_ns", "preparing_ns", "free_ns")
+BREAKDOWN_FIELDS = (*HOST_FIELDS.values(), *DEVICE_FIELDS)
 # The ranked sections of a Comparison, each a list of Delta.
 SECTIONS = ("breakdown", "op_types", "ops", "kernels", "memory")
-_DEVICE_FIELDS = ("computing_ns", "communication_not_overlapped_ns", "preparing_ns", "free_ns")
 
 
 @dataclass(frozen=True)
@@ -307,7 +304,7 @@ def compare(base: TableStore | Sequence[TableStore], new: TableStore | Sequence[
         if all(v is None for v in vb) and all(v is None for v in vn):
             continue  # a device column on CPU-only runs
         # Host columns partition the step, and so do device columns: say which view a row is.
-        view = "device" if f in _DEVICE_FIELDS else "host"
+        view = "device" if f in DEVICE_FIELDS else "host"
         row = _delta(f.removesuffix("_ns"), sum(v or 0 for v in vb) / n, sum(v or 0 for v in vn) / n,
                      step_delta, view=view)
         breakdown.append(_with_stats(row, [getattr(s, f) or 0 for s in all_base],

@@ -6,7 +6,6 @@ to ``metadata``; a Kineto trace with device ops is a GPU run; one without is CPU
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 from mlprof.tables.store import TableStore
@@ -28,20 +27,11 @@ class RunDevice:
         return {**asdict(self), "label": self.label}
 
 
-def _json(meta: dict, key: str):
-    try:
-        return json.loads(meta[key]) if key in meta else None
-    except ValueError:
-        return None
-
-
 def run_device(store: TableStore) -> RunDevice:
-    meta = dict(store.rows("SELECT key, value_json FROM metadata WHERE key IN "
-                           "('device_type', 'deviceProperties', 'source.format')"))
-    props = _json(meta, "deviceProperties")
+    props = store.meta("deviceProperties")
     name = props[0].get("name") if isinstance(props, list) and props and isinstance(props[0], dict) else None
-    fmt = _json(meta, "source.format") or "kineto"
-    if _json(meta, "device_type") == "npu":
+    fmt = store.meta("source.format") or "kineto"
+    if store.meta("device_type") == "npu":
         return RunDevice("npu", name or "Ascend NPU", fmt)
     has_device = store.rows("SELECT count(*) FROM device_ops")[0][0] > 0
     return RunDevice("gpu" if has_device else "cpu", name if has_device else None, fmt)

@@ -15,7 +15,6 @@ tables only, each None when the trace lacks what it needs:
 
 from __future__ import annotations
 
-import json
 
 from mlprof.tables.store import TableStore
 
@@ -23,13 +22,8 @@ __all__ = ["gpu_metrics"]
 
 
 def _sm_counts(store: TableStore) -> dict[int, int]:
-    rows = store.rows("SELECT value_json FROM metadata WHERE key = 'deviceProperties'")
     out: dict[int, int] = {}
-    for (value,) in rows:
-        try:
-            props = json.loads(value)
-        except ValueError:
-            continue
+    for props in store.meta_values("deviceProperties"):
         for p in props if isinstance(props, list) else []:
             if isinstance(p, dict) and isinstance(p.get("id"), int) and isinstance(p.get("numSms"), int) \
                     and p["numSms"] > 0:

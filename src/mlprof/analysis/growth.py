@@ -17,7 +17,6 @@ Pure functions over the tables (docs/analysis.md, "Growth across steps"):
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -153,22 +152,14 @@ class RssGrowth:
         return self.available_bytes / self.bytes_per_step
 
 
-def _meta(store: TableStore, key: str):
-    rows = store.rows("SELECT value_json FROM metadata WHERE key = ? LIMIT 1", [key])
-    try:
-        return json.loads(rows[0][0]) if rows else None
-    except (TypeError, ValueError):
-        return None
-
-
 def _not_judged(reason: str, samples: int = 0) -> RssGrowth:
     return RssGrowth(samples, 0.0, 0.0, 0.0, None, 0, 0, None, reason)
 
 
 def rss_growth(store: TableStore) -> RssGrowth:
     """The job's RSS per step after the last profiled window (``reason`` says why when it cannot be judged)."""
-    last_step_end = _meta(store, "capture.last_step_end_ns")
-    job_steps = _meta(store, "capture.job_steps")
+    last_step_end = store.meta("capture.last_step_end_ns")
+    job_steps = store.meta("capture.job_steps")
     rows = store.rows("SELECT max(step), max(end_ns) FROM steps")
     window_step, window_end = rows[0] if rows else (None, None)
     if not isinstance(last_step_end, int) or not isinstance(job_steps, int) or window_end is None:
@@ -219,7 +210,7 @@ class AllocatorGrowth:
 
 
 def _device_memory_bytes(store: TableStore, device_id: int) -> int | None:
-    props = _meta(store, "deviceProperties")
+    props = store.meta("deviceProperties")
     if not isinstance(props, list):
         return None
     for p in props:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 from mlprof.tables.schema import HOST_COUNTERS, HOST_JOB_PROCESSES_COUNTER, HOST_TOP_PROCESSES_COUNTER
 from mlprof.tables.store import TableStore
@@ -68,9 +67,9 @@ def step_host_load(store: TableStore) -> list[dict]:
 
 def training_pid(store: TableStore) -> int | None:
     """The training process's pid (``capture.pid``), None when the capture does not say."""
-    rows = store.rows("SELECT value_json FROM metadata WHERE key = 'capture.pid' LIMIT 1")
+    pid = store.meta("capture.pid")
     try:
-        return int(json.loads(rows[0][0])) if rows else None
+        return None if pid is None else int(pid)
     except (TypeError, ValueError):
         return None
 
@@ -84,10 +83,10 @@ def training_cpu_percent(load_row: dict, pid: int | None) -> float | None:
 
 def cpu_demand_percent(store: TableStore, load: list[dict]) -> float | None:
     """What the training process's threads could use: min(torch threads, cores) x 100 (None without cores)."""
-    rows = store.rows("SELECT value_json FROM metadata WHERE key = 'profiler_metadata.system' LIMIT 1")
+    system = store.meta("profiler_metadata.system")
     try:
-        threads = int(json.loads(rows[0][0]).get("torch_num_threads")) if rows else None
-    except (TypeError, ValueError, AttributeError):
+        threads = int(system["torch_num_threads"]) if isinstance(system, dict) else None
+    except (KeyError, TypeError, ValueError):
         threads = None
     cores = max((int(r["cpu_count"]) for r in load if r.get("cpu_count")), default=None)
     if not cores:

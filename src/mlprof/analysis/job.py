@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,12 +37,7 @@ def _dir_bytes(path: Path) -> int:
 
 
 def job_info(store: TableStore, source: Path, output_dir: Path) -> JobInfo:
-    meta = dict(store.rows("SELECT key, value_json FROM metadata"))
-
-    def meta_value(key: str):
-        return json.loads(meta[key]) if key in meta else None
-
-    job = meta_value("capture.worker_name") or Path(source).name
+    job = store.meta("capture.worker_name") or Path(source).name
     start, end = store.rows("""SELECT min(s), max(e) FROM (
         SELECT min(start_ns) s, max(start_ns + dur_ns) e FROM host_ops
         UNION ALL SELECT min(start_ns), max(start_ns + dur_ns) FROM device_ops
@@ -53,8 +47,7 @@ def job_info(store: TableStore, source: Path, output_dir: Path) -> JobInfo:
     devices = [r[0] for r in store.rows("SELECT DISTINCT device FROM device_ops WHERE device IS NOT NULL ORDER BY 1")]
     raw = Path(source) / RAW_DIR if (Path(source) / RAW_DIR).is_dir() else Path(source)
     # One eventCount row per window: the capture's count is their sum.
-    events = sum(int(json.loads(v)) for (v,) in store.rows(
-        "SELECT value_json FROM metadata WHERE key = 'eventCount'"))
+    events = sum(int(v) for v in store.meta_values("eventCount"))
     return JobInfo(
         job=str(job), source=str(source), rank=rank_of(store), devices=devices,
         start_ns=start, end_ns=end, step_count=store.count("steps"), slowest_steps=slowest,

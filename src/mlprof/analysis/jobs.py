@@ -20,13 +20,10 @@ A rank seen twice in one job is kept once and reported.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 from mlprof.analysis.communication import rank_of
-
-# Host-side collectives (CPU backends have no device kernels).
-HOST_COLLECTIVE_PATTERN = r"^(gloo|nccl|mpi|ucc|xccl|hccl):"
+from mlprof.tables.names import HOST_COMMUNICATION_REGEX
 from mlprof.tables.store import TableStore
 
 __all__ = ["RunIdentity", "JobGroups", "run_identity", "group_jobs", "SAME_LAUNCH_WINDOW_NS"]
@@ -46,7 +43,7 @@ class RunIdentity:
     launch: str | None  # TORCHELASTIC_RUN_ID or MASTER_ADDR:MASTER_PORT
     start_ns: int | None
     end_ns: int | None = None  # last step end (or last op end)
-    communicates: bool = False  # has collectives (device kernels or host gloo/nccl ops)
+    communicates: bool = False  # has collectives (device kernels or host communication ops)
 
     @property
     def distributed(self) -> bool:
@@ -62,18 +59,8 @@ class JobGroups:
     warnings: list[str]
 
 
-def _meta(store: TableStore) -> dict[str, object]:
-    out = {}
-    for key, value in store.rows("SELECT key, value_json FROM metadata"):
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            continue
-    return out
-
-
 def run_identity(store: TableStore, source: str) -> RunIdentity:
-    meta = _meta(store)
+    meta = store.metadata()
     dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     world = meta.get("capture.world_size", dist.get("world_size"))
     env = meta.get("profiler_metadata.environment")
@@ -87,7 +74,7 @@ def run_identity(store: TableStore, source: str) -> RunIdentity:
     if not isinstance(start, int):
         start = first
     communicates = store.rows(f"""SELECT (SELECT count(*) FROM collectives) + (SELECT count(*) FROM host_ops
-        WHERE regexp_matches(name, '{HOST_COLLECTIVE_PATTERN}'))""")[0][0] > 0
+        WHERE regexp_matches(name, '{HOST_COMMUNICATION_REGEX}'))""")[0][0] > 0
     return RunIdentity(source=str(source), rank=rank_of(store),
                        world_size=world if isinstance(world, int) else None,
                        host=meta.get("capture.host") if isinstance(meta.get("capture.host"), str) else None,

@@ -20,11 +20,19 @@ from dataclasses import dataclass, fields
 from mlprof.tables.phases import HOST_PHASES, IDLE_CAUSES
 from mlprof.tables.store import TableStore
 
-__all__ = ["StepBreakdown", "step_breakdown", "data_loading_spans", "HOST_FIELDS", "IDLE_FIELDS"]
+__all__ = ["StepBreakdown", "step_breakdown", "data_loading_spans", "HOST_FIELDS", "IDLE_FIELDS", "DEVICE_FIELDS"]
 
 # Host phase -> StepBreakdown field ("communication_ns" is the device view's).
 HOST_FIELDS = {p: ("host_communication_ns" if p == "communication" else f"{p}_ns") for p in HOST_PHASES}
 IDLE_FIELDS = {c: f"idle_{c}_ns" for c in IDLE_CAUSES}
+# The device view of a step, partitioning it as the host fields do: field -> label (the pages and the
+# comparison name it from here). Computing holds copies and sets too; communication only what it does not hide.
+DEVICE_FIELDS = {
+    "computing_ns": "computing (kernels, copies)",
+    "communication_not_overlapped_ns": "communication not overlapped",
+    "preparing_ns": "preparing (idle before the first device work)",
+    "free_ns": "free (idle after it)",
+}
 
 
 @dataclass(frozen=True)

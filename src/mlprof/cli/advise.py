@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING
 
 from mlprof.cli.common import add_common, add_paths, add_thresholds, parsed_outputs, print_json, progress_for
-from mlprof.errors import MlprofError
-from mlprof.capture.files import atomic_write
 
 if TYPE_CHECKING:
     from mlprof.analysis.advisor import AdvisorReport
 
-__all__ = ["register", "run", "ADVISOR_FILE"]
-
-ADVISOR_FILE = "advisor.json"
+__all__ = ["register", "run"]
 
 
 def register(sub) -> None:
@@ -78,21 +73,15 @@ def format_report(source: str, report: AdvisorReport) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlprof.analysis.advisor import Thresholds, advise_outputs
+    from mlprof.analysis.advisor import Thresholds
+    from mlprof.workflow import advice_entry, advise_outputs
 
     thresholds = Thresholds.from_overrides(args.threshold)
     outputs = parsed_outputs(args.paths, None, progress_for(args))
     reports = advise_outputs(outputs, thresholds)
     results = []
     for (source, out), report in zip(outputs, reports):
-        entry = {**report.to_dict(), "output_dir": str(out)}
-        if not args.no_write:
-            try:
-                atomic_write(out / ADVISOR_FILE, json.dumps(entry, indent=2, default=str))
-            except OSError as exc:
-                raise MlprofError(f"{out / ADVISOR_FILE}: cannot write ({exc.strerror or exc}); "
-                                  "use --no-write to only print") from None
-        results.append((source, report, entry))
+        results.append((source, report, advice_entry(out, report, write=not args.no_write)))
     if args.json:
         print_json([entry for _, _, entry in results])
         return 0

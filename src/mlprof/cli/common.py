@@ -30,6 +30,21 @@ def add_thresholds(p: argparse.ArgumentParser, example: str) -> None:
                    help=f"override a threshold, e.g. {example}; several as a comma list or repeat the option")
 
 
+def add_export_type(p: argparse.ArgumentParser) -> None:
+    """``--export-type``, the same for every command that writes exports (default: the capture's, else text)."""
+    from mlprof.export.options import EXPORT_TYPES
+
+    p.add_argument("--export-type", choices=EXPORT_TYPES, action=ListOption, default=None,
+                   help="text (default) and/or db (SQLite): --export-type text,db or repeat the option")
+
+
+def export_types(args: argparse.Namespace) -> tuple[str, ...]:
+    """The export types ``--export-type`` asked for, else the default."""
+    from mlprof.export.options import DEFAULT_EXPORT_TYPES
+
+    return tuple(args.export_type or DEFAULT_EXPORT_TYPES)
+
+
 def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from mlprof.analysis.stats import CPU_MIN_CHANGE, MIN_CHANGE
 from mlprof.cli.common import add_common, finite_float, parsed_outputs, print_json, progress_for
+from mlprof.cli.exit_codes import EXIT_INCONCLUSIVE, EXIT_SLOWER
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 from mlprof.tables.layout import TABLES_DIR
@@ -17,12 +18,8 @@ from mlprof.tables.layout import TABLES_DIR
 if TYPE_CHECKING:
     from mlprof.analysis.compare import Comparison, Delta
 
-__all__ = ["register", "run", "EXIT_SLOWER", "EXIT_INCONCLUSIVE"]
+__all__ = ["register", "run"]
 
-# Exit status when --fail-if-slower trips: distinct from every error status of main.py.
-EXIT_SLOWER = 9
-# Exit status when --fail-if-slower cannot decide (too few steps or runs) and --strict asks to fail then.
-EXIT_INCONCLUSIVE = 10
 TERMINAL_TOP = 10
 
 

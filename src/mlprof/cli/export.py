@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mlprof.cli.common import ListOption, add_common, add_paths, parsed_outputs, print_json, progress_for
+from mlprof.cli.common import (add_common, add_export_type, add_paths, export_types, parsed_outputs, print_json,
+                               progress_for)
 from mlprof.errors import ConfigError
-from mlprof.export import EXPORT_TYPES, SUMMARY_FORMATS, ExportOptions
+from mlprof.export import SUMMARY_FORMATS, ExportOptions
 
 __all__ = ["register", "run"]
 
@@ -20,8 +21,7 @@ def register(sub) -> None:
     p.add_argument("--step", type=int, default=None, metavar="N", help="only step N, into <output>/step_N/")
     p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv",
                    help="summary files as csv or json (default csv)")
-    p.add_argument("--export-type", choices=EXPORT_TYPES, action=ListOption, default=None,
-                   help="text (default) and/or db (SQLite): --export-type text,db or repeat the option")
+    add_export_type(p)
     p.add_argument("--output", type=Path, default=None, metavar="DIR", help="directory for the files (one input only)")
     add_common(p)
     p.set_defaults(run=run)
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     for source, out in outputs:
         target = args.output or (out / f"step_{args.step}" if args.step is not None else out)
         options = ExportOptions(step=args.step, summary_format=args.summary_format,
-                                export_types=tuple(args.export_type or ("text",)), target_dir=target)
+                                export_types=export_types(args), target_dir=target)
         files = run_exports(out, options)
         report.append({"source": source, "output_dir": str(target), "files": [str(p) for p in files]})
     if args.json:

@@ -7,17 +7,15 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from mlprof.cli.common import ListOption, add_common, exit_code_for, print_json, progress_for
+from mlprof.cli.common import add_common, add_export_type, exit_code_for, export_types, print_json, progress_for
 from mlprof.cli.exit_codes import EXIT_PARTIAL
-from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError, printable
-from mlprof.export import (EXPORT_TYPES, PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
+from mlprof.batch import InternalError
+from mlprof.errors import ConfigError, printable
+from mlprof.export import (PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
                            ExportOptions)
-from mlprof.tables.budget import parse_size
+from mlprof.options import parse_size
 
 __all__ = ["register", "run", "summary_line"]
-
-_ERRORS = {cls.__name__: cls for cls in (CaptureError, ConfigError, TraceFormatError, MlprofError)}
-
 
 def register(sub) -> None:
     p = sub.add_parser("parse", help="parse a capture dir, a dir of captures, or a trace file",
@@ -38,8 +36,7 @@ def register(sub) -> None:
                    help="memory one parse aims to stay under, e.g. 512M, 2G (default: $MLPROF_MEMORY_BUDGET, else 1G; see docs/cli.md)")
     p.add_argument("--summary-format", choices=SUMMARY_FORMATS, default="csv",
                    help="summary files as csv or json (default csv)")
-    p.add_argument("--export-type", choices=EXPORT_TYPES, action=ListOption, default=None,
-                   help="text (default) and/or db (SQLite): --export-type text,db or repeat the option")
+    add_export_type(p)
     p.add_argument("--verbose", "-v", action="store_true",
                    help="also list the trace events mlprof counted but does not model")
     add_common(p)
@@ -61,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     export_options = None
     if not args.tables_only:
         export_options = ExportOptions(summary_format=args.summary_format,
-                                       export_types=tuple(args.export_type or ("text",)),
+                                       export_types=export_types(args),
                                        trace_view_max_events=None if args.trace_view else PARSE_TRACE_VIEW_MAX_EVENTS)
     # Several inputs: each one that fails is reported, the others still parsed.
     if args.output is not None and len(args.paths) > 1:
@@ -73,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
     results = [result for path in args.paths for result in parse_path(path, options)]
     failures = [r for r in results if r.error is not None]
     if len(failures) == len(results):
-        if failures[0].error_type == "InternalError":
+        if isinstance(failures[0].exception, InternalError):
             raise RuntimeError(failures[0].error)
         if len(results) == 1:
-            raise _ERRORS.get(failures[0].error_type, MlprofError)(failures[0].error)
+            raise failures[0].exception
     report = []
     for result in results:
         entry = result.to_dict()
@@ -85,9 +82,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"mlprof parse: error: {printable(result.error)}", file=sys.stderr)
         elif export_options is not None:
             options = export_options
-            if args.export_type is None and "db" in result.requested_export_types:
-                # The capture's own config (export_type=[..., Db]) asks for SQLite.
-                options = replace(options, export_types=("text", "db"))
+            if args.export_type is None and result.requested_export_types:
+                # The capture's own config (export_type=[..., Db]) adds its types (SQLite) to the default.
+                options = replace(options, export_types=tuple(dict.fromkeys(
+                    options.export_types + tuple(result.requested_export_types))))
             entry["exports"] = [p.name for p in run_exports(Path(result.output_dir), options)]
             if "text" in options.export_types and TRACE_VIEW_FILE not in entry["exports"]:
                 entry["deferred"] = [TRACE_VIEW_FILE]
@@ -98,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     elif len(failures) < len(results):
         status = EXIT_PARTIAL
     else:
-        status = exit_code_for(_ERRORS.get(failures[0].error_type, MlprofError)(""))
+        status = exit_code_for(failures[0].exception)
     if args.json:
         print_json(report)
         return status

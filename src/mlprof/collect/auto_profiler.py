@@ -20,6 +20,7 @@ from pathlib import Path
 from ..capture.output_path import rank_output_dir
 from .config_profile import build_profile
 from .environment import rank_info
+from .failsafe import FailSafe
 from .job_profilers import guard_job_profilers, on_job_profiler_start
 from .run_options import TRAINER_STEPS_ENV, RunOptions
 from .storage import age_out
@@ -44,6 +45,7 @@ class AutoProfiler:
         # the host samples (analysis/growth.py). Counting costs an int and a clock read a step.
         self._steps_after_stop = 0
         self._last_boundary_ns = 0
+        self._failsafe = FailSafe(self._switch_off, owner="automatic profiling")
         atexit.register(self._at_exit)
         # Before the job can import torch: a session the job prepares before the first
         # optimizer step must be seen too (mlprof then never starts one).
@@ -64,20 +66,22 @@ class AutoProfiler:
             self._last_boundary_ns = time.time_ns()
             return
         with _signals_deferred():
-            try:
-                if self.prof is None:
-                    self._start()
-                    return
-                if self._job_profiler_running():
-                    return
-                self.prof.step()
-                self._after_step()
-            except Exception as exc:  # noqa: BLE001 - never break the job
-                logger.error("mlprof: automatic profiling failed: %s; training continues", exc)
-                self.done = True
+            self._failsafe.run("a step boundary", self._step)
         if not self._sigterm_handled:
             self._sigterm_handled = True
             _exit_cleanly_on_sigterm()
+
+    def _step(self) -> None:
+        if self.prof is None:
+            self._start()
+            return
+        if self._job_profiler_running():
+            return
+        self.prof.step()
+        self._after_step()
+
+    def _switch_off(self) -> None:
+        self.done = True
 
     def yield_to_job_profiler(self) -> None:
         """The job starts a torch profiler of its own: torch runs one session at a

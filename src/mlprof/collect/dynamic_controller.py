@@ -26,10 +26,9 @@ from .dynamic_config import (CONFIG_FILE_NAME, MAX_ACTIVE_STEPS, DynamicConfig, 
                              read_config_file, write_template)
 from .dynamic_logs import DynamicLogs
 from .environment import rank_info
+from .failsafe import log_failure
 
 __all__ = ["DynamicController"]
-
-logger = logging.getLogger("mlprof")
 
 FIRST_POLL_S = 2.0
 MIN_POLL_S = 1.0
@@ -121,7 +120,8 @@ class DynamicController:
             self._advance()
         except Exception as exc:  # noqa: BLE001 - never break the job
             self.logs.actions.error("capture failed at step %d: %s: %s", self.step_num, type(exc).__name__, exc)
-            logger.error("mlprof dynamic profiling: %s; training continues", exc)
+            log_failure(f"a capture at step {self.step_num}", exc, owner="dynamic profiling",
+                        consequence="the capture is dropped (the next config edit starts another)")
             self._capture = None
 
     def _measure_interval(self) -> None:
@@ -303,8 +303,7 @@ def _contained_prof_dir(prof_dir: str) -> Path:
 
 
 def _failure_reason(prof) -> str:
-    error = getattr(getattr(prof, "_failsafe", None), "error", None)
-    return error or "profiling switched itself off (see the mlprof log)"
+    return prof.failure or "profiling switched itself off (see the mlprof log)"
 
 
 def _agree_across_ranks(change_id: str, proposed_step: int, log: logging.Logger) -> int:

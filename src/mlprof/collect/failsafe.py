@@ -4,7 +4,9 @@ Every piece of profiler work that runs inside the training job (the
 profiler's own steps, a trainer session, a trainer's hook) goes through
 :class:`FailSafe`: the first failure is logged, profiling is switched off
 (``on_failure`` cleans up, keeping what was written) and every later call
-returns ``None`` at once. The training loop goes on.
+returns ``None`` at once. The training loop goes on. Work whose failure
+only drops one thing (a capture, the training scalars) logs it with
+:func:`log_failure`, the same one line.
 """
 
 from __future__ import annotations
@@ -14,9 +16,23 @@ import logging
 import traceback
 from typing import Any, Callable
 
-__all__ = ["FailSafe", "never_raises"]
+__all__ = ["FailSafe", "never_raises", "log_failure"]
 
 logger = logging.getLogger("mlprof")
+
+
+def log_failure(what: str, exc: BaseException, owner: str | None = None,
+                consequence: str = "profiling is switched off") -> str:
+    """Log a failure of profiler work inside the job: one error line saying what failed, what it costs
+    (``consequence``) and that training continues; the traceback at debug level. Returns ``what: error``."""
+    error = f"{what}: {type(exc).__name__}: {exc}"
+    consequence = f"{consequence}, training continues" if consequence else "training continues"
+    if owner:
+        logger.error("mlprof: %s failed in %s (%s: %s); %s", owner, what, type(exc).__name__, exc, consequence)
+    else:
+        logger.error("mlprof: %s; %s", error, consequence)
+    logger.debug("mlprof failure details:\n%s", traceback.format_exc())
+    return error
 
 
 class FailSafe:
@@ -39,13 +55,7 @@ class FailSafe:
             return func(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - the training job must go on
             self.failed = True
-            self.error = f"{what}: {type(exc).__name__}: {exc}"
-            if self._owner:
-                logger.error("mlprof: %s failed in %s (%s: %s); profiling is switched off, training continues",
-                             self._owner, what, type(exc).__name__, exc)
-            else:
-                logger.error("mlprof: %s; profiling is switched off, training continues", self.error)
-            logger.debug("mlprof failure details:\n%s", traceback.format_exc())
+            self.error = log_failure(what, exc, self._owner)
             try:
                 self._on_failure()
             except Exception:  # noqa: BLE001

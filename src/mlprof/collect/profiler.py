@@ -344,6 +344,11 @@ class _KinetoProfile:
         return not self._failsafe.failed
 
     @property
+    def failure(self) -> str | None:
+        """What failed and why, once an internal failure switched profiling off (None while enabled)."""
+        return self._failsafe.error
+
+    @property
     def capture_dir(self) -> Path | None:
         """The raw capture directory written by tensorboard_trace_handler, if any."""
         return None if self._capture is None else self._capture.path
@@ -401,7 +406,7 @@ class _KinetoProfile:
         import json
         import tempfile
 
-        from mlprof.ui.memory_html import TORCH_CATEGORIES, memory_timeline_html
+        from .memory_page import TORCH_CATEGORIES, memory_timeline_html
 
         with tempfile.TemporaryDirectory() as tmp:
             data = os.path.join(tmp, "memory.json")

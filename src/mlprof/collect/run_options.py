@@ -13,10 +13,10 @@ from typing import Any
 
 from ..config import CollectOptions, ExperimentalConfig
 from ..errors import ConfigError
-from ..options import (EXPERIMENTAL, PROFILE, RUN, add_arguments, check_fields, parse_size,
+from ..options import (EXPERIMENTAL, PROFILE, RUN, add_arguments, check_fields, storage_limit_bytes,
                        option_field, options_for, reject_unknown)
 
-__all__ = ["RunOptions", "parse_size", "OPTIONS_ENV", "RUN_SAMPLES_ENV", "TRAINER_STEPS_ENV"]
+__all__ = ["RunOptions", "OPTIONS_ENV", "RUN_SAMPLES_ENV", "TRAINER_STEPS_ENV"]
 
 OPTIONS_ENV = "MLPROF_PROFILING_OPTIONS"
 # Set by `mlprof run`, whose one sampler covers the whole job: its processes must not sample again.
@@ -76,7 +76,7 @@ class RunOptions:
 
     @property
     def storage_limit_bytes(self) -> int | None:
-        return None if self.storage_limit is None else parse_size(self.storage_limit)
+        return None if self.storage_limit is None else storage_limit_bytes(self.storage_limit)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from ..capture import layout
 from ..capture.files import make_private_dir, write_json_atomic
+from .failsafe import log_failure
 
 __all__ = ["ScalarLog", "log_scalar", "record_scalars", "active_log", "MAX_ROWS", "SOURCE_USER"]
 
@@ -87,8 +88,7 @@ class ScalarLog:
                 self.flush()
             except Exception as exc:  # noqa: BLE001 - a full disk must not stop training
                 self.broken = True
-                logger.error("mlprof: training scalars could not be written (%s); they are no longer recorded, "
-                             "training continues", exc)
+                log_failure("writing the training scalars", exc, consequence="they are no longer recorded")
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlprof.errors import ConfigError
+from mlprof.options import ExportType
 
-__all__ = ["ExportOptions", "SUMMARY_FORMATS", "EXPORT_TYPES", "PARSE_TRACE_VIEW_MAX_EVENTS", "TRACE_VIEW_FILE"]
+__all__ = ["ExportOptions", "SUMMARY_FORMATS", "EXPORT_TYPES", "DEFAULT_EXPORT_TYPES", "PARSE_TRACE_VIEW_MAX_EVENTS", "TRACE_VIEW_FILE"]
 
 # Above this many events `mlprof parse` leaves trace_view.json to `mlprof
 # export`: its JSON is ~250 bytes an event (a 1M-event trace: 250 MB, 4 s of
@@ -16,7 +17,10 @@ PARSE_TRACE_VIEW_MAX_EVENTS = 500_000
 
 TRACE_VIEW_FILE = "trace_view.json"
 SUMMARY_FORMATS = ("csv", "json")
-EXPORT_TYPES = ("text", "db")
+# The export types are the profiler option's (export_type): one list for `mlprof run`, a capture's config,
+# `mlprof parse` and `mlprof export`.
+EXPORT_TYPES = tuple(t.value for t in ExportType)
+DEFAULT_EXPORT_TYPES = (ExportType.Text.value,)
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,7 @@ class ExportOptions:
     # Summary files as "csv" or "json".
     summary_format: str = "csv"
     # "text" (trace_view.json + summaries + communication JSON), "db" (SQLite).
-    export_types: tuple[str, ...] = ("text",)
+    export_types: tuple[str, ...] = DEFAULT_EXPORT_TYPES
     # Where the files go (None: the output directory holding tables/).
     target_dir: Path | None = None
     # trace_view.json only when the parse has at most this many events (host

@@ -18,13 +18,13 @@ docs/integrations.md.
 
 from __future__ import annotations
 
-import logging
 import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from .. import mstx
+from ..collect.failsafe import log_failure
 from ..collect.trainer_session import TrainerSession, with_output
 from ._common import FALLBACK_OUTPUT, integration_options, never_raises, require
 
@@ -35,7 +35,6 @@ _apply_func = require("lightning.fabric.utilities.apply_func", "lightning", "lig
 
 __all__ = ["MlprofProfiler"]
 
-logger = logging.getLogger("mlprof")
 
 SOURCE = "lightning"
 STAGES = ("fit", "validate", "test", "predict")
@@ -161,8 +160,7 @@ class MlprofProfiler(_profilers.Profiler):
             if session is not None:
                 session.stop()
         except Exception as exc:  # noqa: BLE001 - Lightning's own teardown must still run
-            logger.error("mlprof: MlprofProfiler failed in teardown (%s: %s); training continues",
-                         type(exc).__name__, exc)
+            log_failure("teardown", exc, owner="MlprofProfiler", consequence="")
         self._ranges.clear()
         self._validation_range = None
         self._trainer = None

@@ -39,7 +39,8 @@ import numpy as np
 from mlprof.parse.backward_links import BACKWARD_LINKS_TABLE, write_backward_links
 from mlprof.parse.host_view import (
     NEUTRAL, PHASE_CODE, StepSegments, covered, disjoint_runs, host_segments, sorted_unique, union_intervals)
-from mlprof.parse.phase_rules import idle_cause, is_sync_call, span_phase
+from mlprof.parse.phase_rules import idle_cause, span_phase
+from mlprof.tables.names import is_sync_call
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 from mlprof.tables.phases import HOST_PHASES, window_extents
 from mlprof.tables.budget import memory_budget_bytes

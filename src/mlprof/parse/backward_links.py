@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlprof.tables.names import backward_node_sql
 from mlprof.tables.schema import TABLES
 from mlprof.tables.store import PARQUET_OPTIONS, TableStore
 
@@ -26,7 +27,7 @@ __all__ = ["BACKWARD_LINKS_TABLE", "NODE_NAME_SQL", "write_backward_links"]
 BACKWARD_LINKS_TABLE = "backward_links"
 
 # The engine's record of one node (torch's autograd engine names it so on every thread it runs on).
-NODE_NAME_SQL = "name LIKE 'autograd::engine::evaluate_function:%'"
+NODE_NAME_SQL = backward_node_sql()
 
 # Ops that can have created a node: framework ops outside the backward (the nodes themselves, and the
 # ops torch records inside them, carry the numbers of the forward ops they answer).

@@ -18,6 +18,7 @@ from mlprof.parse.hierarchy import assign_steps, fold_duplicates, nest_host_even
 from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.kineto_events import FLOW_END, FLOW_START, MISSING, KinetoColumns, StringPool
 from mlprof.parse.python_and_modules import module_call_table, python_tables
+from mlprof.tables.names import BACKEND_COLLECTIVE
 
 __all__ = ["WindowData", "build_tables", "TableParts", "build_host_side", "build_flows", "build_misc", "step_table",
            "new_offsets", "add_capture_metadata", "add_steps", "STEP_NAME", "step_number", "strings_matching",
@@ -297,13 +298,10 @@ def build_host_side(k: KinetoColumns, w: int, pool: StringPool, tables: TablePar
     return rt_owner, rt_step, rt_comm
 
 
-# Host ops that launch a collective: torch's record_function names (nccl:all_reduce).
-_COMMUNICATION_OP = re.compile(r"^(nccl|gloo|ucc|mpi|hccl|rccl|xccl):\w")
-
-
 def _communication_op(pool: StringPool, names: np.ndarray, parent: np.ndarray, levels: int = 4) -> np.ndarray:
-    """Per host op: the code of the communication op it is or is inside (up to ``levels`` up), else -1."""
-    comm = np.fromiter(strings_matching(pool, _COMMUNICATION_OP), dtype=np.int32)
+    """Per host op: the code of the backend's collective op (nccl:all_reduce) it is or is inside (up to
+    ``levels`` up), else -1."""
+    comm = np.fromiter(strings_matching(pool, BACKEND_COLLECTIVE), dtype=np.int32)
     is_comm = np.isin(names, comm)
     code = np.where(is_comm, names, -1).astype(np.int64)
     node = parent

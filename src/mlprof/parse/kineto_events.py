@@ -19,6 +19,7 @@ import numpy as np
 
 from mlprof.parse.kineto_times import (EMPTY_RAW, MAX_US, TimeRangeError, decimal_us_to_ns, dur_column, exact_times,
                                       exact_ts_of_raws, needs_exact_times, ns_column)
+from mlprof.tables.names import COMMUNICATION_KERNEL
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
            "EVENTS_DECODER", "TS_TEXT_EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk",
@@ -157,7 +158,6 @@ DEVICE_KINDS = {
     "Memset": "memset",
     "cuda_sync": "sync",
 }
-COMMUNICATION_KERNEL = re.compile(r"nccl|rccl|c10d::|all_?reduce|all_?gather|reduce_?scatter", re.I)
 
 
 FLOW_START, FLOW_STEP, FLOW_END = 0, 1, 2

@@ -1,7 +1,7 @@
 """Which spans define the phases of a training step: the rules applying the vocabulary.
 
-The phases, idle causes and the names that define them are declared once in
-:mod:`mlprof.tables.phases`; these rules apply them to span names, and
+The phases and idle causes are declared once in :mod:`mlprof.tables.phases`,
+the names that define them in :mod:`mlprof.tables.names`; these rules apply them to span names, and
 :mod:`mlprof.parse.attribution` writes the resulting ``phase_spans`` table,
 which every analysis, export and page reads. Nothing else decides what counts
 as data loading, forward, backward, optimizer or communication.
@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 
-from mlprof.tables.phases import ANNOTATION_WORDS, COMMUNICATION_PREFIXES, SYNC_CALLS
+from mlprof.tables.names import (ANNOTATION_WORDS, is_backward, is_data_loading, is_host_communication,
+                                 is_optimizer)
 
-__all__ = ["span_phase", "idle_cause", "is_sync_call"]
+__all__ = ["span_phase", "idle_cause"]
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -43,13 +44,13 @@ def span_phase(name: str, annotation: bool) -> str | None:
     """
     if name.startswith("ProfilerStep#"):
         return None
-    if name.startswith("enumerate(DataLoader)") or "DataLoader" in name:
+    if is_data_loading(name):
         return "data_loading"
-    if name.startswith("Optimizer."):
+    if is_optimizer(name):
         return "optimizer"
-    if name.startswith("autograd::engine::evaluate_function") or name.endswith(("Backward0", "Backward1")):
+    if is_backward(name):
         return "backward"
-    if name.startswith(COMMUNICATION_PREFIXES):
+    if is_host_communication(name):
         return "communication"
     if name.startswith("nn.Module:"):
         return "forward"
@@ -64,7 +65,3 @@ def idle_cause(host_phase: str) -> str:
         return host_phase
     return "launch"
 
-
-def is_sync_call(name: str) -> bool:
-    """A device runtime call that blocks the host until the device has drained."""
-    return name in SYNC_CALLS

@@ -21,6 +21,7 @@ from mlprof._version import __version__
 from mlprof.batch import InternalError, run_batch
 from mlprof.capture import layout
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
+from mlprof.options import ExportType
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.attribution import write_attribution
 from mlprof.parse.table_writer import write_tables_and_attribution
@@ -98,6 +99,8 @@ class ParseResult:
     # The failure of this input (on_error="continue"); None when it parsed.
     error: str | None = None
     error_type: str | None = None
+    # The failure itself, for a caller to raise or map to an exit code (not in to_dict).
+    exception: MlprofError | None = field(default=None, repr=False, compare=False)
     # Export types the capture's config asked for ("text", "db"), lower-cased.
     requested_export_types: list[str] = field(default_factory=list)
 
@@ -106,7 +109,7 @@ class ParseResult:
         return Path(self.output_dir) / TABLES_DIR
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {f: v for f, v in asdict(replace(self, exception=None)).items() if f != "exception"}
 
 
 def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[ParseResult]:
@@ -134,7 +137,7 @@ def parse_path(path: Path, options: ParseOptions = ParseOptions()) -> list[Parse
         results.append(ParseResult(source=str(source), output_dir=str(out),
                                    kind="capture" if isinstance(item, CaptureInput) else
                                    f"ascend_{item.format}" if isinstance(item, AscendInput) else "trace",
-                                   error=str(exc), error_type=type(exc).__name__))
+                                   error=str(exc), error_type=type(exc).__name__, exception=exc))
     return results
 
 
@@ -162,7 +165,7 @@ def _requested_export_types(manifest: dict) -> list[str]:
         wanted = [wanted]
     if not isinstance(wanted, list):
         return []
-    return sorted({str(w).split(".")[-1].lower() for w in wanted} & {"text", "db"})
+    return sorted({str(w).split(".")[-1].lower() for w in wanted} & {t.value for t in ExportType})
 
 
 def _stage(on_stage: StageFn | None, text: str) -> None:

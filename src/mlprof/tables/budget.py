@@ -14,27 +14,14 @@ from __future__ import annotations
 import os
 
 from mlprof.errors import ConfigError
+from mlprof.options import parse_size
 
-__all__ = ["DEFAULT_MEMORY_BUDGET_BYTES", "MIN_MEMORY_BUDGET_BYTES", "MEMORY_BUDGET_ENV", "parse_size",
+__all__ = ["DEFAULT_MEMORY_BUDGET_BYTES", "MIN_MEMORY_BUDGET_BYTES", "MEMORY_BUDGET_ENV",
            "memory_budget_bytes", "query_memory_bytes"]
 
 DEFAULT_MEMORY_BUDGET_BYTES = 2**30
 MIN_MEMORY_BUDGET_BYTES = 64 * 2**20
 MEMORY_BUDGET_ENV = "MLPROF_MEMORY_BUDGET"
-_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def parse_size(text: str) -> int | None:
-    """'512M', '2G', '1.5G', '512MiB' or bytes -> bytes; None: not a size."""
-    value = text.strip().upper().removesuffix("B").removesuffix("I")
-    unit = value[-1:] if value[-1:] in _UNITS else ""
-    try:
-        number = float(value[:len(value) - len(unit)])
-    except ValueError:
-        return None
-    if not number > 0 or number != number or number * _UNITS[unit] > 2**50:
-        return None
-    return int(number * _UNITS[unit])
 
 
 def memory_budget_bytes(explicit: int | None = None) -> int:

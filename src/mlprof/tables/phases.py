@@ -1,8 +1,9 @@
 """The phase vocabulary of the ``phase_spans`` table: the one definition.
 
-Which phases a step is split into, why the device idled, their labels,
-which names count as communication, synchronization or a phase's annotation,
-and what a window without steps counts as one step (:func:`window_extents`).
+Which phases a step is split into, why the device idled, their labels, and
+what a window without steps counts as one step (:func:`window_extents`). The
+names that define a phase (communication, data loading, synchronising calls,
+annotation words) are in :mod:`mlprof.tables.names`.
 The parser reads these to write ``phase_spans`` (the rules applying them are
 in :mod:`mlprof.parse.phase_rules` and :mod:`mlprof.parse.attribution`); the
 analyses, exports and pages read them to name and sum its rows. Nothing else
@@ -14,8 +15,7 @@ from __future__ import annotations
 from mlprof.tables.store import TableStore
 
 __all__ = [
-    "HOST_PHASES", "DEVICE_PHASES", "IDLE_CAUSES", "PHASE_LABELS", "CAUSE_LABELS",
-    "COMMUNICATION_PREFIXES", "ANNOTATION_WORDS", "SYNC_CALLS", "window_extents",
+    "HOST_PHASES", "DEVICE_PHASES", "IDLE_CAUSES", "PHASE_LABELS", "CAUSE_LABELS", "window_extents",
 ]
 
 # Host view: every nanosecond of a step is exactly one of these.
@@ -35,27 +35,6 @@ CAUSE_LABELS = {
     "python": "host in Python outside ops", "gc": "host in garbage collection",
     "launch": "host busy issuing work (launch-bound)", "communication": "host in communication",
 }
-
-COMMUNICATION_PREFIXES = ("gloo:", "nccl:", "c10d::", "c10d:", "record_param_comms", "mpi:", "ucc:")
-
-# Words of a user annotation or mstx range that name a phase (`## forward ##`,
-# `load_batch`, `optimizer step`, `all_reduce grads`); neighbouring words are
-# also read joined ("load batch" reads "loadbatch").
-ANNOTATION_WORDS = (
-    ("data_loading", frozenset({"dataloader", "dataloading", "loadbatch", "loaddata", "getbatch", "nextbatch",
-                                "fetchbatch", "dataload", "prefetch", "inputpipeline"})),
-    ("optimizer", frozenset({"optimizer", "optim", "optimizerstep", "optstep", "zerograd"})),
-    ("backward", frozenset({"backward", "bwd", "backprop"})),
-    ("forward", frozenset({"forward", "fwd"})),
-    ("communication", frozenset({"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "barrier",
-                                 "comm", "communication"})),
-)
-# Runtime calls that block the host until the device has drained (or an event fired).
-SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-              "cudaMemcpy", "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
-              # Ascend NPU (CANN runtime calls of a torch_npu import, docs/ascend.md)
-              "AscendCL@aclrtSynchronizeDevice", "AscendCL@aclrtSynchronizeStream",
-              "AscendCL@aclrtSynchronizeStreamWithTimeout", "AscendCL@aclrtSynchronizeEvent")
 
 
 def window_extents(store: TableStore) -> list[tuple[int, int, int]]:

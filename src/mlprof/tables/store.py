@@ -9,6 +9,7 @@ a half-written table.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -73,6 +75,7 @@ class TableStore:
             raise MlprofError(f"{self.tables_dir}: no parsed tables here; run `mlprof parse` first")
         self.con = connect(budget_bytes)
         self.over_budget = False
+        self._metadata: dict[str, list[Any]] | None = None
         if in_memory:
             _load_strings(self.con, strings or [])
         for name in TABLES:
@@ -141,6 +144,32 @@ class TableStore:
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {select} FROM _temp_rows")
         finally:
             self.con.unregister("_temp_rows")
+
+    def _metadata_values(self) -> dict[str, list[Any]]:
+        if self._metadata is None:
+            self._metadata = {}
+            for key, text in self.rows("SELECT key, value_json FROM metadata WHERE key IS NOT NULL "
+                                       "ORDER BY window_index NULLS FIRST, key"):
+                try:
+                    value = json.loads(text) if text is not None else None
+                except ValueError:
+                    value = text  # not JSON (tables written by hand): its text
+                self._metadata.setdefault(key, []).append(value)
+        return self._metadata
+
+    def metadata(self) -> dict[str, Any]:
+        """Every metadata key with its value decoded from JSON (a value that is not JSON: its text); a key
+        written per window: the first window's. The one reader of the ``metadata`` table, read once."""
+        return {key: values[0] for key, values in self._metadata_values().items()}
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        """One metadata value, decoded (as :meth:`metadata`), else ``default``."""
+        values = self._metadata_values().get(key)
+        return values[0] if values else default
+
+    def meta_values(self, key: str) -> list[Any]:
+        """Every window's value of ``key``, decoded, in window order (``eventCount``: one per window)."""
+        return list(self._metadata_values().get(key, []))
 
     def count(self, table: str) -> int:
         return self.rows(f'SELECT count(*) FROM "{table}"')[0][0]

@@ -15,7 +15,7 @@ from mlprof.export.csv_summaries import spreadsheet_safe
 from mlprof.analysis.gpu_metrics import gpu_metrics
 from mlprof.analysis.job import job_info
 from mlprof.analysis.step_categories import CATEGORIES, CATEGORY_LABELS
-from mlprof.analysis.steps import HOST_FIELDS, IDLE_FIELDS
+from mlprof.analysis.steps import DEVICE_FIELDS, HOST_FIELDS, IDLE_FIELDS
 from mlprof.errors import ConfigError
 from mlprof.tables.phases import CAUSE_LABELS, HOST_PHASES, IDLE_CAUSES, PHASE_LABELS
 from mlprof.ui import events, timeline
@@ -79,10 +79,7 @@ def features_answer(logdir: Path, run_id: str, summaries: SummaryCache) -> dict:
 # [steps dataset field, label, colour key]. The device view is step_breakdown's (computing holds copies too).
 PHASES = {
     "host": [[HOST_FIELDS[p], PHASE_LABELS[p], p] for p in HOST_PHASES],
-    "device": [["computing_ns", "computing (kernels, copies)", "computing"],
-               ["communication_not_overlapped_ns", "communication not overlapped", "communication_not_overlapped"],
-               ["preparing_ns", "preparing (idle before the first device work)", "preparing"],
-               ["free_ns", "free (idle after it)", "free"]],
+    "device": [[field, label, field.removesuffix("_ns")] for field, label in DEVICE_FIELDS.items()],
     "idle": [[IDLE_FIELDS[c], CAUSE_LABELS[c], c] for c in IDLE_CAUSES],
 }
 
@@ -139,7 +136,8 @@ def advisor_answer(run: OpenRun, job: list[dict] | None = None) -> dict:
     """The advisor's report of this run; among the ranks of a job (``job``: job_members), judged with
     the others (advise_outputs), so the slow rank's report names it and waiting in collectives is split."""
     # Imported here: a page whose analysis cannot load says so; the others still work.
-    from mlprof.analysis.advisor import advise, advise_outputs
+    from mlprof.analysis.advisor import advise
+    from mlprof.workflow import advise_outputs
 
     key = ("advisor", tuple((x["id"], (x["dir"] / TABLES_DIR).stat().st_mtime_ns) for x in job or []))
     cached = run.derived.get(key)

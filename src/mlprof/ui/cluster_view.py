@@ -10,7 +10,6 @@ are matched here the same way, as bytes per (source, destination, collective).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mlprof.capture.layout import OUTPUT_DIR
@@ -39,11 +38,7 @@ def cluster_members(logdir: Path, run_id: str) -> list[str]:
 def _group_ranks(out_dir: Path) -> tuple[list[int], str]:
     """Ranks of the run's default process group (all ranks when the trace does not list them), and its name."""
     with TableStore(out_dir / TABLES_DIR) as store:
-        rows = store.rows("SELECT value_json FROM metadata WHERE key = 'distributedInfo' LIMIT 1")
-    try:
-        info = json.loads(rows[0][0]) if rows else {}
-    except ValueError:
-        info = {}
+        info = store.meta("distributedInfo", {})
     if not isinstance(info, dict):
         return [], ""
     for pg in info.get("pg_config") or []:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from mlprof.analysis.compare import compare
 from mlprof.analysis.modules import module_tree
 from mlprof.errors import ConfigError
+from mlprof.analysis.steps import HOST_FIELDS
 from mlprof.tables.phases import PHASE_LABELS
 from mlprof.ui.stores import OpenRun
 
@@ -21,9 +22,8 @@ __all__ = ["compare_answer", "compare_rows", "COMPARE_SECTIONS", "TOP", "WATERFA
 COMPARE_SECTIONS = ("summary", "step_pairs", "breakdown", "op_types", "ops", "kernels", "memory")
 TOP = 50  # rows per table section; ``more`` in the answer counts the rest
 WATERFALL_BARS = 12  # largest changes drawn one by one; the rest is one "other" bar
-_HOST_BREAKDOWN = {"data_loading": "data_loading", "forward": "forward", "backward": "backward",
-                   "optimizer": "optimizer", "host_communication": "communication", "gc": "gc",
-                   "python": "python", "other": "other"}
+# compare's host breakdown rows are named by their field (host_communication): the phase of each.
+_HOST_BREAKDOWN = {field.removesuffix("_ns"): phase for phase, field in HOST_FIELDS.items()}
 
 
 def _metric(answer: dict) -> dict:

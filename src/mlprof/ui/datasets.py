@@ -18,7 +18,7 @@ from mlprof.analysis.modules import module_tree
 from mlprof.analysis.step_categories import step_categories
 from mlprof.analysis.training import metrics_by_step
 from mlprof.analysis.steps import data_loading_spans
-from mlprof.analysis.memory import operator_memory
+from mlprof.analysis.memory import LIFETIME_SQL, MEMORY_PAIRS_SQL, memory_peaks, memory_timeline, operator_memory
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 from mlprof.ui.labels import counter_label, device_label
@@ -127,34 +127,15 @@ def _device_cond(p: Params, alias: str = "") -> tuple[str, list]:
 
 
 def _memory_timeline(store: TableStore, p: Params) -> list[dict]:
-    cond, params = ("", []) if p.step is None else (" AND step = ?", [p.step])
-    dcond, dparams = _device_cond(p)
-    cond, params = cond + dcond, params + dparams
-    lo, hi = store.rows(f"SELECT min(ts_ns), max(ts_ns) FROM memory_events WHERE total_allocated_bytes IS NOT NULL"
-                        f"{cond}", params)[0]
-    if lo is None:
-        return []
-    bucket = max(1, (hi - lo) // MEMORY_POINTS + 1)
-    rows = store.dicts(f"""SELECT device_type, device_id, min(ts_ns) AS ts_ns,
-               max(total_allocated_bytes) AS allocated_bytes, max(total_reserved_bytes) AS reserved_bytes
-        FROM memory_events WHERE total_allocated_bytes IS NOT NULL{cond}
-        GROUP BY device_type, device_id, (ts_ns - {lo}) // {bucket} ORDER BY device_type, device_id, ts_ns""", params)
+    rows = memory_timeline(store, p.step, _device_key(p) if p.device else None, MEMORY_POINTS)
     return [{"device": device_label(r["device_type"], r["device_id"]), **r} for r in rows]
 
 
 def _memory_peak(store: TableStore, p: Params) -> list[dict]:
-    cond, params = ("", []) if p.step is None else (" AND step = ?", [p.step])
-    # The peak's time is the first time it was reached: a steady run reaches it every step, and
-    # arg_max gave whichever of those its threads met last.
-    rows = store.dicts(f"""SELECT device_type, device_id, max(total_allocated_bytes) AS peak_allocated_bytes,
-               arg_min(ts_ns, (-total_allocated_bytes, ts_ns)) FILTER (WHERE total_allocated_bytes IS NOT NULL)
-               AS peak_ts_ns, max(total_reserved_bytes) AS peak_reserved_bytes,
-               count(*) FILTER (WHERE size_bytes > 0) AS allocations, sum(size_bytes) FILTER (WHERE size_bytes > 0)
-               AS allocated_bytes_total
-        FROM memory_events WHERE true{cond} GROUP BY device_type, device_id ORDER BY 1, 2""", params)
     return [{"device": device_label(r["device_type"], r["device_id"]),
              "device_key": f"{r['device_type'] if r['device_type'] is not None else -1}:"
-                           f"{r['device_id'] if r['device_id'] is not None else -1}", **r} for r in rows]
+                           f"{r['device_id'] if r['device_id'] is not None else -1}", **r}
+            for r in memory_peaks(store, p.step)]
 
 
 def _allocations(store: TableStore, p: Params) -> list[dict]:
@@ -168,12 +149,9 @@ def _allocations(store: TableStore, p: Params) -> list[dict]:
     if p.t1 is not None:
         dcond, dparams = dcond + " AND a.ts_ns < ?", dparams + [p.t1]
     return _limited(store, f"""
-        WITH ev AS (
-            SELECT *, lead(size_bytes) OVER w AS next_size, lead(ts_ns) OVER w AS next_ts
-            FROM memory_events
-            WINDOW w AS (PARTITION BY window_index, device_type, device_id, addr ORDER BY ts_ns))
+        {MEMORY_PAIRS_SQL}
         SELECT coalesce(h.name, '(no op)') AS op_name, a.size_bytes, a.ts_ns AS alloc_ns,
-               CASE WHEN a.next_size < 0 THEN a.next_ts - a.ts_ns END AS lifetime_ns,
+               {LIFETIME_SQL} AS lifetime_ns,
                a.step, h.op_id AS host_op_id, a.total_allocated_bytes
         FROM ev a LEFT JOIN host_ops h ON h.op_id = a.host_op_id
         WHERE a.size_bytes > 0{cond}{dcond}
@@ -223,15 +201,8 @@ def _host_resources(store: TableStore, p: Params) -> list[dict]:
 
 
 def _environment(store: TableStore, p: Params) -> list[dict]:
-    out = []
-    for key, value in store.rows("SELECT key, value_json FROM metadata ORDER BY key"):
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            decoded = value
-        text = decoded if isinstance(decoded, str) else json.dumps(decoded, sort_keys=True)
-        out.append({"key": key, "value": text})
-    return out
+    return [{"key": key, "value": value if isinstance(value, str) else json.dumps(value, sort_keys=True)}
+            for key, value in sorted(store.metadata().items())]
 
 
 def _ops(fn):

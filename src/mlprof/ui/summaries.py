@@ -9,7 +9,6 @@ the run list's 5 s refresh does not reopen every run.
 
 from __future__ import annotations
 
-import json
 import statistics
 import threading
 from pathlib import Path
@@ -35,14 +34,6 @@ PAGE_NEEDS = {
 }
 
 
-def _meta(store: TableStore, key: str):
-    rows = store.rows("SELECT value_json FROM metadata WHERE key = ? LIMIT 1", [key])
-    try:
-        return json.loads(rows[0][0]) if rows else None
-    except ValueError:
-        return None
-
-
 def run_summary(out_dir: Path) -> dict:
     """Job, rank, device, steps and mean step time of one parsed output, and the counts pages need."""
     with TableStore(out_dir / TABLES_DIR) as store:
@@ -51,11 +42,11 @@ def run_summary(out_dir: Path) -> dict:
         step_rows = store.rows("SELECT step, dur_ns FROM steps ORDER BY start_ns")
         durs = [d for _, d in step_rows]
         device = run_device(store)
-        dist = _meta(store, "distributedInfo")
-        world = _meta(store, "capture.world_size")
+        dist = store.meta("distributedInfo")
+        world = store.meta("capture.world_size")
         if world is None and isinstance(dist, dict):
             world = dist.get("world_size")
-        job = _meta(store, "capture.worker_name")
+        job = store.meta("capture.worker_name")
         first = store.rows("SELECT min(start_ns) FROM steps")[0][0]
         return {
             "job": str(job) if job else None, "rank": rank_of(store),

@@ -11,12 +11,14 @@ from mlprof.analysis.advisor.engine import (
     RULES,
     AdvisorReport,
     Rule,
+    RankAdvice,
     advise,
-    advise_outputs,
+    advise_jobs,
+    rank_advice,
     sort_findings,
 )
 from mlprof.analysis.advisor.model import SEVERITIES, Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.advisor.rules_cluster import slow_rank_findings
 
-__all__ = ["advise", "advise_outputs", "AdvisorReport", "AdvisorContext", "Finding", "Evidence", "Thresholds", "Rule", "RULES",
+__all__ = ["advise", "rank_advice", "advise_jobs", "RankAdvice", "AdvisorReport", "AdvisorContext", "Finding", "Evidence", "Thresholds", "Rule", "RULES",
            "SEVERITIES", "severity_for", "sort_findings", "slow_rank_findings"]

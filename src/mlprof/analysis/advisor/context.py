@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -64,13 +63,7 @@ class AdvisorContext:
 
     @cached_property
     def metadata(self) -> dict:
-        out = {}
-        for key, value in self.store.rows("SELECT key, value_json FROM metadata"):
-            try:
-                out[key] = json.loads(value)
-            except (TypeError, ValueError):
-                out[key] = value
-        return out
+        return self.store.metadata()
 
     @cached_property
     def cpu_wait_ns(self) -> dict[tuple, int] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.evidence_strength import mark_thin_call_sites, window_notes
@@ -38,10 +39,12 @@ from mlprof.analysis.advisor.rules_growth import memory_growth, work_growth
 from mlprof.analysis.advisor.rules_side_work import side_work
 from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile, npu_wording
 from mlprof.analysis.advisor.whole_trace import whole_trace_store
-from mlprof.tables.layout import TABLES_DIR
 from mlprof.tables.store import TableStore
 
-__all__ = ["Rule", "RULES", "AdvisorReport", "advise", "advise_outputs", "sort_findings"]
+if TYPE_CHECKING:
+    from mlprof.analysis.jobs import RunIdentity
+
+__all__ = ["Rule", "RULES", "AdvisorReport", "RankAdvice", "advise", "rank_advice", "advise_jobs", "sort_findings"]
 
 Rule = Callable[[AdvisorContext, Thresholds], list[Finding]]
 
@@ -161,31 +164,45 @@ def profiling_cost_note(step_times: object, last_profiled_step: int | None = Non
 
 
 
-def advise_outputs(outputs: Sequence[tuple[str, Path]], thresholds: Thresholds | None = None) -> list[AdvisorReport]:
-    """:func:`advise` for each (source, parsed output dir); among the ranks of one job
-    (:mod:`mlprof.analysis.jobs`), adds the slow-rank finding to the slow rank's report."""
+@dataclass
+class RankAdvice:
+    """One output's report, with what judging it among the ranks of its job needs of its tables."""
+
+    report: AdvisorReport
+    identity: RunIdentity
+    exposed: dict[int, int] | None  # exposed communication per step, when it is a finding
+    extracted: dict | None  # its share of a cluster analysis (extract_rank), when it may be in a job
+
+
+def rank_advice(store: TableStore, source: str, output_dir: Path | None = None,
+                thresholds: Thresholds | None = None, in_job: bool = True) -> RankAdvice:
+    """:func:`advise` of one output, with its identity and (``in_job``) its cluster share, for :func:`advise_jobs`."""
+    from mlprof.analysis.cluster_data import extract_rank
+    from mlprof.analysis.jobs import run_identity
+
+    report = advise(store, thresholds)
+    report.source = str(source)
+    exposed = (exposed_by_step(AdvisorContext(store))
+               if any(f.id == "communication_overlap" for f in report.findings) else None)
+    return RankAdvice(report, run_identity(store, str(source)), exposed,
+                      extract_rank(store, str(source), output_dir) if in_job else None)
+
+
+def advise_jobs(ranks: Sequence[RankAdvice], thresholds: Thresholds | None = None) -> list[AdvisorReport]:
+    """The reports of ``ranks``; among the ranks of one job (:mod:`mlprof.analysis.jobs`), the slow-rank
+    finding is added to the slow rank's report and waiting in collectives is split from transfer."""
     from mlprof.analysis.advisor.rules_cluster import slow_rank_findings
     from mlprof.analysis.cluster import combine
-    from mlprof.analysis.cluster_data import extract_rank
-    from mlprof.analysis.jobs import group_jobs, run_identity
+    from mlprof.analysis.jobs import group_jobs
 
     th = thresholds or Thresholds()
-    reports, identities, exposed, extracted = [], [], {}, {}
-    for source, out in outputs:
-        with TableStore(Path(out) / TABLES_DIR) as store:
-            report = advise(store, th)
-            identities.append(run_identity(store, str(source)))
-            if any(f.id == "communication_overlap" for f in report.findings):
-                exposed[str(source)] = exposed_by_step(AdvisorContext(store))
-            # A job has two ranks or more: a lone output is never part of one.
-            if len(outputs) > 1:
-                extracted[str(source)] = extract_rank(store, str(source), out)
-        report.source = str(source)
-        reports.append(report)
-    grouping = group_jobs(identities)
+    reports = [r.report for r in ranks]
+    exposed = {r.report.source: r.exposed for r in ranks if r.exposed is not None}
+    extracted = {r.report.source: r.extracted for r in ranks}
+    grouping = group_jobs([r.identity for r in ranks])
     by_source = {r.source: r for r in reports}
     for job in grouping.jobs:
-        if len(job) < 2:
+        if len(job) < 2 or any(extracted[m.source] is None for m in job):
             continue
         cluster = combine([extracted[m.source] for m in job], th)
         slow = slow_rank_findings(cluster)

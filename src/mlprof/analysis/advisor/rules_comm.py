@@ -6,8 +6,8 @@ import numpy as np
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
-from mlprof.analysis.cluster_data import HOST_COMM_PATTERN
 from mlprof.analysis.intervals import union_length
+from mlprof.tables.names import BACKEND_COLLECTIVE_REGEX, HOST_COMMUNICATION_REGEX
 
 __all__ = ["communication_overlap", "exposed_by_step", "host_exposed_communication", "split_waiting"]
 
@@ -32,12 +32,12 @@ def host_exposed_communication(ctx: AdvisorContext) -> dict[tuple[int, int], tup
     """
     q = ctx.store.sql(f"""
         SELECT h.window_index AS win, h.step, h.start_ns, h.start_ns + h.dur_ns AS end_ns,
-               regexp_matches(h.name, '{HOST_COMM_PATTERN}') AS is_comm,
+               regexp_matches(h.name, '{HOST_COMMUNICATION_REGEX}') AS is_comm,
                h.tid = st.tid AS on_step_thread
         FROM host_ops h JOIN (SELECT window_index, tid, name FROM host_ops WHERE name LIKE 'ProfilerStep#%') st
              ON st.window_index = h.window_index AND st.name = 'ProfilerStep#' || h.step
         WHERE h.step IS NOT NULL AND h.category <> 'python_function' AND h.name NOT LIKE 'ProfilerStep#%'
-          AND (regexp_matches(h.name, '{HOST_COMM_PATTERN}') OR coalesce(h.depth, 0) <= 1)""").fetchnumpy()
+          AND (regexp_matches(h.name, '{HOST_COMMUNICATION_REGEX}') OR coalesce(h.depth, 0) <= 1)""").fetchnumpy()
     out = {}
     arr = {k: np.asarray(v) for k, v in q.items()}
     is_comm = arr["is_comm"].astype(bool)
@@ -129,7 +129,7 @@ def communication_overlap(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         steps = sorted(({"step": st, "window": w, "communication_ns": c, "value_ns": e}
                         for (w, st), (c, e) in per_step.items()), key=lambda r: -r["value_ns"])[:5]
         kinds = ctx.store.dicts(f"""SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM host_ops
-            WHERE step IS NOT NULL AND regexp_matches(name, '{HOST_COMM_PATTERN}')
+            WHERE step IS NOT NULL AND regexp_matches(name, '{BACKEND_COLLECTIVE_REGEX}')
             GROUP BY 1 ORDER BY total_ns DESC, 1""")
     share = ctx.share(exposed_ns)
     by_step = exposed_by_step(ctx)

@@ -16,6 +16,7 @@ from typing import Any
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.tables.names import KERNEL_LAUNCH_SQL, backward_node_sql
 
 __all__ = ["anomaly_detection", "launch_blocking", "debug_environment", "backend_settings",
            "grad_without_backward", "torch_state_windows", "setting_on", "anomaly_mode_on", "anomaly_cost_by_op",
@@ -69,7 +70,7 @@ def _nan_check_cost(ctx: AdvisorContext) -> tuple[int, int]:
         SELECT coalesce(sum(c.dur_ns), 0), count(*) FROM host_ops c
         JOIN host_ops e ON e.op_id = c.parent_op_id AND e.window_index = c.window_index
         WHERE c.step IS NOT NULL AND c.category = 'cpu_op' AND c.name IN ({names})
-          AND e.name LIKE 'autograd::engine::evaluate_function:%'""")[0]
+          AND {backward_node_sql('e.name')}""")[0]
     return int(ns), int(count)
 
 
@@ -194,7 +195,7 @@ def anomaly_cost_by_op(ctx: AdvisorContext) -> dict[str, int]:
                 SELECT c.window_index, c.op_id, c.name, c.self_ns, 0 FROM host_ops c
                 JOIN host_ops e ON e.op_id = c.parent_op_id AND e.window_index = c.window_index
                 WHERE c.step IS NOT NULL AND c.category = 'cpu_op' AND c.name IN ({names})
-                  AND e.name LIKE 'autograd::engine::evaluate_function:%'
+                  AND {backward_node_sql('e.name')}
                 UNION ALL
                 SELECT h.window_index, h.op_id, h.name, h.self_ns, t.level + 1 FROM host_ops h
                 JOIN tree t ON h.parent_op_id = t.op_id AND h.window_index = t.window_index
@@ -251,8 +252,7 @@ def launch_blocking(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []
     blocked_ns, launches = ctx.store.rows(f"""
         SELECT coalesce(sum(greatest(dur_ns - {_LAUNCH_FREE_NS}, 0)), 0), count(*) FROM runtime_calls
-        WHERE step IS NOT NULL AND (name LIKE '%LaunchKernel%' OR name LIKE 'cuLaunch%' OR name LIKE 'aclnn%'
-              OR name LIKE 'LaunchKernel%' OR name LIKE 'hipLaunch%')""")[0]
+        WHERE step IS NOT NULL AND {KERNEL_LAUNCH_SQL}""")[0]
     share = ctx.share(blocked_ns)
     severity = severity_for(share, th.debug_mode_warn_share, th) or "info"
     what = " and ".join(f"{n}={env[n]}" for n in names)
@@ -382,10 +382,10 @@ def grad_without_backward(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     tensors, node creation) has no span of its own, so this is ``info``."""
     if not ctx.steps:
         return []
-    row = ctx.store.rows("""
+    row = ctx.store.rows(f"""
         SELECT count(*) FILTER (WHERE sequence_number IS NOT NULL AND coalesce(fwd_thread_id, 0) = 0
                                   AND name NOT LIKE 'autograd::%'),
-               count(*) FILTER (WHERE name LIKE 'autograd::engine::evaluate_function:%'
+               count(*) FILTER (WHERE {backward_node_sql()}
                                   OR coalesce(fwd_thread_id, 0) <> 0)
         FROM host_ops WHERE step IS NOT NULL AND category = 'cpu_op'""")[0]
     recording, backward = int(row[0]), int(row[1])

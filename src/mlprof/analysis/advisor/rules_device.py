@@ -8,11 +8,10 @@ from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.intervals import union_length
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.steps import IDLE_FIELDS
-from mlprof.tables.phases import SYNC_CALLS
+from mlprof.tables.names import KERNEL_LAUNCH_SQL, SYNC_CALLS
 
 __all__ = ["device_idle", "synchronization", "memory_churn"]
 
-_SYNC_API = SYNC_CALLS  # one definition: mlprof.tables.phases
 _SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero",
              "aten::equal", "aten::masked_select", "aten::unique", "aten::_unique2", "aten::repeat_interleave")
 _ALLOC_API = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "cudaHostAlloc", "cudaMallocAsync",
@@ -46,10 +45,9 @@ def device_idle(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         SELECT count(*) AS kernels, count(*) FILTER (WHERE dur_ns < {int(th.small_kernel_dur_ns)}) AS tiny_kernels,
                median(dur_ns) AS median_kernel_ns, count(DISTINCT step) AS steps
         FROM device_ops WHERE kind = 'kernel' AND step IS NOT NULL""")[0]
-    launches = ctx.store.dicts("""
+    launches = ctx.store.dicts(f"""
         SELECT count(*) AS launches, sum(dur_ns) AS launch_api_ns, median(dur_ns) AS median_launch_ns
-        FROM runtime_calls WHERE step IS NOT NULL AND (name LIKE '%LaunchKernel%' OR name LIKE 'cuLaunch%'
-             OR name LIKE 'hipLaunch%' OR name LIKE '%ExtModuleLaunchKernel%' OR name LIKE 'cudaGraphLaunch%')""")[0]
+        FROM runtime_calls WHERE step IS NOT NULL AND {KERNEL_LAUNCH_SQL}""")[0]
     gaps = ctx.store.dicts("""
         WITH k AS (SELECT step, device, stream, start_ns, start_ns + dur_ns AS end_ns,
                           lag(start_ns + dur_ns) OVER (PARTITION BY window_index, device, stream ORDER BY start_ns)
@@ -86,7 +84,7 @@ def synchronization(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []
     api = ctx.store.dicts(f"""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns FROM runtime_calls
-        WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_API)}) GROUP BY name ORDER BY total_ns DESC, name""")
+        WHERE step IS NOT NULL AND name IN ({_in_list(SYNC_CALLS)}) GROUP BY name ORDER BY total_ns DESC, name""")
     ops = ctx.store.dicts(f"""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns FROM host_ops
         WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_OPS)}) AND NOT coalesce(folded, false)
@@ -117,7 +115,7 @@ def synchronization(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
 def _blocked_during_communication(ctx: AdvisorContext, from_api: bool) -> int:
     """ns of host sync time (runtime sync calls, else sync ops) during which the device runs collectives."""
     sync = ("SELECT start_ns, start_ns + dur_ns AS end_ns FROM runtime_calls "
-            f"WHERE step IS NOT NULL AND name IN ({_in_list(_SYNC_API)})" if from_api else
+            f"WHERE step IS NOT NULL AND name IN ({_in_list(SYNC_CALLS)})" if from_api else
             "SELECT start_ns, start_ns + dur_ns AS end_ns FROM host_ops WHERE step IS NOT NULL "
             "AND name IN ('aten::_local_scalar_dense', 'aten::nonzero') AND NOT coalesce(folded, false)")
     a = ctx.store.sql(sync).fetchnumpy()

@@ -14,6 +14,7 @@ from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.loops import backward_causes
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.ops import DEVICE_NS_PER_OP
+from mlprof.tables.names import data_loader_kind, data_loading_sql, is_host_communication
 
 __all__ = ["dominant_op", "data_loading", "gc_pauses", "step_outliers", "host_outside_ops"]
 
@@ -50,13 +51,10 @@ def standard_layer(op_name: str) -> str | None:
     return next((kind for kind, pattern in STANDARD_LAYER_OPS if pattern.match(op_name)), None)
 
 
-# Host-side names of collectives (c10d, gloo/nccl/hccl annotations, torch_npu's Hccl* ops).
-_COLLECTIVE_NAME = re.compile(r"^(c10d::|(gloo|nccl|mpi|ucc|xccl|hccl):|Hccl|record_param_comms$)", re.IGNORECASE)
-
 # Ops that are not "the model's ops" for this rule: step spans, optimizer and
 # DataLoader annotations have their own rules.
 _OP_FILTER = ("category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL "
-              "AND name NOT LIKE 'ProfilerStep#%' AND name NOT LIKE 'enumerate(DataLoader)%'")
+              f"AND name NOT LIKE 'ProfilerStep#%' AND NOT {data_loading_sql()}")
 
 
 _STORM_FIX = ("Vectorise the loop (model(x) on the batch instead of model(x[i:i+1]), torch.vmap for per-sample "
@@ -82,7 +80,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     comm = {n for (n,) in ctx.store.rows("""
         SELECT DISTINCT h.name FROM device_ops d JOIN host_ops h ON h.op_id = d.host_op_id
         WHERE d.is_communication AND h.step IS NOT NULL""")}
-    rows = [r for r in rows if r["name"] not in comm and not _COLLECTIVE_NAME.match(r["name"])]
+    rows = [r for r in rows if r["name"] not in comm and not is_host_communication(r["name"])]
     for r in rows:
         r["cost_ns"] = max(r["host_self_ns"] or 0, r["device_ns"] or 0)
     rows.sort(key=lambda r: (-r["cost_ns"], r["name"]))
@@ -200,11 +198,12 @@ def data_loading(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Steps waiting for input: time in DataLoader iteration inside the step."""
     wait_ns = sum(s.data_loading_ns for s in ctx.steps)
     share = ctx.share(wait_ns)
-    loaders = ctx.store.dicts("""
+    loaders = ctx.store.dicts(f"""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM host_ops
-        WHERE step IS NOT NULL AND name LIKE 'enumerate(DataLoader)%' GROUP BY name ORDER BY total_ns DESC, name""")
-    single = any("_SingleProcessDataLoaderIter" in r["name"] for r in loaders)
-    workers = any("_MultiProcessingDataLoaderIter" in r["name"] for r in loaders) and not single
+        WHERE step IS NOT NULL AND {data_loading_sql()} GROUP BY name ORDER BY total_ns DESC, name""")
+    kinds = {data_loader_kind(r["name"]) for r in loaders}
+    single = "single_process" in kinds
+    workers = "workers" in kinds and not single
     # With worker processes part of every wait is receiving the batch (unpickling, shared-memory
     # hand-off), which no worker count removes: a higher bar before calling the run input-bound.
     warn_share = th.data_loading_workers_warn_share if workers else th.data_loading_warn_share

@@ -5,6 +5,9 @@ matplotlib is absent. This page draws the same data (torch's memory timeline:
 times in µs and bytes per category) with the dashboard's chart library,
 ECharts, inlined into the file: one self-contained HTML file that opens from
 disk with no network, zoomable, with the category of every byte on hover.
+It is written inside the profiled job (``prof.export_memory_timeline``), so
+it lives with the collector and imports nothing of the later stages; only
+the chart library's file is shared with the dashboard.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ TORCH_CATEGORIES = ("PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY", "ACTIV
                     "AUTOGRAD_DETAIL", "Unknown")
 _COLORS = {"PARAMETER": "#2e7d32", "OPTIMIZER_STATE": "#daa520", "INPUT": "#333333", "TEMPORARY": "#9370db",
            "ACTIVATION": "#e53935", "GRADIENT": "#1e40af", "AUTOGRAD_DETAIL": "#4169e1", "Unknown": "#9e9e9e"}
-_ECHARTS = Path(__file__).parent / "static" / "echarts.min.js"
+_ECHARTS = Path(__file__).parents[1] / "ui" / "static" / "echarts.min.js"
 
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>

@@ -1,0 +1,120 @@
+"""What op and call names mean: the one list of name patterns.
+
+Collectives (per framework and device), data loading, the optimizer, backward
+nodes, kernel launches and synchronising calls are recognised by their names in
+the parser (phases, collective names), the analyses (cluster, jobs) and the
+advisor's rules. Each kind is spelled here once, as a Python test and, where
+SQL reads it, as the SQL condition derived from the same text, so an op never
+counts as communication for one analysis and not for another.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "COMMUNICATION_BACKENDS", "BACKEND_COLLECTIVE", "BACKEND_COLLECTIVE_REGEX", "HOST_COMMUNICATION",
+    "HOST_COMMUNICATION_REGEX", "is_host_communication", "COMMUNICATION_KERNEL",
+    "DATA_LOADING_MARK", "is_data_loading", "data_loading_sql", "data_loader_kind", "OPTIMIZER_PREFIX", "is_optimizer",
+    "BACKWARD_NODE_PREFIX", "backward_node_sql", "is_backward", "SYNC_CALLS", "is_sync_call",
+    "KERNEL_LAUNCH_SQL", "ANNOTATION_WORDS",
+]
+
+# Communication backends whose host ops torch names `<backend>:<collective>`
+# (nccl:all_reduce, gloo:broadcast, hccl:allreduce on Ascend, xccl on Intel GPUs).
+COMMUNICATION_BACKENDS = ("nccl", "rccl", "gloo", "hccl", "mpi", "ucc", "xccl")
+
+# The host op a backend runs one collective in: one per collective, so it names
+# the collective and is what the cluster analysis matches across ranks.
+BACKEND_COLLECTIVE_REGEX = rf"^({'|'.join(COMMUNICATION_BACKENDS)}):\w"
+BACKEND_COLLECTIVE = re.compile(BACKEND_COLLECTIVE_REGEX)
+
+# Every host span that is communication: the backend's op, the c10d op around
+# it (c10d::allreduce_), torch's record_param_comms, and torch_npu's Hccl* ops
+# (HcclAllreduce). Nested ones are one collective seen at several levels.
+HOST_COMMUNICATION_REGEX = (rf"^(({'|'.join(COMMUNICATION_BACKENDS)}):\w|c10d::?\w|record_param_comms"
+                            r"|Hccl[A-Z])")
+HOST_COMMUNICATION = re.compile(HOST_COMMUNICATION_REGEX)
+
+
+def is_host_communication(name: str) -> bool:
+    return HOST_COMMUNICATION.match(name) is not None
+
+
+# Device kernels that move data between ranks: NCCL's ncclKernel_* /
+# ncclDevKernel_*, RCCL's, and kernels named after their collective.
+COMMUNICATION_KERNEL = re.compile(r"nccl|rccl|c10d::|all_?reduce|all_?gather|reduce_?scatter", re.I)
+
+# The DataLoader's iteration op (enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__)
+# and any other span named after it.
+DATA_LOADING_MARK = "DataLoader"
+
+
+def is_data_loading(name: str) -> bool:
+    return DATA_LOADING_MARK in name
+
+
+def data_loading_sql(column: str = "name") -> str:
+    return f"{column} LIKE '%{DATA_LOADING_MARK}%'"
+
+
+# The DataLoader's iterator class says where batches are loaded: in the training process, or in workers.
+_LOADER_KINDS = (("_SingleProcessDataLoaderIter", "single_process"), ("_MultiProcessingDataLoaderIter", "workers"))
+
+
+def data_loader_kind(name: str) -> str | None:
+    """"single_process" or "workers" for a DataLoader iteration op, else None."""
+    return next((kind for mark, kind in _LOADER_KINDS if mark in name), None)
+
+
+# Optimizer.step#SGD.step, Optimizer.zero_grad#SGD.zero_grad
+OPTIMIZER_PREFIX = "Optimizer."
+
+
+def is_optimizer(name: str) -> bool:
+    return name.startswith(OPTIMIZER_PREFIX)
+
+
+# One autograd node run by the backward engine: autograd::engine::evaluate_function: MmBackward0
+BACKWARD_NODE_PREFIX = "autograd::engine::evaluate_function"
+
+
+def backward_node_sql(column: str = "name") -> str:
+    return f"{column} LIKE '{BACKWARD_NODE_PREFIX}:%'"
+
+
+def is_backward(name: str) -> bool:
+    """A backward node, or a backward function called outside the engine (MmBackward0)."""
+    return name.startswith(BACKWARD_NODE_PREFIX) or name.endswith(("Backward0", "Backward1"))
+
+
+# Runtime calls that block the host until the device has drained (or an event fired).
+SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+              "cudaMemcpy", "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+              # Ascend NPU (CANN runtime calls of a torch_npu import, docs/ascend.md)
+              "AscendCL@aclrtSynchronizeDevice", "AscendCL@aclrtSynchronizeStream",
+              "AscendCL@aclrtSynchronizeStreamWithTimeout", "AscendCL@aclrtSynchronizeEvent")
+
+
+def is_sync_call(name: str) -> bool:
+    """A device runtime call that blocks the host until the device has drained."""
+    return name in SYNC_CALLS
+
+
+# Runtime calls that launch device work: cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel,
+# hipExtModuleLaunchKernel, cudaGraphLaunch, and Ascend's aclnn* op launches.
+KERNEL_LAUNCH_SQL = ("(name LIKE '%LaunchKernel%' OR name LIKE 'cuLaunch%' OR name LIKE 'hipLaunch%' "
+                     "OR name LIKE 'cudaGraphLaunch%' OR name LIKE 'aclnn%')")
+
+# Words of a user annotation or mstx range that name a phase (`## forward ##`,
+# `load_batch`, `optimizer step`, `all_reduce grads`); neighbouring words are
+# also read joined ("load batch" reads "loadbatch").
+ANNOTATION_WORDS = (
+    ("data_loading", frozenset({"dataloader", "dataloading", "loadbatch", "loaddata", "getbatch", "nextbatch",
+                                "fetchbatch", "dataload", "prefetch", "inputpipeline"})),
+    ("optimizer", frozenset({"optimizer", "optim", "optimizerstep", "optstep", "zerograd"})),
+    ("backward", frozenset({"backward", "bwd", "backprop"})),
+    ("forward", frozenset({"forward", "fwd"})),
+    ("communication", frozenset({"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "barrier",
+                                 "comm", "communication"})),
+)
