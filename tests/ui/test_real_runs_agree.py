@@ -1,0 +1,65 @@
+"""The dashboard's JSON answers on real runs (trace_filter's two GPU ranks, torch_npu's two Ascend ranks):
+every number a page shows beside another agrees with it and with the trace itself."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import warnings
+
+import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from mlprof.parse import parse_path
+from mlprof.ui.server import create_app
+from shared_data import SHARED_ASCEND, SHARED_TRACES
+
+GPU = "gpu/sampled_rank-0_mlprof_output"
+NPU = "npu/rank0_ascend_pt/mlprof_output"
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    if not SHARED_TRACES.is_dir() or not SHARED_ASCEND.is_dir():
+        pytest.skip("shared real data not available")
+    root = tmp_path_factory.mktemp("real")
+    (root / "gpu").mkdir()
+    for rank in (0, 1):
+        shutil.copyfile(SHARED_TRACES / "trace_filter" / f"sampled_rank-{rank}.json.gz",
+                        root / "gpu" / f"sampled_rank-{rank}.json.gz")
+        shutil.copytree(SHARED_ASCEND / "text" / "level1" / f"rank{rank}_ascend_pt",
+                        root / "npu" / f"rank{rank}_ascend_pt")
+    for result in parse_path(root / "gpu") + parse_path(root / "npu"):
+        assert result.error is None, result.error
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(logdir):
+    with TestClient(create_app(logdir), base_url="http://127.0.0.1") as c:
+        yield c
+
+
+def get(client, path, **params):
+    r = client.get(path, params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_data_loading_is_one_number_on_the_overview_and_the_trace_s_own(client, logdir):
+    """The tile said 0.628% (3.86 ms), the pie and table 0.309% (1.9 ms): the pie counted only the data
+    loading the device sat idle through. The trace's `## data_load ##` spans sum to the tile's number."""
+    events = json.loads(gzip.decompress((logdir / "gpu" / "sampled_rank-0.json.gz").read_bytes()))["traceEvents"]
+    loading_us = sum(e["dur"] for e in events if e.get("name") == "## data_load ##")
+    o = get(client, "/api/overview", run=GPU)
+    tile = o["data_loading"]
+    assert tile["data_loading_ns"] == loading_us * 1000 == 7_725_000
+    (pie,) = [c for c in o["categories"] if c["key"] == "data_loading"]
+    assert pie["mean_ns"] * o["step_count"] == tile["data_loading_ns"]
+    assert pie["share"] * 100 == pytest.approx(tile["data_loading_pct"])
+    table = get(client, "/api/data/step_categories", run=GPU)
+    assert sum(r["data_loading_ns"] for r in table) == tile["data_loading_ns"]
