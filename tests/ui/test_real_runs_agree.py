@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -14,12 +18,14 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
+import mlprof
 from mlprof.parse import parse_path
 from mlprof.ui.server import create_app
 from shared_data import SHARED_ASCEND, SHARED_TRACES
 
 GPU = "gpu/sampled_rank-0_mlprof_output"
 NPU = "npu/rank0_ascend_pt/mlprof_output"
+SRC = str(Path(mlprof.__file__).parents[1])
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +69,23 @@ def test_data_loading_is_one_number_on_the_overview_and_the_trace_s_own(client, 
     assert pie["share"] * 100 == pytest.approx(tile["data_loading_pct"])
     table = get(client, "/api/data/step_categories", run=GPU)
     assert sum(r["data_loading_ns"] for r in table) == tile["data_loading_ns"]
+
+
+def test_raw_data_size_is_known_when_parsed_with_a_relative_path(tmp_path):
+    """`mlprof parse trace.json.gz` run in the trace's folder records the relative name; the dashboard, run
+    from elsewhere, found nothing there and said "raw data 0 B" where `mlprof query` says 121.3 KiB."""
+    if not SHARED_TRACES.is_dir():
+        pytest.skip("shared traces not available")
+    shutil.copyfile(SHARED_TRACES / "trace_filter" / "sampled_rank-0.json.gz", tmp_path / "rank0.json.gz")
+    r = subprocess.run([sys.executable, "-m", "mlprof", "parse", "--tables-only", "rank0.json.gz"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": SRC})
+    assert r.returncode == 0, r.stderr
+    q = subprocess.run([sys.executable, "-m", "mlprof", "query", "--json", str(tmp_path / "rank0_mlprof_output")],
+                       capture_output=True, text=True, timeout=300)
+    assert q.returncode == 0, q.stderr
+    (info,) = json.loads(q.stdout)
+    assert info["raw_bytes"] == (tmp_path / "rank0.json.gz").stat().st_size
+    with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as c:
+        job = get(c, "/api/overview", run="rank0_mlprof_output")["job"]
+    assert job["raw_bytes"] == info["raw_bytes"]
+    assert job["source"] == str(tmp_path / "rank0.json.gz")
