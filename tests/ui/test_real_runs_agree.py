@@ -3,6 +3,7 @@ every number a page shows beside another agrees with it and with the trace itsel
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import os
@@ -89,3 +90,18 @@ def test_raw_data_size_is_known_when_parsed_with_a_relative_path(tmp_path):
         job = get(c, "/api/overview", run="rank0_mlprof_output")["job"]
     assert job["raw_bytes"] == info["raw_bytes"]
     assert job["source"] == str(tmp_path / "rank0.json.gz")
+
+
+def test_ascend_allocations_carry_the_op_operator_memory_csv_names(client, logdir):
+    """operator_memory.csv names the op of every allocation; the allocations table said "(no op)" for all 184.
+    Those of a host op now name it; the GE pool's own (cann::) ops are no host op and stay unnamed."""
+    csv_path = logdir / "npu" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv"
+    theirs = sorted((round(float(r["Size(KB)"]) * 1024), r["Name"]) for r in csv.DictReader(csv_path.open()))
+    host_names = {r["name"] for r in get(client, "/api/data/op_statistic", run=NPU)}
+    rows = client.get("/api/data/allocations", params={"run": NPU}).json()
+    assert len(rows) == len(theirs) == 184
+    ours = sorted((r["size_bytes"], r["op_name"]) for r in rows)
+    assert ours == sorted((size, name if name in host_names else "(no op)") for size, name in theirs)
+    assert sum(name == "(no op)" for _, name in ours) == 57  # cann::ReduceSum7, cann::trans_TransData_0, ...
+    by_op = {r["op_name"]: r["allocations"] for r in get(client, "/api/data/memory_by_op", run=NPU)}
+    assert by_op["aten::convolution_backward"] == 14 and by_op["aten::_foreach_add"] == 17

@@ -177,8 +177,8 @@ def _device(con, s, rows: AscendRows, launch: dict, device_fallback: int, t: _Ti
 def _memory(con, s, rows: AscendRows, py: int, t: _Times) -> None:
     have = _tables(con)
     if "OP_MEMORY" in have:
-        for size, alloc_t, rel_t, a_alloc, a_res, r_alloc, r_res, dev in _select(
-                con, "OP_MEMORY", "size, allocationTime, releaseTime, allocationTotalAllocated, "
+        for name, size, alloc_t, rel_t, a_alloc, a_res, r_alloc, r_res, dev in _select(
+                con, "OP_MEMORY", "name, size, allocationTime, releaseTime, allocationTotalAllocated, "
                 "allocationTotalReserved, releaseTotalAllocated, releaseTotalReserved, deviceId"):
             for ts, sign, alloc, res in ((alloc_t, 1, a_alloc, a_res), (rel_t, -1, r_alloc, r_res)):
                 if ts is not None:
@@ -186,6 +186,7 @@ def _memory(con, s, rows: AscendRows, py: int, t: _Times) -> None:
                     rows.memory.add(ts_ns=ts, pid=py, device_type=NPU_DEVICE_TYPE,
                                     device_id=dev if dev is not None else -1, size_bytes=sign * size,
                                     total_allocated_bytes=alloc, total_reserved_bytes=res)
+                    rows.memory_ops.append(s.get(name) if sign > 0 else None)
     if "MEMORY_RECORD" in have:
         for comp, ts, alloc, res, active in _select(
                 con, "MEMORY_RECORD", "component, timestamp, totalAllocated, totalReserved, totalActive"):

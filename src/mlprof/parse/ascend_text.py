@@ -367,6 +367,7 @@ def _add_memory(out: Path, rows: AscendRows, pid: int) -> None:
             rows.memory.add(ts_ns=ts, pid=pid, tid=None, device_type=NPU_DEVICE_TYPE, device_id=dev_id,
                             size_bytes=sign * size, total_allocated_bytes=round(float(alloc) * _MB) if alloc else None,
                             total_reserved_bytes=round(float(res) * _MB) if res else None)
+            rows.memory_ops.append(r.get("Name") if sign > 0 else None)
     path = out / "memory_record.csv"
     for r in read_csv_rows(path, required=False):
         ts = us_text_to_ns(r.get("Timestamp(us)"), path, "Timestamp(us)")
