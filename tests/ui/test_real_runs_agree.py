@@ -105,3 +105,19 @@ def test_ascend_allocations_carry_the_op_operator_memory_csv_names(client, logdi
     assert sum(name == "(no op)" for _, name in ours) == 57  # cann::ReduceSum7, cann::trans_TransData_0, ...
     by_op = {r["op_name"]: r["allocations"] for r in get(client, "/api/data/memory_by_op", run=NPU)}
     assert by_op["aten::convolution_backward"] == 14 and by_op["aten::_foreach_add"] == 17
+
+
+def test_ascend_counters_are_drawn_in_their_units(client, logdir):
+    """Bandwidth charts plotted `acc_id` (a constant 27) as a measure; the LLC hit rate, a fraction, sat flat
+    at 0 on a 0-100% axis; HBM in KB ran its axis to 2,500,000 unscaled."""
+    rows = get(client, "/api/data/counters", run=NPU)
+    assert not [r for r in rows if r["series"] == "acc_id"]
+    assert {r["name"] for r in rows} >= {"read_bandwidth", "write_band_width"}  # their values are still drawn
+    hit = [r["value"] for r in rows if r["name"] == "LLC 0 Read/Hit Rate"]
+    assert {r["unit"] for r in rows if r["name"] == "LLC 0 Read/Hit Rate"} == {"percent"}
+    assert min(hit) == pytest.approx(77.5) and max(hit) == pytest.approx(92.7)  # l2_cache's 0.775..0.927
+    hbm = [r for r in rows if r["name"] == "Device/HBM"]
+    assert {r["unit"] for r in hbm} == {"bytes"}
+    assert max(r["value"] for r in hbm) == 2409792 * 1024  # the file's KB, in bytes
+    npu = [r for r in rows if r["name"] == "HBM 0/Read"]
+    assert {r["unit"] for r in npu} == {"bytes_per_s"}
