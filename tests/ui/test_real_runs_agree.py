@@ -121,3 +121,15 @@ def test_ascend_counters_are_drawn_in_their_units(client, logdir):
     assert max(r["value"] for r in hbm) == 2409792 * 1024  # the file's KB, in bytes
     npu = [r for r in rows if r["name"] == "HBM 0/Read"]
     assert {r["unit"] for r in npu} == {"bytes_per_s"}
+
+
+def test_a_slow_rank_names_the_column_its_figures_come_from(client):
+    """trace_filter rank 1 is slow by communication transit (167 vs 103 ms per step); the page said
+    "communication 167 vs 103 ms" beside a ranks table whose communication column says 190 and 198 ms."""
+    c = get(client, "/api/cluster", run=GPU)
+    ranks = {r["rank"]: r for r in c["ranks"]}
+    (slow,) = [s for s in c["slow_ranks"] if s["cause"] == "communication"]
+    assert slow["rank"] == 1 and slow["measure_field"] == "transit_ns" and "transit" in slow["measure"]
+    assert slow["value_ns"] == ranks[1][slow["measure_field"]] == 167_399_500
+    assert slow["median_ns"] == ranks[0][slow["measure_field"]]
+    assert ranks[1]["communication_ns"] != slow["value_ns"]

@@ -33,7 +33,7 @@
         c.failed.length ? ` (${c.failed.length} could not be read)` : "", c.warnings && c.warnings.length ? h("span", { class: "muted" }, ` — ${c.warnings.join("; ")}`) : null),
       card("Slow ranks", "/api/cluster/slow_ranks", params, c.slow_ranks.length ? h("ul", { class: "findings", id: "slow-ranks" }, c.slow_ranks.map(s =>
         h("li", { class: `sev-${s.severity}` }, h("span", { class: "sev" }, s.severity), " ", rankLink(s.rank),
-          h("b", {}, `: ${s.cause} ${fmtNs(s.value_ns)} per step`),
+          h("b", {}, `: ${s.measure || s.cause} ${fmtNs(s.value_ns)} per step`),
           ` vs ${fmtNs(s.median_ns)} on the others (+${fmtNs(s.excess_ns)}, ${fmtShare(s.share_of_step)} of a step)`)))
         : h("p", { class: "muted", id: "slow-ranks-none" }, "No rank is slower than the others by the advisor's threshold.")),
       h("div", { class: "row" },
