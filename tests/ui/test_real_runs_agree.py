@@ -26,6 +26,8 @@ from shared_data import SHARED_ASCEND, SHARED_TRACES
 
 GPU = "gpu/sampled_rank-0_mlprof_output"
 NPU = "npu/rank0_ascend_pt/mlprof_output"
+V100 = "v100/rank-0_mlprof_output"
+V100_TRACE = "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 SRC = str(Path(mlprof.__file__).parents[1])
 
 
@@ -40,7 +42,9 @@ def logdir(tmp_path_factory):
                         root / "gpu" / f"sampled_rank-{rank}.json.gz")
         shutil.copytree(SHARED_ASCEND / "text" / "level1" / f"rank{rank}_ascend_pt",
                         root / "npu" / f"rank{rank}_ascend_pt")
-    for result in parse_path(root / "gpu") + parse_path(root / "npu"):
+    (root / "v100").mkdir()
+    shutil.copyfile(SHARED_TRACES / V100_TRACE, root / "v100" / "rank-0.pt.trace.json.gz")
+    for result in parse_path(root / "gpu") + parse_path(root / "npu") + parse_path(root / "v100"):
         assert result.error is None, result.error
     return root
 
@@ -133,3 +137,39 @@ def test_a_slow_rank_names_the_column_its_figures_come_from(client):
     assert slow["value_ns"] == ranks[1][slow["measure_field"]] == 167_399_500
     assert slow["median_ns"] == ranks[0][slow["measure_field"]]
     assert ranks[1]["communication_ns"] != slow["value_ns"]
+
+
+def _finding(client, run, rule):
+    (f,) = [f for f in get(client, "/api/advisor", run=run)["findings"] if f["id"] == rule]
+    return f
+
+
+def test_advisor_evidence_links_to_ops_that_exist(client):
+    """The Ascend run's communication finding linked to "allreduce": no slice has that name (its host op is
+    HcclAllreduce), so the link opened an empty panel. Every evidence op now names a slice."""
+    ops = _finding(client, NPU, "communication_overlap")["evidence"]["ops"]
+    assert [(o["name"], o.get("collective")) for o in ops] == [("HcclAllreduce", "allreduce")]
+    for run, rule in ((NPU, "communication_overlap"), (GPU, "communication_overlap"), (V100, "dominant_op")):
+        for op in _finding(client, run, rule)["evidence"]["ops"]:
+            r = client.get("/api/timeline/locate", params={"run": run, "name": op["name"]})
+            assert r.status_code == 200, (run, op["name"])
+    steps = {s["step"] for s in get(client, "/api/data/steps", run=NPU)}
+    for f in get(client, "/api/advisor", run=NPU)["findings"]:
+        assert {s["step"] for s in f["evidence"]["steps"]} <= steps, f["id"]
+
+
+def test_launch_bound_finding_counts_cann_launches(client):
+    """CANN launches each kernel as Node@launch: the finding said "launches 0" beside 191 kernels."""
+    metrics = _finding(client, NPU, "device_idle")["evidence"]["metrics"]
+    assert metrics["launches"] == metrics["kernels"] == 191
+
+
+def test_a_device_timed_op_shows_its_device_time_per_step(client):
+    """convolution_backward's finding is about its kernels (212 ms); its per-step evidence was host self time
+    (2.3 ms a step). The steps now show the device time, which sums to the finding's."""
+    f = _finding(client, V100, "dominant_op")
+    metrics, steps = f["evidence"]["metrics"], f["evidence"]["steps"]
+    assert metrics["op"] == "aten::convolution_backward" and metrics["device_ns"] > 10 * metrics["host_self_ns"]
+    assert all(s["measured_on"] == "device" and s["value_ns"] == s["device_ns"] for s in steps)
+    assert sum(s["value_ns"] for s in steps) == metrics["device_ns"]
+    assert steps == sorted(steps, key=lambda s: -s["value_ns"])
