@@ -173,3 +173,14 @@ def test_a_device_timed_op_shows_its_device_time_per_step(client):
     assert all(s["measured_on"] == "device" and s["value_ns"] == s["device_ns"] for s in steps)
     assert sum(s["value_ns"] for s in steps) == metrics["device_ns"]
     assert steps == sorted(steps, key=lambda s: -s["value_ns"])
+
+
+def test_compare_headline_pairs_steady_steps_and_agrees_with_the_verdict(client):
+    """An NPU run's one step against the V100 run's five: the headline paired it with the V100's first step
+    (35 ms of host time for the 95 ms of kernels every step runs) and said +344.2% where the verdict said
+    +63.2%. By position the longer side's last steps are paired."""
+    a = get(client, "/api/compare", base=V100, run=NPU)
+    assert a["aligned_by"] == "position"
+    (pair,) = a["step_pairs"]
+    assert (pair["base_step"], pair["new_step"]) == (105, 50)
+    assert a["step_time"]["delta_pct"] == pytest.approx(a["verdict"]["change_pct"], abs=1.0)
