@@ -391,3 +391,12 @@ def test_a_bad_number_in_a_csv_is_an_error_naming_the_folder(ascend_data, tmp_pa
         csv.writer(fh).writerows(rows)
     with pytest.raises(TraceFormatError, match="ASCEND_PROFILER_OUTPUT.*unexpected content"):
         parse_path(root, ParseOptions(output_dir=tmp_path / "out"))
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_collectives_know_their_group_s_ranks(parsed, rank):
+    """communication_matrix.json (text) and analysis.db's CommAnalyzerMatrix (db) list the 8 ranks of the
+    HCCL group; the collectives had no ranks, and the cluster's communication matrix was empty."""
+    for level in ("text/level1", "db/level1"):
+        got = parsed(level, rank).rows("SELECT DISTINCT group_ranks FROM collectives")
+        assert got == [(json.dumps(list(range(8))),)], level

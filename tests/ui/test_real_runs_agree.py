@@ -184,3 +184,19 @@ def test_compare_headline_pairs_steady_steps_and_agrees_with_the_verdict(client)
     (pair,) = a["step_pairs"]
     assert (pair["base_step"], pair["new_step"]) == (105, 50)
     assert a["step_time"]["delta_pct"] == pytest.approx(a["verdict"]["change_pct"], abs=1.0)
+
+
+def test_hccl_communication_matrix_comes_from_communication_matrix_json(client, logdir):
+    """communication_matrix.json lists each rank's links in its 8-rank HCCL group; the cluster matrix was
+    empty (torch_npu writes no rank list on the collectives). Each rank now sends to its 7 peers."""
+    doc = json.loads((logdir / "npu" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" /
+                      "communication_matrix.json").read_text())
+    links = {link for kind in doc["step50"]["collective"].values() for link in kind}
+    peers = sorted({int(link.split("-")[1]) for link in links} - {0})
+    assert peers == [1, 2, 3, 4, 5, 6, 7]
+    c = get(client, "/api/cluster", run=NPU)
+    for rank in (0, 1):
+        rows = [m for m in c["matrix"] if m["src_rank"] == rank]
+        assert sorted(m["dst_rank"] for m in rows) == [p for p in range(8) if p != rank]
+        (coll,) = [x for x in c["collectives"] if x["rank"] == rank]
+        assert all(m["size_bytes"] == coll["size_bytes"] and m["bandwidth_gb_per_s"] for m in rows)

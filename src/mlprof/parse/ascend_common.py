@@ -257,6 +257,8 @@ class AscendRows:
     event_count: int = 0
     # Per memory row: the op operator_memory.csv (OP_MEMORY) names for an allocation, else None.
     memory_ops: list = field(default_factory=list)
+    # Communication group name -> its ranks as JSON text (communication_matrix.json's links).
+    group_ranks: dict = field(default_factory=dict)
 
     def kineto_columns(self, pool: StringPool) -> tuple[KinetoColumns, dict[str, np.ndarray]]:
         """The rows as the Kineto parser's columns, and each device op's launch point
@@ -267,6 +269,15 @@ class AscendRows:
         if coll:
             for key in ("in_split_size", "out_split_size", "group_ranks", "group_desc"):
                 coll[key] = np.full(len(coll["device_row"]), -1, dtype=np.int32)
+            if self.group_ranks:
+                names = self.collectives.cols["group_name"]
+                ranks = dict(self.group_ranks)
+                # The SQLite export names a group by its full name ("90.91.105.46%enp189s0f0_60000_0_...") where
+                # analysis.db uses its hash: one group on each side is the same group.
+                if len(ranks) == 1 and len(set(names)) == 1 and names[0] not in ranks:
+                    ranks[names[0]] = next(iter(ranks.values()))
+                coll["group_ranks"] = np.array([pool.code(ranks[g]) if g in ranks else -1 for g in names],
+                                               dtype=np.int32)
         flows = self.flows.arrays(pool)
         if flows:
             flows["ph"] = flows["ph"].astype(np.int8)

@@ -260,6 +260,30 @@ def read_ascend_db(inp: AscendInput) -> AscendRows:
         rows.event_count = len(rows.host) + len(rows.runtime) + len(rows.device)
         rows.metadata["ascend.device"] = device
         rows.metadata["ascend.python_pid"] = py
+        rows.group_ranks = _group_ranks(path.parent / "analysis.db")
         return rows
     finally:
         con.close()
+
+
+def _group_ranks(path) -> dict[str, str]:
+    """Communication group -> its ranks as JSON text, from analysis.db's CommAnalyzerMatrix links (the
+    SQLite twin of communication_matrix.json); {} without it."""
+    if not path.is_file():
+        return {}
+    try:
+        con = open_read_only(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise TraceFormatError(f"{path}: cannot open as SQLite ({exc})") from None
+    try:
+        if "CommAnalyzerMatrix" not in _tables(con):
+            return {}
+        ranks: dict[str, set[int]] = {}
+        for group, src, dst in con.execute("SELECT group_name, src_rank, dst_rank FROM CommAnalyzerMatrix"):
+            if group is not None and str(src).isdigit() and str(dst).isdigit():
+                ranks.setdefault(str(group), set()).update((int(src), int(dst)))
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{path}: CommAnalyzerMatrix: {exc}") from None
+    finally:
+        con.close()
+    return {group: json.dumps(sorted(r)) for group, r in ranks.items() if len(r) > 1}

@@ -326,6 +326,27 @@ def _add_memcpy_tasks(tr: _Trace, rows: AscendRows, device: int, used: set) -> N
                 rows.unknown[("X", f"ascend_task:{task_type}")] += 1
 
 
+def _group_ranks(path: Path) -> dict[str, str]:
+    """Communication group -> its ranks as JSON text, from communication_matrix.json's "src-dst" link keys
+    under each "op@group" (torch_npu writes no rank list; without one the cluster matrix was empty)."""
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"{path}: unreadable JSON ({exc})") from None
+    ranks: dict[str, set[int]] = defaultdict(set)
+    for step in doc.values() if isinstance(doc, dict) else ():
+        for kind in step.values() if isinstance(step, dict) else ():
+            for key, links in kind.items() if isinstance(kind, dict) else ():
+                group = key.partition("@")[2]
+                for link in links if group and isinstance(links, dict) else ():
+                    src, _, dst = str(link).partition("-")
+                    if src.isdigit() and dst.isdigit():
+                        ranks[group].update((int(src), int(dst)))
+    return {group: json.dumps(sorted(r)) for group, r in ranks.items() if len(r) > 1}
+
+
 def _comm_groups(path: Path) -> dict[str, str]:
     """Op name -> communication group, from communication.json's "name@group" keys."""
     if not path.is_file():
@@ -386,6 +407,7 @@ def read_ascend_text(inp: AscendInput) -> AscendRows:
     tr = _read_trace(out / "trace_view.json", rows)
     device = _device_of(out, inp.rank if inp.rank is not None else 0)
     groups = _comm_groups(out / "communication.json")
+    rows.group_ranks = _group_ranks(out / "communication_matrix.json")
     used = _add_kernels(out / "kernel_details.csv", tr, rows, device, groups)
     _add_memcpy_tasks(tr, rows, device, used)
     _add_memory(out, rows, tr.python_pid)
