@@ -200,3 +200,19 @@ def test_hccl_communication_matrix_comes_from_communication_matrix_json(client, 
         assert sorted(m["dst_rank"] for m in rows) == [p for p in range(8) if p != rank]
         (coll,) = [x for x in c["collectives"] if x["rank"] == rank]
         assert all(m["size_bytes"] == coll["size_bytes"] and m["bandwidth_gb_per_s"] for m in rows)
+
+
+def test_ascend_memory_curve_is_one_pool(client, logdir):
+    """operator_memory.csv holds two allocators: PTA (rows with a Stream Ptr, 1452 MB reserved) and GE (its
+    cann:: ops, 74.75 MB reserved). One curve through both saw-toothed between them; it is PTA's now, and
+    every allocation is still listed."""
+    csv_path = logdir / "npu" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "operator_memory.csv"
+    pta = [r for r in csv.DictReader(csv_path.open()) if r["Stream Ptr"].strip()]
+    assert 0 < len(pta) < 184
+    curve = get(client, "/api/data/memory_timeline", run=NPU)
+    assert {r["reserved_bytes"] for r in curve} == {1452 * 2**20}
+    totals = [float(r[k]) * 2**20 for r in pta for k in ("Allocation Total Allocated(MB)",
+                                                         "Release Total Allocated(MB)") if r[k].strip()]
+    assert min(r["allocated_bytes"] for r in curve) >= round(min(totals))
+    (peak,) = get(client, "/api/data/memory_peak", run=NPU)
+    assert peak["peak_allocated_bytes"] == round(max(totals)) and peak["allocations"] == 184

@@ -34,6 +34,11 @@ OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
 TEXT_MARKER = "trace_view.json"
 _DB_NAME = re.compile(r"^ascend_pytorch_profiler(?:_(\d+))?\.db$")
 _INFO_NAME = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+# ge_pool_totals: operator_memory.csv (OP_MEMORY) mixes two allocators' allocations: torch_npu's caching
+# allocator (PTA, 1.1 GiB on alexnet_ddp_910b; rows with a Stream Ptr) and the graph engine's (GE, 7-75 MB;
+# rows without one, its cann:: ops). Each row's totals are its own pool's, so one curve through both was a
+# saw-tooth between 1452 MB and 74.75 MB reserved. The GE rows keep their size and op but no totals: the
+# device's memory curve is PTA's, and each pool's own curve is its npu_memory:<pool> counter (memory_record.csv).
 # torch's DeviceType of the NPU (PrivateUse1), the memory_events.device_type of NPU rows.
 NPU_DEVICE_TYPE = 20
 # Columns of AscendRows tables that are floats, not integers or text.

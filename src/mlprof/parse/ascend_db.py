@@ -177,9 +177,11 @@ def _device(con, s, rows: AscendRows, launch: dict, device_fallback: int, t: _Ti
 def _memory(con, s, rows: AscendRows, py: int, t: _Times) -> None:
     have = _tables(con)
     if "OP_MEMORY" in have:
-        for name, size, alloc_t, rel_t, a_alloc, a_res, r_alloc, r_res, dev in _select(
+        for name, size, alloc_t, rel_t, a_alloc, a_res, r_alloc, r_res, dev, stream in _select(
                 con, "OP_MEMORY", "name, size, allocationTime, releaseTime, allocationTotalAllocated, "
-                "allocationTotalReserved, releaseTotalAllocated, releaseTotalReserved, deviceId"):
+                "allocationTotalReserved, releaseTotalAllocated, releaseTotalReserved, deviceId, streamPtr"):
+            if stream is None:  # the GE pool (ascend_common.ge_pool_totals)
+                a_alloc = a_res = r_alloc = r_res = None
             for ts, sign, alloc, res in ((alloc_t, 1, a_alloc, a_res), (rel_t, -1, r_alloc, r_res)):
                 if ts is not None:
                     ts = t.ns(ts, "OP_MEMORY", "allocationTime" if sign > 0 else "releaseTime")

@@ -385,6 +385,8 @@ def _add_memory(out: Path, rows: AscendRows, pid: int) -> None:
             if ts is None:
                 continue
             alloc, res = _na(r.get(alloc_key)), _na(r.get(res_key))
+            if not (r.get("Stream Ptr") or "").strip():
+                alloc = res = None  # the GE pool (ascend_common.ge_pool_totals)
             rows.memory.add(ts_ns=ts, pid=pid, tid=None, device_type=NPU_DEVICE_TYPE, device_id=dev_id,
                             size_bytes=sign * size, total_allocated_bytes=round(float(alloc) * _MB) if alloc else None,
                             total_reserved_bytes=round(float(res) * _MB) if res else None)
