@@ -253,7 +253,11 @@ def _ascend_dirs_below(path: Path, depth: int) -> list[Path]:
     if depth <= 0:
         return []
     found: list[Path] = []
-    for child in sorted(path.iterdir()):
+    try:
+        children = sorted(path.iterdir())
+    except OSError:  # a folder below that this user cannot list holds nothing we could read
+        return []
+    for child in children:
         if child.is_symlink() or not child.is_dir():
             continue
         if is_ascend_dir(child):
