@@ -216,3 +216,12 @@ def test_ascend_memory_curve_is_one_pool(client, logdir):
     assert min(r["allocated_bytes"] for r in curve) >= round(min(totals))
     (peak,) = get(client, "/api/data/memory_peak", run=NPU)
     assert peak["peak_allocated_bytes"] == round(max(totals)) and peak["allocations"] == 184
+
+
+def test_a_host_loop_the_device_hides_says_so(client):
+    """ns_resolution_trace: "Host-bound Python loop: 26% of step time" beside a 97% busy GPU needs its
+    context: the loop runs while the kernels do, an info finding that says it is hidden."""
+    f = _finding(client, V100, "op_storm")
+    gpu = get(client, "/api/overview", run=V100)["gpu"]
+    assert gpu["utilization"] > 0.9 and f["severity"] == "info"
+    assert "hidden behind the device's work" in f["title"], f["title"]
