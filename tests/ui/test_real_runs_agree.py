@@ -225,3 +225,12 @@ def test_a_host_loop_the_device_hides_says_so(client):
     gpu = get(client, "/api/overview", run=V100)["gpu"]
     assert gpu["utilization"] > 0.9 and f["severity"] == "info"
     assert "hidden behind the device's work" in f["title"], f["title"]
+
+
+def test_ascend_raw_data_leaves_out_the_parsed_output(client, logdir):
+    """A torch_npu rank folder holds its own parsed output (mlprof_output/); raw data counted it too."""
+    rank = logdir / "npu" / "rank0_ascend_pt"
+    files = [p for p in rank.rglob("*") if p.is_file() and "mlprof_output" not in p.relative_to(rank).parts]
+    job = get(client, "/api/overview", run=NPU)["job"]
+    assert job["raw_bytes"] == sum(p.stat().st_size for p in files)
+    assert job["output_bytes"] > 0
