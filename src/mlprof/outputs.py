@@ -10,6 +10,7 @@ analyses themselves only read tables.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,13 +60,27 @@ def read_parse_info(output_dir: Path) -> dict:
 
 def source_of(output_dir: Path) -> str:
     """The input an output was parsed from, as parse_info.json records it; else what the layout says."""
-    source = read_parse_info(output_dir).get("source")
+    info = read_parse_info(output_dir)
+    source = info.get("source")
     if isinstance(source, str) and source:
-        return source
+        return _resolved_source(source, info.get("output_dir"), Path(output_dir))
     output_dir = Path(output_dir)
     if output_dir.name == OUTPUT_DIR:
         return str(output_dir.parent)
     return str(output_dir)  # a trace's output without parse_info.json: the trace's name is lost
+
+
+def _resolved_source(source: str, recorded_out: object, output_dir: Path) -> str:
+    """``source`` as recorded by a parse run with relative paths, made absolute by the folder that parse ran
+    in (the output dir's path less the relative one it recorded): read from another folder (the dashboard's
+    server), the relative name found nothing and the overview said "raw data 0 B"."""
+    if Path(source).is_absolute() or not isinstance(recorded_out, str) or Path(recorded_out).is_absolute():
+        return source
+    parts = Path(recorded_out).parts
+    here = Path(os.path.abspath(output_dir)).parts
+    if not parts or ".." in parts or here[-len(parts):] != parts:
+        return source
+    return os.path.normpath(os.path.join(*here[:-len(parts)], source))
 
 
 def _newest_input_ns(source: Path) -> int:

@@ -11,6 +11,8 @@ import csv
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 from decimal import Decimal
 
 import pytest
@@ -263,6 +265,22 @@ def test_a_folder_of_rank_folders_is_found(ascend_data):
         assert isinstance(found, AscendInput) and found.path == rank0
 
 
+def test_rank_folders_three_levels_down_are_found_and_parsed(ascend_data, tmp_path):
+    """The job folder as torch_npu users keep it (<job>/text/level1/rank0_ascend_pt): every rank folder of
+    every export, and `mlprof parse <job>` parses them (it used to find nothing and exit 3)."""
+    found = find_inputs(ascend_data)
+    assert [(f.path.relative_to(ascend_data).as_posix(), f.format) for f in found] == [
+        (f"{level}/rank{rank}_ascend_pt", level.split("/")[0]) for level, rank in sorted(DB + TEXT)]
+    job = tmp_path / "alexnet"
+    shutil.copytree(ascend_data / "db" / "level1" / "rank1_ascend_pt", job / "db" / "level1" / "rank1_ascend_pt")
+    r = subprocess.run([sys.executable, "-m", "mlprof", "parse", "--tables-only", "--json", str(job)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (entry,) = json.loads(r.stdout)
+    assert entry["kind"] == "ascend_db" and not entry.get("error")
+    assert (job / "db" / "level1" / "rank1_ascend_pt" / "mlprof_output").is_dir()
+
+
 def _copy_rank(ascend_data, tmp_path, level="text/level1"):
     dst = tmp_path / "rank0_ascend_pt"
     shutil.copytree(ascend_data / level / "rank0_ascend_pt", dst)
@@ -373,3 +391,12 @@ def test_a_bad_number_in_a_csv_is_an_error_naming_the_folder(ascend_data, tmp_pa
         csv.writer(fh).writerows(rows)
     with pytest.raises(TraceFormatError, match="ASCEND_PROFILER_OUTPUT.*unexpected content"):
         parse_path(root, ParseOptions(output_dir=tmp_path / "out"))
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_collectives_know_their_group_s_ranks(parsed, rank):
+    """communication_matrix.json (text) and analysis.db's CommAnalyzerMatrix (db) list the 8 ranks of the
+    HCCL group; the collectives had no ranks, and the cluster's communication matrix was empty."""
+    for level in ("text/level1", "db/level1"):
+        got = parsed(level, rank).rows("SELECT DISTINCT group_ranks FROM collectives")
+        assert got == [(json.dumps(list(range(8))),)], level

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -30,10 +31,14 @@ class JobInfo:
         return asdict(self)
 
 
-def _dir_bytes(path: Path) -> int:
+def _dir_bytes(path: Path, leave_out: Path | None = None) -> int:
+    """Bytes of the files at or under ``path``; ``leave_out``: a folder inside it not counted (a torch_npu
+    rank folder holds its parsed output, mlprof_output/: that is not raw data)."""
     if path.is_file():
         return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    skip = Path(os.path.abspath(leave_out)) if leave_out is not None else None
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()
+               and (skip is None or skip not in Path(os.path.abspath(p)).parents))
 
 
 def job_info(store: TableStore, source: Path, output_dir: Path) -> JobInfo:
@@ -51,5 +56,5 @@ def job_info(store: TableStore, source: Path, output_dir: Path) -> JobInfo:
     return JobInfo(
         job=str(job), source=str(source), rank=rank_of(store), devices=devices,
         start_ns=start, end_ns=end, step_count=store.count("steps"), slowest_steps=slowest,
-        raw_bytes=_dir_bytes(raw), output_bytes=_dir_bytes(output_dir), event_count=events,
+        raw_bytes=_dir_bytes(raw, output_dir), output_bytes=_dir_bytes(output_dir), event_count=events,
     )

@@ -10,7 +10,7 @@ import msgspec
 import numpy as np
 
 from mlprof.errors import TraceFormatError
-from mlprof.parse.ascend_common import AscendInput, AscendRows, link_host_ops
+from mlprof.parse.ascend_common import AscendInput, AscendRows, link_host_ops, link_memory_ops
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.kineto_events import StringPool, StringTooLongError
 
@@ -68,6 +68,7 @@ def ascend_tables(item: AscendInput) -> tuple[dict[str, dict[str, np.ndarray]], 
         where = item.db_path if item.format == "db" else item.profiler_output
         raise TraceFormatError(f"{where}: {exc}") from None
     link_host_ops(columns, launch, int(rows.metadata.get("ascend.python_pid") or 0), pool)
+    link_memory_ops(columns, rows.memory_ops, pool)
     columns.update({name: cols for name, cols in extras.items() if cols})
     return columns, pool, rows
 

@@ -34,6 +34,11 @@ OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
 TEXT_MARKER = "trace_view.json"
 _DB_NAME = re.compile(r"^ascend_pytorch_profiler(?:_(\d+))?\.db$")
 _INFO_NAME = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+# ge_pool_totals: operator_memory.csv (OP_MEMORY) mixes two allocators' allocations: torch_npu's caching
+# allocator (PTA, 1.1 GiB on alexnet_ddp_910b; rows with a Stream Ptr) and the graph engine's (GE, 7-75 MB;
+# rows without one, its cann:: ops). Each row's totals are its own pool's, so one curve through both was a
+# saw-tooth between 1452 MB and 74.75 MB reserved. The GE rows keep their size and op but no totals: the
+# device's memory curve is PTA's, and each pool's own curve is its npu_memory:<pool> counter (memory_record.csv).
 # torch's DeviceType of the NPU (PrivateUse1), the memory_events.device_type of NPU rows.
 NPU_DEVICE_TYPE = 20
 # Columns of AscendRows tables that are floats, not integers or text.
@@ -255,6 +260,10 @@ class AscendRows:
     metadata: dict = field(default_factory=dict)
     unknown: Counter = field(default_factory=Counter)
     event_count: int = 0
+    # Per memory row: the op operator_memory.csv (OP_MEMORY) names for an allocation, else None.
+    memory_ops: list = field(default_factory=list)
+    # Communication group name -> its ranks as JSON text (communication_matrix.json's links).
+    group_ranks: dict = field(default_factory=dict)
 
     def kineto_columns(self, pool: StringPool) -> tuple[KinetoColumns, dict[str, np.ndarray]]:
         """The rows as the Kineto parser's columns, and each device op's launch point
@@ -265,6 +274,15 @@ class AscendRows:
         if coll:
             for key in ("in_split_size", "out_split_size", "group_ranks", "group_desc"):
                 coll[key] = np.full(len(coll["device_row"]), -1, dtype=np.int32)
+            if self.group_ranks:
+                names = self.collectives.cols["group_name"]
+                ranks = dict(self.group_ranks)
+                # The SQLite export names a group by its full name ("90.91.105.46%enp189s0f0_60000_0_...") where
+                # analysis.db uses its hash: one group on each side is the same group.
+                if len(ranks) == 1 and len(set(names)) == 1 and names[0] not in ranks:
+                    ranks[names[0]] = next(iter(ranks.values()))
+                coll["group_ranks"] = np.array([pool.code(ranks[g]) if g in ranks else -1 for g in names],
+                                               dtype=np.int32)
         flows = self.flows.arrays(pool)
         if flows:
             flows["ph"] = flows["ph"].astype(np.int8)
@@ -332,3 +350,31 @@ def link_host_ops(columns: dict[str, dict[str, np.ndarray]], launch: dict[str, n
         order = np.argsort(dev["device_op_id"])
         pos = np.searchsorted(dev["device_op_id"][order], coll["device_op_id"])
         coll["step"] = steps[order][pos]
+
+
+def link_memory_ops(columns: dict[str, dict[str, np.ndarray]], op_names: list, pool: StringPool) -> None:
+    """Point each allocation at the host op torch_npu names for it (operator_memory.csv's Name): the latest
+    op of that name to start before it and still running. The file gives no thread, so the table builder's
+    link (the innermost op on the allocation's thread) found none and every allocation was "(no op)"
+    (184 of 184 on alexnet_ddp_910b rank 0). Names of no host op (the GE pool's ``cann::`` ops) stay unlinked.
+    """
+    mem, host = columns.get("memory_events"), columns.get("host_ops")
+    if not mem or not host or not any(op_names) or len(op_names) != len(mem["ts_ns"]):
+        return
+    code_of = {v: c for c, v in enumerate(pool.values())}
+    names = host["name"]
+    starts, ends = host["start_ns"], host["start_ns"] + host["dur_ns"]
+    by_code: dict[int, np.ndarray] = {}
+    owner = mem["host_op_id"]
+    for i, (name, ts) in enumerate(zip(op_names, mem["ts_ns"].tolist())):
+        code = code_of.get(name) if name else None
+        if code is None:
+            continue
+        if code not in by_code:
+            idx = np.flatnonzero(names == code)
+            by_code[code] = idx[np.argsort(starts[idx], kind="stable")]
+        idx = by_code[code]
+        for j in idx[:np.searchsorted(starts[idx], ts, side="right")][::-1]:
+            if ends[j] > ts:
+                owner[i] = host["op_id"][j]
+                break

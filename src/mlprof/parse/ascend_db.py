@@ -177,15 +177,18 @@ def _device(con, s, rows: AscendRows, launch: dict, device_fallback: int, t: _Ti
 def _memory(con, s, rows: AscendRows, py: int, t: _Times) -> None:
     have = _tables(con)
     if "OP_MEMORY" in have:
-        for size, alloc_t, rel_t, a_alloc, a_res, r_alloc, r_res, dev in _select(
-                con, "OP_MEMORY", "size, allocationTime, releaseTime, allocationTotalAllocated, "
-                "allocationTotalReserved, releaseTotalAllocated, releaseTotalReserved, deviceId"):
+        for name, size, alloc_t, rel_t, a_alloc, a_res, r_alloc, r_res, dev, stream in _select(
+                con, "OP_MEMORY", "name, size, allocationTime, releaseTime, allocationTotalAllocated, "
+                "allocationTotalReserved, releaseTotalAllocated, releaseTotalReserved, deviceId, streamPtr"):
+            if stream is None:  # the GE pool (ascend_common.ge_pool_totals)
+                a_alloc = a_res = r_alloc = r_res = None
             for ts, sign, alloc, res in ((alloc_t, 1, a_alloc, a_res), (rel_t, -1, r_alloc, r_res)):
                 if ts is not None:
                     ts = t.ns(ts, "OP_MEMORY", "allocationTime" if sign > 0 else "releaseTime")
                     rows.memory.add(ts_ns=ts, pid=py, device_type=NPU_DEVICE_TYPE,
                                     device_id=dev if dev is not None else -1, size_bytes=sign * size,
                                     total_allocated_bytes=alloc, total_reserved_bytes=res)
+                    rows.memory_ops.append(s.get(name) if sign > 0 else None)
     if "MEMORY_RECORD" in have:
         for comp, ts, alloc, res, active in _select(
                 con, "MEMORY_RECORD", "component, timestamp, totalAllocated, totalReserved, totalActive"):
@@ -259,6 +262,30 @@ def read_ascend_db(inp: AscendInput) -> AscendRows:
         rows.event_count = len(rows.host) + len(rows.runtime) + len(rows.device)
         rows.metadata["ascend.device"] = device
         rows.metadata["ascend.python_pid"] = py
+        rows.group_ranks = _group_ranks(path.parent / "analysis.db")
         return rows
     finally:
         con.close()
+
+
+def _group_ranks(path) -> dict[str, str]:
+    """Communication group -> its ranks as JSON text, from analysis.db's CommAnalyzerMatrix links (the
+    SQLite twin of communication_matrix.json); {} without it."""
+    if not path.is_file():
+        return {}
+    try:
+        con = open_read_only(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise TraceFormatError(f"{path}: cannot open as SQLite ({exc})") from None
+    try:
+        if "CommAnalyzerMatrix" not in _tables(con):
+            return {}
+        ranks: dict[str, set[int]] = {}
+        for group, src, dst in con.execute("SELECT group_name, src_rank, dst_rank FROM CommAnalyzerMatrix"):
+            if group is not None and str(src).isdigit() and str(dst).isdigit():
+                ranks.setdefault(str(group), set()).update((int(src), int(dst)))
+    except sqlite3.Error as exc:
+        raise TraceFormatError(f"{path}: CommAnalyzerMatrix: {exc}") from None
+    finally:
+        con.close()
+    return {group: json.dumps(sorted(r)) for group, r in ranks.items() if len(r) > 1}

@@ -326,6 +326,27 @@ def _add_memcpy_tasks(tr: _Trace, rows: AscendRows, device: int, used: set) -> N
                 rows.unknown[("X", f"ascend_task:{task_type}")] += 1
 
 
+def _group_ranks(path: Path) -> dict[str, str]:
+    """Communication group -> its ranks as JSON text, from communication_matrix.json's "src-dst" link keys
+    under each "op@group" (torch_npu writes no rank list; without one the cluster matrix was empty)."""
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"{path}: unreadable JSON ({exc})") from None
+    ranks: dict[str, set[int]] = defaultdict(set)
+    for step in doc.values() if isinstance(doc, dict) else ():
+        for kind in step.values() if isinstance(step, dict) else ():
+            for key, links in kind.items() if isinstance(kind, dict) else ():
+                group = key.partition("@")[2]
+                for link in links if group and isinstance(links, dict) else ():
+                    src, _, dst = str(link).partition("-")
+                    if src.isdigit() and dst.isdigit():
+                        ranks[group].update((int(src), int(dst)))
+    return {group: json.dumps(sorted(r)) for group, r in ranks.items() if len(r) > 1}
+
+
 def _comm_groups(path: Path) -> dict[str, str]:
     """Op name -> communication group, from communication.json's "name@group" keys."""
     if not path.is_file():
@@ -364,9 +385,12 @@ def _add_memory(out: Path, rows: AscendRows, pid: int) -> None:
             if ts is None:
                 continue
             alloc, res = _na(r.get(alloc_key)), _na(r.get(res_key))
+            if not (r.get("Stream Ptr") or "").strip():
+                alloc = res = None  # the GE pool (ascend_common.ge_pool_totals)
             rows.memory.add(ts_ns=ts, pid=pid, tid=None, device_type=NPU_DEVICE_TYPE, device_id=dev_id,
                             size_bytes=sign * size, total_allocated_bytes=round(float(alloc) * _MB) if alloc else None,
                             total_reserved_bytes=round(float(res) * _MB) if res else None)
+            rows.memory_ops.append(r.get("Name") if sign > 0 else None)
     path = out / "memory_record.csv"
     for r in read_csv_rows(path, required=False):
         ts = us_text_to_ns(r.get("Timestamp(us)"), path, "Timestamp(us)")
@@ -385,6 +409,7 @@ def read_ascend_text(inp: AscendInput) -> AscendRows:
     tr = _read_trace(out / "trace_view.json", rows)
     device = _device_of(out, inp.rank if inp.rank is not None else 0)
     groups = _comm_groups(out / "communication.json")
+    rows.group_ranks = _group_ranks(out / "communication_matrix.json")
     used = _add_kernels(out / "kernel_details.csv", tr, rows, device, groups)
     _add_memcpy_tasks(tr, rows, device, used)
     _add_memory(out, rows, tr.python_pid)

@@ -235,6 +235,33 @@ def _find_inputs(path: Path) -> list[CaptureInput | TraceInput | AscendInput]:
             # A folder per rank holding captures (seed 003's output/profile/rank_{id}/ layout).
             found += [read_capture(c) for c in sorted(child.iterdir()) if not c.is_symlink() and is_capture_dir(c)]
     if not found:
+        # torch_npu jobs are often kept as <job>/<export>/<level>/rank{N}_ascend_pt (text/level1/rank0_ascend_pt).
+        found = [read_ascend_dir(d) for d in _ascend_dirs_below(path, ASCEND_SEARCH_DEPTH)]
+    if not found:
         raise CaptureError(f"{path}: no mlprof capture, *_ascend_pt folder or Kineto trace file (plain or gzip "
                            "JSON) found")
+    return found
+
+
+# How many folders down a torch_npu rank folder is looked for when none is one level down: three is the
+# <job>/text/level1/rank0_ascend_pt layout; one more leaves room for a folder per job around it.
+ASCEND_SEARCH_DEPTH = 4
+
+
+def _ascend_dirs_below(path: Path, depth: int) -> list[Path]:
+    """The torch_npu rank folders under ``path``, at most ``depth`` folders down, by path; symlinks not followed."""
+    if depth <= 0:
+        return []
+    found: list[Path] = []
+    try:
+        children = sorted(path.iterdir())
+    except OSError:  # a folder below that this user cannot list holds nothing we could read
+        return []
+    for child in children:
+        if child.is_symlink() or not child.is_dir():
+            continue
+        if is_ascend_dir(child):
+            found.append(child)
+        elif child.name != layout.OUTPUT_DIR:
+            found += _ascend_dirs_below(child, depth - 1)
     return found

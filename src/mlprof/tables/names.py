@@ -102,9 +102,9 @@ def is_sync_call(name: str) -> bool:
 
 
 # Runtime calls that launch device work: cudaLaunchKernel, cuLaunchKernel, hipLaunchKernel,
-# hipExtModuleLaunchKernel, cudaGraphLaunch, and Ascend's aclnn* op launches.
+# hipExtModuleLaunchKernel, cudaGraphLaunch, and Ascend's aclnn* op launches and CANN's Node@launch.
 KERNEL_LAUNCH_SQL = ("(name LIKE '%LaunchKernel%' OR name LIKE 'cuLaunch%' OR name LIKE 'hipLaunch%' "
-                     "OR name LIKE 'cudaGraphLaunch%' OR name LIKE 'aclnn%')")
+                     "OR name LIKE 'cudaGraphLaunch%' OR name LIKE 'aclnn%' OR name = 'Node@launch')")
 
 # Words of a user annotation or mstx range that name a phase (`## forward ##`,
 # `load_batch`, `optimizer step`, `all_reduce grads`); neighbouring words are

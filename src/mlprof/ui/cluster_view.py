@@ -21,6 +21,10 @@ from mlprof.tables.layout import TABLES_DIR
 __all__ = ["cluster_members", "cluster_answer", "cluster_rows", "CLUSTER_SECTIONS", "folder_of"]
 
 CLUSTER_SECTIONS = ("ranks", "step_rows", "slow_ranks", "collectives", "matrix", "arrivals", "skew_rows")
+# Where a slow rank's excess lies (``excess_in``) -> what its figures measure, in words and as the ranks table's column.
+SLOW_RANK_MEASURES = {"compute": "compute", "communication": "communication transit (waits left out)",
+                      "free": "device idle"}
+SLOW_RANK_FIELDS = {"compute": "compute_ns", "communication": "transit_ns", "free": "free_ns"}
 
 
 def folder_of(run_id: str) -> str:
@@ -87,6 +91,13 @@ def cluster_answer(logdir: Path, run_dirs: dict[str, Path]) -> dict:
                 "reason": f"{len(with_rank)} run(s) with a rank in this folder; the cluster view needs the "
                           "captures or traces of at least 2 ranks side by side in one folder"}
     report = combine(with_rank).to_dict()
+    for slow in report["slow_ranks"]:
+        # What value_ns and median_ns measure: a "communication" cause compares transit (time on the wire,
+        # the waits for late ranks left out), not the ranks table's communication column (167 vs 103 ms
+        # read as communication where that column said 190 vs 198 ms).
+        excess_in = slow.get("excess_in", slow.get("cause"))
+        slow.setdefault("measure", SLOW_RANK_MEASURES.get(excess_in, excess_in))
+        slow.setdefault("measure_field", SLOW_RANK_FIELDS.get(excess_in))
     if not report["matrix"]:
         report["matrix"] = host_matrix(with_rank, run_dirs)
     run_of_rank = {r["rank"]: r["source"] for r in with_rank}

@@ -21,7 +21,7 @@ from mlprof.analysis.steps import data_loading_spans
 from mlprof.analysis.memory import LIFETIME_SQL, MEMORY_PAIRS_SQL, memory_peaks, memory_timeline, operator_memory
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
-from mlprof.ui.labels import counter_label, device_label
+from mlprof.ui.labels import ID_SERIES, counter_display, device_label
 
 __all__ = ["Params", "Dataset", "DATASETS", "get_dataset", "MEMORY_POINTS", "LimitedRows", "ROW_LIMIT"]
 
@@ -184,13 +184,17 @@ def _counters(store: TableStore, p: Params) -> list[dict]:
         return []
     bucket = max(1, (hi - lo) // MEMORY_POINTS + 1)
     rows = store.dicts(f"""SELECT name, series, pid, min(ts_ns) AS ts_ns, max(value) AS value FROM counters
-        GROUP BY name, series, pid, (ts_ns - {lo}) // {bucket} ORDER BY name, series, pid, ts_ns""")
-    labels = {}
+        WHERE series NOT IN ({", ".join("?" * len(ID_SERIES))})
+        GROUP BY name, series, pid, (ts_ns - {lo}) // {bucket} ORDER BY name, series, pid, ts_ns""",
+                       sorted(ID_SERIES))
+    values: dict[tuple, list] = {}
     for r in rows:
-        key = (r["name"], r["series"])
-        if key not in labels:
-            labels[key] = counter_label(*key)
-        r["label"], r["unit"] = labels[key]
+        values.setdefault((r["name"], r["series"]), []).append(r["value"])
+    shown = {key: counter_display(*key, vals) for key, vals in values.items()}
+    for r in rows:
+        r["label"], r["unit"], factor = shown[(r["name"], r["series"])]
+        if factor != 1.0 and r["value"] is not None:
+            r["value"] *= factor
     return rows
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 
-__all__ = ["counter_label", "device_label", "UNITS"]
+__all__ = ["counter_label", "counter_display", "device_label", "UNITS", "ID_SERIES"]
 
 # Units the browser formats (util.js fmtValue): anything else is shown as a plain number with this suffix.
 UNITS = ("percent", "bytes", "bytes_per_s", "count")
@@ -77,6 +77,34 @@ def counter_label(name: str | None, series: str | None) -> tuple[str, str | None
     if not series or series in ("value", name):
         return _words(name) if "_" in name else name, None
     return f"{_words(name) if '_' in name else name}: {series}", None
+
+
+# Series that identify what a counter measures rather than measure it: Ascend's bandwidth counters carry
+# the accelerator's id (`acc_id`, a constant 27) beside their value; drawn, it was a flat line of "27 B".
+ID_SERIES = {"acc_id"}
+# Byte units written in Ascend's series names, as what the browser scales (KiB, MiB, ...) and their factor.
+# torch_npu's KB and MB are binary (memory_record.csv's MB times 2**20 is the allocator's byte count).
+_BYTE_UNITS = {"KB": ("bytes", 1 << 10), "MB": ("bytes", 1 << 20), "GB": ("bytes", 1 << 30),
+               "KB/s": ("bytes_per_s", 1 << 10), "MB/s": ("bytes_per_s", 1 << 20), "GB/s": ("bytes_per_s", 1 << 30)}
+
+
+def counter_display(name: str | None, series: str | None, values) -> tuple[str, str | None, float]:
+    """(label, unit, factor) a chart draws a counter series with: ``value * factor`` in ``unit``.
+
+    Byte units become bytes (an HBM axis ran to 2,500,000 "KB"); a hit rate "(%)" whose samples all lie
+    within 0..1 is a fraction (Ascend's LLC "Hit Rate(%)" is 0.775..0.927, drawn flat at 0 on a 0-100%
+    axis) and is drawn times 100.
+    """
+    label, unit = counter_label(name, series)
+    if unit in _BYTE_UNITS:
+        unit, factor = _BYTE_UNITS[unit]
+        return label, unit, float(factor)
+    # Only hit rates: a real percent series may sit below 1% for a whole run.
+    if unit == "percent" and "Hit Rate" in (series or ""):
+        finite = [v for v in values if v is not None]
+        if finite and max(finite) <= 1.0 and min(finite) >= 0.0 and max(finite) > 0.0:
+            return label, unit, 100.0
+    return label, unit, 1.0
 
 
 def device_label(device_type: int | None, device_id: int | None) -> str:

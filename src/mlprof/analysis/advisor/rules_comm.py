@@ -107,6 +107,24 @@ def split_waiting(finding: Finding, own: dict[int, int], others: list[dict[int, 
     return finding
 
 
+def _name_slices(ctx: AdvisorContext, kinds: list[dict]) -> None:
+    """Give each collective kind the name of a slice the timeline and operator table know: a collective
+    name no op carries (torch_npu's "allreduce", whose host op is HcclAllreduce) becomes the host op its
+    device ops were launched by, the collective kept beside it (the link said "No slice named allreduce")."""
+    for row in kinds:
+        known = ctx.store.rows("SELECT 1 FROM host_ops WHERE name = ? UNION ALL SELECT 1 FROM device_ops WHERE "
+                               "name = ? LIMIT 1", [row["name"], row["name"]])
+        if known:
+            continue
+        host = ctx.store.rows("""
+            SELECT h.name FROM collectives c JOIN device_ops d USING (device_op_id)
+            JOIN host_ops h ON h.op_id = d.host_op_id
+            WHERE coalesce(c.collective_name, c.name) = ? AND c.step IS NOT NULL
+            GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1""", [row["name"]])
+        if host:
+            row["collective"], row["name"] = row["name"], host[0][0]
+
+
 def communication_overlap(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """Communication the computation does not hide."""
     if ctx.has_device:
@@ -117,6 +135,7 @@ def communication_overlap(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             SELECT coalesce(collective_name, name) AS name, count(*) AS count, sum(dur_ns) AS total_ns,
                    sum(size_bytes) AS size_bytes, sum(size_bytes) / nullif(sum(dur_ns), 0) AS bandwidth_gb_per_s
             FROM collectives WHERE step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC, 1""")
+        _name_slices(ctx, kinds)
         if not kinds:
             kinds = ctx.store.dicts("""SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM device_ops
                 WHERE is_communication AND step IS NOT NULL GROUP BY 1 ORDER BY total_ns DESC, 1 LIMIT 10""")

@@ -33,7 +33,7 @@
         c.failed.length ? ` (${c.failed.length} could not be read)` : "", c.warnings && c.warnings.length ? h("span", { class: "muted" }, ` — ${c.warnings.join("; ")}`) : null),
       card("Slow ranks", "/api/cluster/slow_ranks", params, c.slow_ranks.length ? h("ul", { class: "findings", id: "slow-ranks" }, c.slow_ranks.map(s =>
         h("li", { class: `sev-${s.severity}` }, h("span", { class: "sev" }, s.severity), " ", rankLink(s.rank),
-          h("b", {}, `: ${s.excess_in} ${fmtNs(s.value_ns)} per step`),
+          h("b", {}, `: ${s.measure || s.excess_in} ${fmtNs(s.value_ns)} per step`),
           ` vs ${fmtNs(s.median_ns)} on the others (+${fmtNs(s.excess_ns)}, ${fmtShare(s.share_of_step)} of a step)`,
           s.cause ? h("div", { class: "slow-cause" }, h("b", {}, `cause: ${s.cause_label}`), ` +${fmtNs(s.cause_ns)} per step`,
             s.cause_share_of_wait != null ? ` (${fmtShare(s.cause_share_of_wait)} of the others' wait)` : "",

@@ -62,7 +62,7 @@
     U.fill(el, h("h1", {}, "Overview", step !== null ? h("span", { class: "muted" }, ` · step ${step}`) : null),
       o.step_count ? tiles([
         ["mean step time", fmtNs(o.mean_step_ns), `median ${fmtNs(o.median_step_ns)} over ${o.step_count} step(s)`, "tile-step"],
-        g ? ["GPU utilisation", fmtShare(g.utilization), "device busy, share of step time", "tile-gpu-util"] : null,
+        g ? [`${o.device.kind === "gpu" ? "GPU" : (o.device.kind || "device").toUpperCase()} utilisation`, fmtShare(g.utilization), "device busy, share of step time", "tile-gpu-util"] : null,
         g && g.sm_efficiency !== null ? ["SM efficiency", fmtShare(g.sm_efficiency), "kernel time × share of SMs its grid fills", "tile-sm-eff"] : null,
         g && g.achieved_occupancy_pct !== null ? ["achieved occupancy", fmtPct(g.achieved_occupancy_pct), "kernel-time weighted (trace estimate)", "tile-occupancy"] : null,
         ["data loading", dl.data_loading_pct === null ? "—" : fmtPct(dl.data_loading_pct), "of step time, waiting for the next batch", "tile-dl"],

@@ -49,7 +49,8 @@
     const total = rows.reduce((a, r) => a + r.step_ns, 0), dl = rows.reduce((a, r) => a + r.data_loading_ns, 0);
     U.fill(el, h("h1", {}, "Data loading"),
       rows.length ? U.tiles([["waiting for data", total ? fmtShare(dl / total) : "—", `${fmtNs(dl)} of ${fmtNs(total)} step time`, "dl-share"],
-        ["worst step", (() => { const w = rows.slice().sort((a, b) => b.data_loading_ns - a.data_loading_ns)[0]; return `#${w.step}: ${fmtNs(w.data_loading_ns)}`; })()]]) : null,
+        ["worst step", (() => { const w = rows.slice().sort((a, b) => b.data_loading_ns - a.data_loading_ns)[0]; return w.data_loading_ns > 0 ? `#${w.step}: ${fmtNs(w.data_loading_ns)}` : "—"; })(),
+          dl > 0 ? "the step that waited longest" : "no step waited for data", "dl-worst"]]) : null,
       rows.length ? card("Data loading per step (click a step for its timeline)", "data_loading", { run },
         Charts.bars(rows.map(r => ({ label: `#${r.step}`, step: r.step, dl: r.data_loading_ns, rest: r.step_ns - r.data_loading_ns })),
           [{ key: "dl", name: "data loading", color: "#f28e2b" }, { key: "rest", name: "rest of the step", color: "#c9ced8" }],
