@@ -132,7 +132,7 @@ def test_a_slow_rank_names_the_column_its_figures_come_from(client):
     "communication 167 vs 103 ms" beside a ranks table whose communication column says 190 and 198 ms."""
     c = get(client, "/api/cluster", run=GPU)
     ranks = {r["rank"]: r for r in c["ranks"]}
-    (slow,) = [s for s in c["slow_ranks"] if s["cause"] == "communication"]
+    (slow,) = [s for s in c["slow_ranks"] if s["excess_in"] == "communication"]
     assert slow["rank"] == 1 and slow["measure_field"] == "transit_ns" and "transit" in slow["measure"]
     assert slow["value_ns"] == ranks[1][slow["measure_field"]] == 167_399_500
     assert slow["median_ns"] == ranks[0][slow["measure_field"]]
