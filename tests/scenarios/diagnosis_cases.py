@@ -249,8 +249,12 @@ def advise_one(run: Run, workdir: Path, timeout_s: int = 600, start: float | Non
     start = time.perf_counter() if start is None else start
     if not output.is_dir():
         return Verdict(run, ok=False, error=f"no kept output in {output}")
-    advice = subprocess.run([sys.executable, "-m", "mlprof", "advise", str(output), "--json", "--no-write"],
-                            env=env, capture_output=True, text=True, timeout=timeout_s)
+    try:
+        advice = subprocess.run([sys.executable, "-m", "mlprof", "advise", str(output), "--json", "--no-write"],
+                                env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return Verdict(run, ok=False, wall_s=time.perf_counter() - start,
+                       error=f"mlprof advise timed out after {timeout_s}s")
     wall_s = time.perf_counter() - start
     if advice.returncode != 0:
         return Verdict(run, ok=False, wall_s=wall_s, error=f"mlprof advise exit {advice.returncode}: "

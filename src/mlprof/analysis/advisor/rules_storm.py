@@ -66,10 +66,13 @@ def storm_fix(phases: dict[str, int], framework: bool) -> tuple[str, str]:
 
 def _storm_phases(ctx: AdvisorContext) -> dict[str, int]:
     """Storm-op time (outermost storm ops) per host phase, largest first."""
+    # A window's host spans do not overlap: the span an op starts in is the last one starting before it, an
+    # ASOF join (sorted, linear). The range join took 219 s on 355K events (a per-element .item() loop).
     rows = ctx.store.rows("""
         SELECT ps.phase, sum(o.end_ns - o.start_ns) FROM _storm_ops o
-        JOIN phase_spans ps ON ps.window_index = o.window_index AND ps.view = 'host'
-         AND o.start_ns >= ps.start_ns AND o.start_ns < ps.end_ns
+        ASOF JOIN (SELECT window_index, phase, start_ns, end_ns FROM phase_spans WHERE view = 'host') ps
+          ON ps.window_index = o.window_index AND o.start_ns >= ps.start_ns
+        WHERE o.start_ns < ps.end_ns
         GROUP BY ps.phase ORDER BY 2 DESC, 1""")
     return {phase: int(ns) for phase, ns in rows}
 
