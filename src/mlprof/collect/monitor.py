@@ -179,7 +179,7 @@ class JobMonitor:
         trigger = 0
         if not covered and self._judge_from is not None and step >= self._judge_from and self._pending is None \
                 and self._window is None:
-            found = self.triggers.observe(step, wall - max(wait, 0), self._rss)
+            found = self.triggers.observe(step, wall, wait, self._rss)
             if found is not None and step - self._last_by_reason.get(found[0], -COOLDOWN_STEPS) >= COOLDOWN_STEPS:
                 self._pending = (*found, step)
                 trigger = _CODES[found[0]]

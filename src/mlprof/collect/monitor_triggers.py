@@ -2,14 +2,12 @@
 
 Pure bookkeeping over numbers (no clock, no torch), fed one step at a time by
 :class:`mlprof.collect.monitor.JobMonitor`. Only steps outside windows are
-judged and enter the baseline (a profiled step is slower by design). The
-measure is the step's wall time minus its wait for a core (run-queue delay):
-another process taking the cores is the machine's doing, not the job's.
+judged and enter the baseline (a profiled step is slower by design). What
+makes a step anomalous (its work against the running median and MAD) is
+:mod:`mlprof.step_anomaly`'s, shared with the advisor.
 
-- ``slow_steps``: at least ``ANOMALIES`` steps among the last ``RECENT`` above
-  the running median by more than ``MAD_MULTIPLE`` robust spreads
-  (1.4826 x MAD), and by at least ``MIN_EXCESS_FRACTION`` of the median and
-  ``MIN_EXCESS_NS``; interleaved with normal steps (a stall that repeats).
+- ``slow_steps``: at least ``ANOMALIES`` anomalous steps among the last
+  ``RECENT``, interleaved with normal steps (a stall that repeats).
   A window opened then records the steps that follow, so it catches a stall
   that repeats; a one-off stall is in the series only.
 - ``throughput_drop``: the same excess on ``ANOMALIES`` steps in a row (a
@@ -28,14 +26,13 @@ from __future__ import annotations
 import statistics
 from collections import deque
 
+from ..step_anomaly import anomaly_threshold_ns, is_anomalous, work_ns as step_work_ns
+
 __all__ = ["Triggers"]
 
 BASELINE_STEPS = 64
 REFRESH_EVERY = 16
 ARM_AFTER = 24  # judged steps before the first verdict
-MAD_MULTIPLE = 5.0
-MIN_EXCESS_FRACTION = 0.25
-MIN_EXCESS_NS = 500_000
 RECENT = 32
 ANOMALIES = 3
 DROP_RATIO = 1.3
@@ -55,9 +52,11 @@ class Triggers:
         self._rss_checks: list[int] = []
         self._rss_count = 0
 
-    def observe(self, step: int, work_ns: int, rss_bytes: int) -> tuple[str, str] | None:
-        """One step outside every window: (reason, detail) when a window should open, else None."""
+    def observe(self, step: int, wall_ns: int, wait_ns: int, rss_bytes: int) -> tuple[str, str] | None:
+        """One step outside every window (``wait_ns`` < 0: not measured): (reason, detail) when a window should
+        open, else None."""
         found = self._memory(rss_bytes)
+        work_ns = step_work_ns(wall_ns, wait_ns)
         self._values.append(work_ns)
         self._judged += 1
         if self._judged % REFRESH_EVERY == 0 and self._judged >= ARM_AFTER:
@@ -65,7 +64,7 @@ class Triggers:
         threshold = self.threshold_ns
         if threshold is None:
             return found
-        anomalous = work_ns > threshold
+        anomalous = is_anomalous(wall_ns, wait_ns, threshold)
         self._recent.append((step, anomalous))
         if found is not None:
             return found
@@ -91,7 +90,7 @@ class Triggers:
         median = statistics.median(values)
         mad = statistics.median(abs(v - median) for v in values)
         self.median_ns = median
-        self.threshold_ns = median + max(MAD_MULTIPLE * 1.4826 * mad, MIN_EXCESS_FRACTION * median, MIN_EXCESS_NS)
+        self.threshold_ns = anomaly_threshold_ns(median, mad)
         if self.reference_ns is None:
             self.reference_ns = median
 
