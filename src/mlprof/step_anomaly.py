@@ -29,6 +29,6 @@ def anomaly_threshold_ns(median_ns: float, mad_ns: float) -> float:
     return median_ns + max(MAD_MULTIPLE * 1.4826 * mad_ns, MIN_EXCESS_FRACTION * median_ns, MIN_EXCESS_NS)
 
 
-def is_anomalous(wall_ns: int, wait_ns: int | None, threshold_ns: float) -> bool:
-    waited = wait_ns is not None and wait_ns > 0
-    return work_ns(wall_ns, wait_ns) - (WAIT_RESOLUTION_NS if waited else 0) > threshold_ns
+def is_anomalous(work: int, waited: bool, threshold_ns: float) -> bool:
+    """Whether a step of ``work`` ns (:func:`work_ns`) is anomalous; ``waited``: it waited for a core at all."""
+    return work - (WAIT_RESOLUTION_NS if waited else 0) > threshold_ns

@@ -63,7 +63,7 @@ def _stalled(rows: list[dict]) -> tuple[list[dict], float]:
     median = statistics.median(works)
     mad = statistics.median(abs(w - median) for w in works)
     threshold = anomaly_threshold_ns(median, mad)
-    return [r for r in rows if is_anomalous(r["wall_ns"], r["wait_ns"], threshold)], median
+    return [r for r, w in zip(rows, works) if is_anomalous(w, (r["wait_ns"] or 0) > 0, threshold)], median
 
 
 def periodic_stall(store: TableStore) -> PeriodicStall | None:

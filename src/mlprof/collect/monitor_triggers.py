@@ -64,7 +64,7 @@ class Triggers:
         threshold = self.threshold_ns
         if threshold is None:
             return found
-        anomalous = is_anomalous(wall_ns, wait_ns, threshold)
+        anomalous = is_anomalous(work_ns, wait_ns > 0, threshold)
         self._recent.append((step, anomalous))
         if found is not None:
             return found
