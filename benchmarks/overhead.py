@@ -222,6 +222,25 @@ def idle_marker_cost(calls: int = 200_000) -> None:
         print(f"  {label:36s} {best:8.0f} ns")
 
 
+def monitor_step_cost(out: Path, calls: int = 5000) -> None:
+    """us per prof.step() of monitor mode between windows, with no work in the step: its whole cost per step
+    (step clock, schedstat and statm reads, the series record, the triggers), best and median of 7 rounds,
+    and what that is on a 2 ms step. Less sensitive to a busy machine than the ratio of two step medians."""
+    _MonitorBlock.close()
+    block = _MonitorBlock.make(out)
+    rounds = []
+    for _ in range(7):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            block.step()
+        rounds.append((time.perf_counter_ns() - t0) / calls / 1e3)
+    _MonitorBlock.close()
+    best, median = min(rounds), statistics.median(rounds)
+    print(f"\n== monitor mode, us per step() between windows (7 x {calls:,} empty steps)")
+    print(f"  best {best:.2f} us, median {median:.2f} us: on a 2 ms step {1 + best / 2000:.4f}x (best), "
+          f"{1 + median / 2000:.4f}x (median)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -244,6 +263,9 @@ def main() -> None:
                 "lm": ("transformer LM (examples/transformer_lm.py)", transformer_lm.make_step)}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, mlprof {mlprof.__version__}")
     idle_marker_cost()
+    if args.monitor_only:
+        with tempfile.TemporaryDirectory(prefix="mlprof_overhead_") as tmp:
+            monitor_step_cost(Path(tmp))
     with tempfile.TemporaryDirectory(prefix="mlprof_overhead_") as tmp:
         for key in args.examples.split(","):
             label, make_step = examples[key]
