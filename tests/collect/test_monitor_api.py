@@ -41,7 +41,8 @@ def test_every_step_is_in_the_series_and_a_baseline_window_is_recorded_at_level1
     manifest = json.loads((capture / "profiler_info.json").read_text())
     first = manifest["windows"][0]
     assert first["first_step"] == info["windows"][0]["first_step"] == 6
-    assert first["level"] == "Level1"  # the default Level0 is raised for monitor windows
+    window = json.loads((capture / "raw" / "window_0000" / "window.json").read_text())
+    assert window["level"] == "Level1"  # the default Level0 is raised for monitor windows
     # Steps inside the window are marked covered (1), its warm-up step 2, the others 0.
     covered = {r[0]: r[9] for r in records}
     assert covered[5] == 2 and covered[6] == 1 and covered[4] == 0
