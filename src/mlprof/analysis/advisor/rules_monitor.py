@@ -21,10 +21,7 @@ def _short(site: str | None) -> str | None:
 
 def periodic_stalls(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """A stall that comes back every N steps over the whole monitored job, with the line its window saw."""
-    try:
-        found = periodic_stall(ctx.store)
-    except Exception:  # noqa: BLE001 - an output without the monitor tables (older parse): no finding
-        return []
+    found = periodic_stall(ctx.store)
     if found is None:
         return []
     share = found.total_excess_ns / found.job_wall_ns if found.job_wall_ns else 0.0
@@ -55,10 +52,7 @@ def periodic_stalls(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
 
 def monitor_windows(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     """What is different in each window monitor mode opened on a trigger, against its baseline window."""
-    try:
-        compared = window_vs_baseline(ctx.store)
-    except Exception:  # noqa: BLE001 - an output without the monitor tables: no finding
-        return []
+    compared = window_vs_baseline(ctx.store)
     out = []
     for c in compared:
         ratio = c["median_work_ns"] / c["baseline_median_work_ns"] if c["baseline_median_work_ns"] else None
