@@ -222,6 +222,24 @@ def idle_marker_cost(calls: int = 200_000) -> None:
         print(f"  {label:36s} {best:8.0f} ns")
 
 
+def make_mlp_step():
+    """A small MLP step of about 2 ms at one torch thread: the shortest step the monitor target is set for."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256),
+                                torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(128, 256), torch.randint(0, 10, (128,))
+
+    def step() -> float:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return 0.0
+
+    return step
+
+
 def monitor_step_cost(out: Path, calls: int = 5000) -> None:
     """us per prof.step() of monitor mode between windows, with no work in the step: its whole cost per step
     (step clock, schedstat and statm reads, the series record, the triggers), best and median of 7 rounds,
@@ -245,7 +263,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20, help="steps per block")
-    parser.add_argument("--examples", default="cnn,lm")
+    parser.add_argument("--examples", default="cnn,lm", help="cnn, lm, mlp (comma-separated)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--no-stall", action="store_true", help="skip the window-end stall measurement")
     parser.add_argument("--attribution-only", action="store_true",
                         help="only Level0 against Level0 + python_sampling + record_modules (more rounds in less time)")
@@ -255,11 +274,14 @@ def main() -> None:
                         help="python_sampling_interval_ms of the attribution configuration (default: the API's)")
     args = parser.parse_args()
     global SAMPLING_INTERVAL_MS
+    if args.threads:
+        torch.set_num_threads(args.threads)
     SAMPLING_INTERVAL_MS = args.sampling_interval_ms
     import cnn_train
     import transformer_lm
 
-    examples = {"cnn": ("CNN (examples/cnn_train.py)", cnn_train.make_step),
+    examples = {"mlp": ("MLP, about 2 ms a step at 1 thread (make_mlp_step)", make_mlp_step),
+                "cnn": ("CNN (examples/cnn_train.py)", cnn_train.make_step),
                 "lm": ("transformer LM (examples/transformer_lm.py)", transformer_lm.make_step)}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, mlprof {mlprof.__version__}")
     idle_marker_cost()
