@@ -54,3 +54,20 @@ def test_a_dynamic_config_asking_for_monitor_mode_is_refused_in_one_line():
     with pytest.raises(ConfigError, match="monitor is for a whole job"):
         parse_config(json.dumps({"start_step": 1, "active": 2, "experimental_config": {"monitor": True}}).encode(),
                      "profiler_config.json")
+
+
+def test_no_profiler_step_annotation_is_built_where_nothing_records(tmp_path):
+    """Between windows torch's step() built and entered a ProfilerStep#N record_function every step; mlprof's
+    backend skips it there (the largest part of monitor mode's cost per step) and keeps it inside windows."""
+    prof = mlprof.profile(activities=[mlprof.ProfilerActivity.CPU], schedule=mlprof.schedule(wait=2, active=2),
+                          on_trace_ready=mlprof.tensorboard_trace_handler(tmp_path, analyse_flag=False))
+    open_annotation = []
+    with prof:
+        for _ in range(9):
+            torch.ones(4).sum()
+            prof.step()
+            open_annotation.append(prof._backend.step_rec_fn is not None)
+    # Steps 2-3 and 6-7 record (their annotation is open while they run); 1, 4-5 and 8-9 are outside windows.
+    assert open_annotation == [False, True, True, False, False, True, True, False, False]
+    window = json.loads((prof.capture_dir / "raw" / "window_0000" / "window.json").read_text())
+    assert (window["first_step"], window["last_step"]) == (2, 3)
