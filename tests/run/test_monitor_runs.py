@@ -78,3 +78,17 @@ def test_a_steady_job_gets_its_baseline_window_only(tmp_path):
     assert reasons(info) == ["baseline"], info
     rows = job_steps(capture)
     assert len(rows) == 399 and [r["Trigger"] for r in rows if r["Trigger"]] == ["baseline"]
+
+
+def test_dataloader_time_is_in_every_step_that_fetched_a_batch(tmp_path):
+    out = tmp_path / "out"
+    script = Path(__file__).with_name("train_script.py")  # batches from a DataLoader, optimizer steps
+    result = subprocess.run([*MLPROF, "run", "--monitor", "--output", str(out), "--", sys.executable, str(script),
+                             "30"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (capture,) = sorted(out.glob("*_mlprof"))
+    rows = job_steps(capture)
+    assert len(rows) == 30  # the first batch opens the profile (on_batch), then 30 optimizer steps
+    # Each step from the second on fetched its batch inside the step (the first was fetched before it).
+    assert all(float(r["Data(us)"]) > 0 for r in rows[1:]), [r["Data(us)"] for r in rows]
+    assert all(int(r["Memory(bytes)"]) > 0 for r in rows)
