@@ -5,8 +5,8 @@
 For each example, in one process, configurations run in alternating blocks
 (round-robin, so machine noise hits all of them alike): unprofiled, plain
 torch.profiler (CPU, without and with shapes), mlprof at Level_none, Level0
-and Level1, and Level0 with python_sampling and record_modules (what
-`mlprof run` records by default). Each block profiles all its steps. It
+and Level1, Level0 with python_sampling and record_modules (what
+`mlprof run` records by default), and monitor mode between its windows. Each block profiles all its steps. It
 prints the median step time per configuration and the ratios the project
 targets:
 
@@ -14,6 +14,7 @@ targets:
     mlprof Level1 / torch.profiler+shapes   <= 1.03  (same detail: ops with shapes)
     mlprof Level_none / unprofiled          <= 1.02
     Level0+python_sampling+record_modules / Level0  <= 1.02
+    mlprof monitor / unprofiled             <= 1.01  (every step timed, no window open)
 
 Then the window-end stall, the time the training thread is blocked when a
 window closes: mlprof's stop() (which writes the raw capture and starts the
@@ -58,6 +59,46 @@ def _mlprof_block(level: str, out: Path, analyse: bool = False, attribution: boo
     )
 
 
+class _MonitorBlock:
+    """Monitor mode (``monitor=True``), one profiler for the whole benchmark as for a whole job: its blocks
+    only step it. Made (and its baseline window recorded) during warm-up, before anything is timed; with
+    ``monitor_max_windows=1`` no window opens after the baseline (the gaps while other configurations run
+    are long steps to it), so the blocks time what every step outside a window costs: the step clock, the
+    series record and the triggers' bookkeeping."""
+
+    prof = None
+
+    @classmethod
+    def make(cls, out: Path, warm_step: StepFn | None = None):
+        if cls.prof is None:
+            cls.prof = mlprof.profile(
+                activities=[mlprof.ProfilerActivity.CPU],
+                on_trace_ready=mlprof.tensorboard_trace_handler(out, analyse_flag=False),
+                experimental_config=mlprof.ExperimentalConfig(monitor=True, monitor_max_windows=1,
+                                                              python_sampling=True))
+            cls.prof.start()
+            for _ in range(80):  # the baseline window opens at step 5 and closes within 50 steps
+                if warm_step is not None:
+                    warm_step()
+                cls.prof.step()
+        return cls()
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def step(self) -> None:
+        self.prof.step()
+
+    @classmethod
+    def close(cls) -> None:
+        if cls.prof is not None:
+            cls.prof.stop()
+            cls.prof = None
+
+
 def _torch_block(record_shapes: bool):
     return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=record_shapes)
 
@@ -71,7 +112,9 @@ CONFIGS: dict[str, Callable[[Path], object | None]] = {
     "mlprof Level1": lambda out: _mlprof_block("Level1", out),
     # What `mlprof run` adds by default: Python stack samples and module calls.
     "mlprof Level0+attribution": lambda out: _mlprof_block("Level0", out, attribution=True),
+    "mlprof monitor": lambda out: _MonitorBlock.make(out),
 }
+MONITOR_PAIR = ("unprofiled", "mlprof monitor")
 
 
 def run_block(step: StepFn, steps: int, prof) -> list[float]:
@@ -97,10 +140,14 @@ def step_overhead(name: str, step: StepFn, rounds: int, steps: int, out: Path,
     samples: dict[str, list[float]] = {c: [] for c in configs}
     for _ in range(3):
         step()  # warm caches and allocator before anything is timed
+    if "mlprof monitor" in configs:
+        _MonitorBlock.close()
+        _MonitorBlock.make(out, step)
     for round_index in range(rounds):
         order = list(configs) if round_index % 2 == 0 else list(reversed(configs))
         for config in order:
             samples[config] += run_block(step, steps, CONFIGS[config](out))
+    _MonitorBlock.close()
     medians = {c: statistics.median(v) * 1e3 for c, v in samples.items()}
     print(f"\n== {name}: median step time over {rounds} x {steps} steps per configuration")
     for config, ms in medians.items():
@@ -110,6 +157,7 @@ def step_overhead(name: str, step: StepFn, rounds: int, steps: int, out: Path,
         "mlprof Level1 / torch.profiler+shapes": ("mlprof Level1", "torch.profiler+shapes", 1.03),
         "mlprof Level_none / unprofiled": ("mlprof Level_none", "unprofiled", 1.02),
         "Level0+python_sampling+record_modules / Level0": (*reversed(ATTRIBUTION_PAIR), 1.02),
+        "mlprof monitor / unprofiled": ("mlprof monitor", "unprofiled", 1.01),
     }
     ratios, targets = {}, {}
     for label, (config, reference, target) in pairs.items():
@@ -174,31 +222,78 @@ def idle_marker_cost(calls: int = 200_000) -> None:
         print(f"  {label:36s} {best:8.0f} ns")
 
 
+def make_mlp_step():
+    """A small MLP step of about 2 ms at one torch thread: the shortest step the monitor target is set for."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256),
+                                torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(128, 256), torch.randint(0, 10, (128,))
+
+    def step() -> float:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return 0.0
+
+    return step
+
+
+def monitor_step_cost(out: Path, calls: int = 5000) -> None:
+    """us per prof.step() of monitor mode between windows, with no work in the step: its whole cost per step
+    (step clock, schedstat and statm reads, the series record, the triggers), best and median of 7 rounds,
+    and what that is on a 2 ms step. Less sensitive to a busy machine than the ratio of two step medians."""
+    _MonitorBlock.close()
+    block = _MonitorBlock.make(out)
+    rounds = []
+    for _ in range(7):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            block.step()
+        rounds.append((time.perf_counter_ns() - t0) / calls / 1e3)
+    _MonitorBlock.close()
+    best, median = min(rounds), statistics.median(rounds)
+    print(f"\n== monitor mode, us per step() between windows (7 x {calls:,} empty steps)")
+    print(f"  best {best:.2f} us, median {median:.2f} us: on a 2 ms step {1 + best / 2000:.4f}x (best), "
+          f"{1 + median / 2000:.4f}x (median)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20, help="steps per block")
-    parser.add_argument("--examples", default="cnn,lm")
+    parser.add_argument("--examples", default="cnn,lm", help="cnn, lm, mlp (comma-separated)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--no-stall", action="store_true", help="skip the window-end stall measurement")
     parser.add_argument("--attribution-only", action="store_true",
                         help="only Level0 against Level0 + python_sampling + record_modules (more rounds in less time)")
+    parser.add_argument("--monitor-only", action="store_true",
+                        help="only monitor mode against unprofiled (more rounds in less time)")
     parser.add_argument("--sampling-interval-ms", type=float, default=None,
                         help="python_sampling_interval_ms of the attribution configuration (default: the API's)")
     args = parser.parse_args()
     global SAMPLING_INTERVAL_MS
+    if args.threads:
+        torch.set_num_threads(args.threads)
     SAMPLING_INTERVAL_MS = args.sampling_interval_ms
     import cnn_train
     import transformer_lm
 
-    examples = {"cnn": ("CNN (examples/cnn_train.py)", cnn_train.make_step),
+    examples = {"mlp": ("MLP, about 2 ms a step at 1 thread (make_mlp_step)", make_mlp_step),
+                "cnn": ("CNN (examples/cnn_train.py)", cnn_train.make_step),
                 "lm": ("transformer LM (examples/transformer_lm.py)", transformer_lm.make_step)}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, mlprof {mlprof.__version__}")
     idle_marker_cost()
+    if args.monitor_only:
+        with tempfile.TemporaryDirectory(prefix="mlprof_overhead_") as tmp:
+            monitor_step_cost(Path(tmp))
     with tempfile.TemporaryDirectory(prefix="mlprof_overhead_") as tmp:
         for key in args.examples.split(","):
             label, make_step = examples[key]
             step = make_step()
-            configs = ATTRIBUTION_PAIR if args.attribution_only else tuple(CONFIGS)
+            configs = (ATTRIBUTION_PAIR if args.attribution_only else MONITOR_PAIR if args.monitor_only
+                       else tuple(CONFIGS))
             step_overhead(label, step, args.rounds, args.steps, Path(tmp), configs)
             if not args.no_stall:
                 window_stall(label, step, max(3, args.rounds // 2), args.steps, Path(tmp))

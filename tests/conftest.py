@@ -73,6 +73,7 @@ def _no_profiler_left_attached():
 # it takes the suite lock exclusively, every other test takes it shared.
 QUIET_FILES = frozenset({
     "tests/scenarios/test_diagnosis.py",
+    "tests/run/test_monitor_runs.py",
     "tests/scenarios/test_attribution_runs.py",
     "tests/analysis/test_advisor_cpu_runs.py",
     "tests/analysis/test_advisor_level0_runs.py",

@@ -59,6 +59,8 @@ class ExperimentalConfig:
     python_sampling: bool = option_field(EXPERIMENTAL, "python_sampling")
     python_sampling_interval_ms: float = option_field(EXPERIMENTAL, "python_sampling_interval_ms")
     record_modules: bool = option_field(EXPERIMENTAL, "record_modules")
+    monitor: bool = option_field(EXPERIMENTAL, "monitor")
+    monitor_max_windows: int = option_field(EXPERIMENTAL, "monitor_max_windows")
     # torch_npu's keyword, accepted and ignored (not stored, not in to_dict()).
     data_simplification: InitVar[Any] = None
 

@@ -360,6 +360,11 @@ OPTIONS: tuple[Option, ...] = (
            check_sampling_interval, _EXP_RUN),
     Option("record_modules", "bool", False, "record nn.Module forward calls with their paths (modules.json)",
            check_bool, _EXP_RUN, defaults={RUN: True}),
+    Option("monitor", "bool", False, "monitor mode: time every step of the job (job_steps.csv) and open "
+           "detailed windows where steps turn anomalous, plus a baseline window early (docs/monitor.md)",
+           check_bool, _EXP_RUN),
+    Option("monitor_max_windows", "int", 5, "monitor mode: most windows per capture, the baseline one included",
+           _int_at_least(1), _EXP_RUN),
     # mlprof run and MLPROF_PROFILING_OPTIONS: where and when.
     Option("output", "str", "./mlprof_result", "directory for the captures (one per process/rank); {id} or {rank} "
            "in it: each rank's own directory", _check_output, (RUN,)),

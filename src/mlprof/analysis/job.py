@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mlprof.analysis.communication import rank_of
+from mlprof.analysis.monitor import monitor_overview
 from mlprof.capture.layout import RAW_DIR
 from mlprof.tables.store import TableStore
 
@@ -26,6 +27,8 @@ class JobInfo:
     raw_bytes: int
     output_bytes: int
     event_count: int
+    # Monitor mode: steps monitored and the windows opened ({"steps", "records", "windows", "skipped"}); None: off.
+    monitor: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,4 +60,5 @@ def job_info(store: TableStore, source: Path, output_dir: Path) -> JobInfo:
         job=str(job), source=str(source), rank=rank_of(store), devices=devices,
         start_ns=start, end_ns=end, step_count=store.count("steps"), slowest_steps=slowest,
         raw_bytes=_dir_bytes(raw, output_dir), output_bytes=_dir_bytes(output_dir), event_count=events,
+        monitor=monitor_overview(store),
     )

@@ -36,6 +36,19 @@ def _size(n: int) -> str:
     return str(n)
 
 
+def _monitor_rows(monitor: dict) -> list[tuple[str, str]]:
+    """Monitor mode's lines: the steps it timed and each window it opened (or had no room for)."""
+    per = monitor["steps_per_record_max"]
+    kept = "every step" if per == 1 else f"up to {per} steps a row past the series' cap"
+    rows = [("monitored steps", f"{monitor['steps']:,} ({monitor['records']:,} rows, {kept})")]
+    for w in monitor["windows"]:
+        span = f"steps {w['first_step']}-{w['last_step']}" if w["last_step"] is not None else f"from step {w['first_step']}"
+        rows.append((f"window {w['window']}", f"{w['reason']} after step {w['trigger_step']}, {span}: {w['detail']}"))
+    for w in monitor["skipped"]:
+        rows.append(("not opened", f"{w['reason']} after step {w['trigger_step']} ({w['skipped']}): {w['detail']}"))
+    return rows
+
+
 def run(args: argparse.Namespace) -> int:
     from mlprof.analysis.job import job_info
 
@@ -58,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
             ("events", f"{info.event_count:,}"),
             ("raw data", _size(info.raw_bytes)), ("parsed output", _size(info.output_bytes)),
         ]
+        if info.monitor is not None:
+            rows += _monitor_rows(info.monitor)
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             print(f"{key:<{width}}  {value}")

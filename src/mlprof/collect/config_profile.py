@@ -66,12 +66,13 @@ def build_profile(options: RunOptions, output_dir: Path, *, numbered_from: int |
     """An ``mlprof.profile`` (not started) following ``options``' schedule, writing under ``output_dir``."""
     from .handler import tensorboard_trace_handler
 
-    sched = run_schedule(options)
+    # Monitor mode's windows are its own (collect/monitor.py): no schedule.
+    sched = None if options.monitor else run_schedule(options)
     # Under `mlprof run` one sampler covers the whole job; otherwise each process samples itself.
     collect = options.collect_options(host_sys=() if os.environ.get(RUN_SAMPLES_ENV) else options.host_sys)
     return make_profile(
         collect,
-        schedule=sched if numbered_from is None else _CountedFromOne(sched),
+        schedule=sched if numbered_from is None or sched is None else _CountedFromOne(sched),
         on_trace_ready=tensorboard_trace_handler(output_dir, worker_name=worker_name, analyse_flag=analyse),
         first_step=numbered_from,
     )

@@ -8,12 +8,13 @@ profiling switches itself off (see :class:`FailSafe`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..capture import layout
 from ..config import CollectOptions, ExperimentalConfig, ProfilerLevel, check_activities
@@ -32,6 +33,9 @@ from .scalars import ScalarLog, activate as activate_scalars, deactivate as deac
 from .sampler import samples_between, spawn_sampler
 from .stack_sampler import StackSampler
 from .torch_state import torch_state, window_state
+
+if TYPE_CHECKING:
+    from .monitor import JobMonitor
 
 __all__ = ["profile", "_KinetoProfile"]
 
@@ -98,6 +102,9 @@ class _KinetoProfile:
             raise ConfigError(f"on_trace_ready must be callable, got {on_trace_ready!r}")
         self.on_trace_ready = on_trace_ready
         self._schedule = schedule or always_record
+        self._monitor = self._monitor_for(schedule, on_trace_ready)
+        if self._monitor is not None:
+            self._schedule = self._monitor
         backend_module = _import_backend()
         level = self.options.profiler_level
         # torch_npu writes its raw data without building Python event objects;
@@ -131,6 +138,26 @@ class _KinetoProfile:
         # end too, the capture was parsed twice, the second time for the scalars logged since.
         self.parse_at_stop = False
         self._parse_due = False
+
+    def _monitor_for(self, schedule: Any, on_trace_ready: Any) -> "JobMonitor | None":
+        """Monitor mode's JobMonitor (None when off); its windows are Level1 unless a level other than
+        Level0, the default, was asked for."""
+        exp = self.options.experimental_config
+        if not exp.monitor:
+            return None
+        if not self._records_steps:
+            raise ConfigError("monitor mode times steps: use mlprof.profile(...) and call step(), not _KinetoProfile")
+        if schedule is not None:
+            raise ConfigError("monitor mode decides when its windows open: give no schedule with monitor=True")
+        if not isinstance(on_trace_ready, TraceHandler):
+            raise ConfigError("monitor mode writes its step series into a capture: give "
+                              "on_trace_ready=mlprof.tensorboard_trace_handler(DIR) with monitor=True")
+        if exp.profiler_level is ProfilerLevel.Level0:
+            self.options = dataclasses.replace(
+                self.options, experimental_config=dataclasses.replace(exp, profiler_level=ProfilerLevel.Level1))
+        from .monitor import JobMonitor
+
+        return JobMonitor(max_windows=exp.monitor_max_windows)
 
     def _checked_schedule(self, step: int) -> ProfilerAction:
         action = self._schedule(step)
@@ -211,6 +238,8 @@ class _KinetoProfile:
             self._scalars = ScalarLog(self._capture.path,
                                       (lambda: self._backend.step_num) if self._records_steps else (lambda: None))
             activate_scalars(self._scalars)
+            if self._monitor is not None:
+                self._monitor.open(self._capture.path)
         self._backend.start()
         self._begin_step(time.time_ns())
 
@@ -244,6 +273,8 @@ class _KinetoProfile:
             self._capture.manifest.step_times = self._step_timer.summary()
             self._capture.manifest.last_step_end_ns = self._step_timer.last_end_ns
             self._capture.manifest.job_steps = self._backend.step_num
+            if self._monitor is not None:
+                self._monitor.close()
             self._capture.close(layout.STATUS_FINISHED)
             if isinstance(self.on_trace_ready, TraceHandler) and self.on_trace_ready.analyse_flag:
                 late, self._parse_due = late or self._parse_due, False
@@ -293,8 +324,15 @@ class _KinetoProfile:
         if self._records_steps and self._recorder is not None:
             self._recorder.begin_step(self._backend.step_num, now_ns)
         self._step_timer.begin(now_ns, self._backend.current_action)
+        if self._monitor is not None:
+            self._monitor.begin(self._backend.step_num, now_ns, self._backend.current_action)
 
     def _after_failure(self) -> None:
+        if self._monitor is not None:
+            try:  # what was timed so far stays readable
+                self._monitor.close()
+            except (OSError, MlprofError):
+                pass
         if self._recorder is not None:
             self._recorder.detach()
             self._recorder = None
@@ -537,8 +575,10 @@ class profile(_KinetoProfile):  # noqa: N801 - drop-in for torch.profiler.profil
         self._step_timer.end(now_ns)
         if self._recorder is not None:
             self._recorder.end_step(now_ns)
-        self._failsafe.run("step", self._step)
+        self._failsafe.run("step", self._step, now_ns)
 
-    def _step(self) -> None:
+    def _step(self, now_ns: int | None = None) -> None:
+        if self._monitor is not None and now_ns is not None:
+            self._monitor.end(now_ns)
         self._backend.step()
         self._begin_step(time.time_ns())

@@ -48,6 +48,8 @@ class RunOptions:
     python_sampling: bool = _field("python_sampling")
     python_sampling_interval_ms: float = _field("python_sampling_interval_ms")
     record_modules: bool = _field("record_modules")
+    monitor: bool = _field("monitor")
+    monitor_max_windows: int = _field("monitor_max_windows")
     output: str = _field("output")
     skip_first: int = _field("skip_first")
     wait: int = _field("wait")

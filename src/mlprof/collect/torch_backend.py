@@ -8,6 +8,7 @@ the window edges, so mlprof's windows are exactly torch's.
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from typing import Any, Callable, Protocol
 
@@ -31,6 +32,10 @@ def job_profiler_running(backend: "ScheduledBackend") -> bool:
     where the guard does not see it (torch's C API, the legacy profiler)."""
     return torch.autograd._profiler_enabled() and not backend.session_on
 
+
+_TO_TORCH = {action: TorchAction[action.name] for action in ProfilerAction}
+# torch's step() tells the Kineto daemon about each step when this is set: then every step goes through it.
+_DAEMON_STEPS = bool(os.environ.get("KINETO_USE_DAEMON", ""))
 
 _LEVEL_RANK = {
     ProfilerLevel.Level_none: 0,
@@ -94,12 +99,36 @@ class ScheduledBackend(TorchProfile):
         # Between this backend's session start (prepare_trace) and its stop.
         self.session_on = False
         super().__init__(
-            schedule=lambda step: TorchAction[schedule_fn(step).name],
+            schedule=lambda step: _TO_TORCH[schedule_fn(step)],
             on_trace_ready=lambda _prof: hooks.window_ready(),
             **torch_kwargs,
         )
         # ProfilerStep#N annotations only mean something when Kineto records.
         self.record_steps = record_steps and kineto
+
+    def step(self) -> None:
+        """torch's step, without its per-step work where nothing records.
+
+        From a step under NONE to another under NONE torch changes no state, yet still builds and enters a
+        ``ProfilerStep#N`` record_function that nothing records and reads the environment: about half of a
+        step boundary's cost between windows (monitor mode's every step). Anything else is torch's own step.
+        """
+        if self.current_action is not TorchAction.NONE or self.step_rec_fn is not None or _DAEMON_STEPS:
+            super().step()
+            if self.current_action is TorchAction.NONE and self.step_rec_fn is not None:
+                # The window just closed: the annotation of a step nothing records is dropped at once.
+                self.step_rec_fn.__exit__(None, None, None)
+                self.step_rec_fn = None
+            return
+        self.step_num += 1
+        action = self.schedule(self.step_num)
+        if action is TorchAction.NONE:
+            return
+        prev, self.current_action = self.current_action, action
+        self._transit_action(prev, action)
+        if self.record_steps:
+            self.step_rec_fn = torch.autograd.profiler.record_function("ProfilerStep#" + str(self.step_num))
+            self.step_rec_fn.__enter__()
 
     def prepare_trace(self) -> None:
         if not self._automatic:

@@ -19,6 +19,7 @@ from mlprof.analysis.modules import module_tree
 from mlprof.analysis.steps import data_loading_spans
 from mlprof.analysis.host import host_resources
 from mlprof.analysis.memory import memory_record, operator_memory
+from mlprof.analysis.monitor import job_step_rows
 from mlprof.analysis.training import scalar_rows
 from mlprof.tables.store import TableStore
 
@@ -228,4 +229,19 @@ SUMMARIES: tuple[Summary, ...] = (
         _c("Source", "source", "", "user (mlprof.log_scalar), transformers, lightning, or mlprof (measured per step)"),
         _c("Time(us)", "ts_ns", "us", "when it was logged, wall clock"),
     ), scalar_rows),
+    Summary("job_steps", "Monitor mode (mlprof run --monitor): every step of the job; empty otherwise.", (
+        _c("Step", "step", "", "profiler step number (the first of the row's steps)"),
+        _c("Steps", "steps", "", "steps in the row: 1 until the series' cap, then 2, 4, ... (times summed)"),
+        _c("Start(us)", "start_ns", "us", "when the step started, wall clock"),
+        _c("Wall(us)", "wall_ns", "us", "wall time"),
+        _c("CPU(us)", "cpu_ns", "us", "the training thread's own time on a CPU"),
+        _c("Wait(us)", "wait_ns", "us", "the training thread's wait for a core (run-queue delay)"),
+        _c("Data(us)", "data_ns", "us", "time in DataLoader iteration"),
+        _c("GC(us)", "gc_ns", "us", "Python garbage collection pauses"),
+        _c("Memory(bytes)", "rss_bytes", "bytes", "the process's RSS (read every 8 steps)"),
+        _c("Covered By Window", "covered_by_window", "", "the capture window that recorded the step; empty: none"),
+        _c("Warmup", "warmup", "", "the profiler's warm-up step before a window"),
+        _c("Trigger", "trigger", "", "why a window opened after this step: baseline, slow_steps, throughput_drop, "
+                                     "memory_growth"),
+    ), job_step_rows),
 )

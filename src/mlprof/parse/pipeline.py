@@ -28,6 +28,7 @@ from mlprof.parse.table_writer import write_tables_and_attribution
 from mlprof.parse.capture_files import read_gc, read_markers, read_modules, read_python_samples, read_steps
 from mlprof.parse.host_samples import read_host_counters
 from mlprof.parse.scalars import read_scalar_columns
+from mlprof.parse.job_steps import read_monitor_tables
 from mlprof.parse.ascend_common import AscendInput
 from mlprof.parse.capture_reader import CaptureInput, TraceInput, WindowFiles, find_inputs
 from mlprof.parse.kineto import StringPool, read_kineto
@@ -441,9 +442,12 @@ def _parse_capture(item: CaptureInput, options: ParseOptions) -> ParseResult:
         tmp = out_dir / f".tmp_{TABLES_DIR}_{os.getpid()}"
         host_counters = read_host_counters(item.capture_dir, int(item.manifest.get("pid") or 0))
         scalars = read_scalar_columns(item.scalar_segments, result.skipped)
+        capture_rows = read_monitor_tables(item.capture_dir, item.manifest, result.skipped)
+        if scalars:
+            capture_rows["scalars"] = scalars
         _stage(options.on_stage, f"stacking {len(parts)} window(s)")
         counts = combine_tables(tmp, parts, [(k, json.dumps(v, default=str)) for k, v in meta.items()],
-                                host_counters, {"scalars": scalars} if scalars else None,
+                                host_counters, capture_rows or None,
                                 budget_bytes=options.memory_budget_bytes)
         _stage(options.on_stage, "attributing steps")
         write_attribution(tmp, options.memory_budget_bytes)

@@ -322,6 +322,38 @@ TABLES: dict[str, TableSchema] = {
                                   "own logs), mlprof (throughput an integration measured per step)"),
         ),
         _t(
+            "job_steps",
+            "Monitor mode (mlprof run --monitor): every step of the job, from the capture's job_steps.bin. Past "
+            "the series' cap a row holds several consecutive steps (steps > 1), its times summed "
+            "(docs/monitor.md).",
+            ("window_index", "INTEGER", "always NULL: the series belongs to the capture, not to one window"),
+            ("step", "BIGINT", "profiler step number (the first of the row's steps)"),
+            ("steps", "BIGINT", "steps in the row: 1 until the series reached its cap, then 2, 4, ..."),
+            ("start_ns", "BIGINT", "start of the (first) step, wall clock ns"),
+            ("wall_ns", "BIGINT", "wall time of the step(s), ns"),
+            ("cpu_ns", "BIGINT", "the stepping thread's own time on a CPU (schedstat), ns; NULL: not measured"),
+            ("wait_ns", "BIGINT", "the stepping thread's wait for a core (run-queue delay), ns; NULL: not measured"),
+            ("data_ns", "BIGINT", "time in DataLoader iteration (waiting for a batch), ns"),
+            ("gc_ns", "BIGINT", "Python garbage collection pauses, ns"),
+            ("rss_bytes", "BIGINT", "the process's resident memory, read every 8 steps; NULL: not measured"),
+            ("covered_by_window", "INTEGER", "the capture window that recorded the step; NULL: none"),
+            ("warmup", "BOOLEAN", "the profiler's warm-up step before a window (traced, not kept)"),
+            ("trigger", "VARCHAR", "the reason a window was opened after this step (baseline, slow_steps, "
+                                   "throughput_drop, memory_growth); NULL: none"),
+        ),
+        _t(
+            "monitor_windows",
+            "Monitor mode: the windows it opened (and the triggers it had no window left for), from job_monitor.json.",
+            ("window_index", "INTEGER", "always NULL: the list belongs to the capture"),
+            ("window", "INTEGER", "the capture window it opened (window_index elsewhere); NULL when skipped"),
+            ("reason", "VARCHAR", "baseline, slow_steps, throughput_drop or memory_growth"),
+            ("detail", "VARCHAR", "what the trigger saw, in words"),
+            ("trigger_step", "BIGINT", "the step after which the window opened"),
+            ("first_step", "BIGINT", "first recorded step"),
+            ("last_step", "BIGINT", "last recorded step"),
+            ("skipped", "VARCHAR", "why no window was opened (limit on windows or disk); NULL: opened"),
+        ),
+        _t(
             "unknown_events",
             "Events the parser does not model, counted per phase and category (never fatal).",
             _WINDOW,

@@ -35,6 +35,7 @@ from mlprof.analysis.advisor.rules_alloc import fresh_tensors
 from mlprof.analysis.advisor.rules_contention import cpu_contention
 from mlprof.analysis.advisor.rules_dtype import slow_dtype
 from mlprof.analysis.advisor.rules_storm import op_storm
+from mlprof.analysis.advisor.rules_monitor import monitor_windows, periodic_stalls
 from mlprof.analysis.advisor.rules_growth import memory_growth, work_growth
 from mlprof.analysis.advisor.rules_side_work import side_work
 from mlprof.analysis.advisor.rules_npu import ai_cpu_ops, npu_op_compile, npu_wording
@@ -56,6 +57,7 @@ RULES: tuple[Rule, ...] = (
     cpu_contention,
     ai_cpu_ops, npu_op_compile,
     anomaly_detection, launch_blocking, debug_environment, backend_settings, grad_without_backward,
+    periodic_stalls, monitor_windows,
 )
 
 
