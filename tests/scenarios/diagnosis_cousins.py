@@ -8,7 +8,11 @@ knows about mlprof.
 
 from __future__ import annotations
 
+import collections
 import copy
+import gc
+import json
+import os
 import random
 import re
 import unicodedata
@@ -221,6 +225,119 @@ def kept_losses(fixed: bool, steps: int, out: Path) -> None:
         history.append(loss.item() if fixed else loss)
 
 
+# ---------------------------------------------------------------- garbage collection: the automatic collector
+
+def gc_cycles(fixed: bool, steps: int, out: Path) -> None:
+    """No gc.collect() anywhere: a large live heap (a vocabulary of 400K entries, built once) and per-sample
+    metadata records kept for a few steps make the automatic collector's full collections walk the whole
+    heap every few steps (fixed: gc.freeze() after building the heap, records as arrays)."""
+    vocab = {f"tok{i}": (i, [i % 7]) for i in range(400_000)}
+    if fixed:
+        gc.freeze()
+    recent: collections.deque = collections.deque(maxlen=4)
+
+    def keep_records(step: int) -> None:
+        if fixed:
+            recent.append(np.arange(256 * 60))
+        else:
+            recent.append([{"sample": i, "aug": [i, i + 1], "meta": {"step": step}} for i in range(256 * 60)])
+
+    train(mlp(), vectors(), steps, after_step=keep_records)
+    del vocab
+
+
+# ---------------------------------------------------------------- fresh large temporaries
+
+def causal_mask(fixed: bool, steps: int, out: Path) -> None:
+    """An attention-style causal mask for the longest sequence (4096 x 4096, 64 MB) built in every forward,
+    as many model ports do (fixed: built once and kept as a buffer)."""
+    model = mlp(width=128, depth=2)
+    longest = 4096
+    kept = torch.triu(torch.ones(longest, longest), diagonal=1) if fixed else None
+
+    def forward(x):
+        mask = kept if fixed else torch.triu(torch.ones(longest, longest), diagonal=1)
+        return model(x + mask[: x.shape[0], :64])
+
+    train(model, vectors(), steps, forward=forward)
+
+
+# ---------------------------------------------------------------- other processes on the cores
+
+def _prepare_forever(seed: int) -> None:
+    """A feature-preparation worker that never rests (precomputing augmentations nobody waits for)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        a = rng.standard_normal((256, 256))
+        np.linalg.svd(a)
+
+
+def pool_contention(fixed: bool, steps: int, out: Path) -> None:
+    """The script starts a multiprocessing pool of one worker per core that precomputes features flat out
+    beside training (fixed: no pool)."""
+    import multiprocessing as mp
+
+    pool = None
+    if not fixed:
+        pool = mp.get_context("fork").Pool(os.cpu_count() or 1)
+        for i in range(os.cpu_count() or 1):
+            pool.apply_async(_prepare_forever, (i,))
+    try:
+        train(mlp(width=512, depth=3), vectors(256), steps)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+
+
+# ---------------------------------------------------------------- Python work outside ops: logging
+
+def param_histograms(fixed: bool, steps: int, out: Path) -> None:
+    """TensorBoard-style histograms of every parameter and gradient, computed in NumPy and written to a file
+    every step (fixed: every 100th step)."""
+    model = mlp(width=512, depth=3)
+    log = open(out / "histograms.jsonl", "a")
+    try:
+        def log_histograms(step: int) -> None:
+            if fixed and step % 100:
+                return
+            record = {}
+            for name, p in model.named_parameters():
+                for kind, t in (("w", p.detach()), ("g", p.grad)):
+                    counts, edges = np.histogram(t.numpy(), bins=64)
+                    record[f"{kind}/{name}"] = [counts.tolist(), edges.tolist()]
+            log.write(json.dumps(record) + "\n")
+
+        train(model, vectors(128), steps, after_step=log_histograms)
+    finally:
+        log.close()
+
+
+# ---------------------------------------------------------------- a slow rank
+
+def slow_rank_data(fixed: bool, steps: int, out: Path) -> None:
+    """Two gloo ranks (under torchrun) with DDP; rank 1 reads its shard through a slow Python decode
+    (fixed: both ranks decode alike, fast)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    try:
+        rank = dist.get_rank()
+        model = nn.parallel.DistributedDataParallel(mlp(width=128, depth=2))
+
+        def shard():
+            for x, y in vectors(4096):
+                if rank == 1 and not fixed:  # this shard is stored as text and parsed in Python
+                    text = ",".join(f"{v:.4f}" for v in x[:96].flatten().tolist())
+                    x = x + 0 * torch.tensor([float(v) for v in text.split(",")][:64])
+                yield x, y
+
+        train(model, shard(), steps, seconds=0)  # both ranks stop together
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
 # ---------------------------------------------------------------- healthy controls
 
 def clean_transformer(fixed: bool, steps: int, out: Path) -> None:
@@ -234,4 +351,5 @@ def clean_rnn(fixed: bool, steps: int, out: Path) -> None:
 
 COUSINS: dict[str, Callable[[bool, int, Path], None]] = {f.__name__: f for f in (
     loader_collate, deepcopy_model, numpy_metrics, periodic_checkpoint, per_feature_norm, cdist_forward,
-    float64_default, kept_losses, clean_transformer, clean_rnn)}
+    float64_default, kept_losses, gc_cycles, causal_mask, pool_contention, param_histograms, slow_rank_data,
+    clean_transformer, clean_rnn)}
