@@ -104,3 +104,10 @@ def run_id() -> str:
 @pytest.fixture(scope="session")
 def slow_run_id() -> str:
     return "jobs/train_slow_mlprof_output"
+
+
+def api_get(client, path, **params):
+    """GET an API path through a TestClient: the JSON of a 200 answer (else the test fails with its text)."""
+    r = client.get(path, params=params)
+    assert r.status_code == 200, r.text
+    return r.json()

@@ -22,7 +22,7 @@ from mlprof.parse import parse_path
 from mlprof.tables import TableStore
 from mlprof.ui.server import create_app
 
-from .conftest import OPS_PER_STEP, PY_FRAMES_PER_STEP, SLOW_RELU_US, STEPS, make_trace
+from .conftest import OPS_PER_STEP, PY_FRAMES_PER_STEP, SLOW_RELU_US, STEPS, api_get, make_trace
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +31,7 @@ def client(logdir):
         yield c
 
 
-def get(client, path, **params):
-    r = client.get(path, params=params)
-    assert r.status_code == 200, r.text
-    return r.json()
+get = api_get
 
 
 def test_run_list_shows_parsed_runs_and_unparsed_traces(client, run_id, slow_run_id):

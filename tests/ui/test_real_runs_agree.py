@@ -24,6 +24,8 @@ from mlprof.parse import parse_path
 from mlprof.ui.server import create_app
 from shared_data import SHARED_ASCEND, SHARED_TRACES
 
+from .conftest import api_get
+
 GPU = "gpu/sampled_rank-0_mlprof_output"
 NPU = "npu/rank0_ascend_pt/mlprof_output"
 V100 = "v100/rank-0_mlprof_output"
@@ -55,10 +57,7 @@ def client(logdir):
         yield c
 
 
-def get(client, path, **params):
-    r = client.get(path, params=params)
-    assert r.status_code == 200, r.text
-    return r.json()
+get = api_get
 
 
 def test_data_loading_is_one_number_on_the_overview_and_the_trace_s_own(client, logdir):

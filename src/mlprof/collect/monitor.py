@@ -30,6 +30,7 @@ from typing import Any
 
 from ..capture.job_series import DEFAULT_CAP_RECORDS, MONITOR_FILE, SERIES_FILE, TRIGGERS, SeriesWriter
 from ..schedule import ProfilerAction, WindowTargets, evidence_schedule
+from .storage import dir_size_bytes
 from .monitor_triggers import Triggers
 from .schedstat import on_cpu_and_delay_ns, open_schedstat
 
@@ -132,7 +133,7 @@ class JobMonitor:
         why = None
         if len(self.windows) >= self.max_windows:
             why = f"all {self.max_windows} windows used"
-        elif self._capture is not None and _size_bytes(self._capture) >= DISK_LIMIT_BYTES:
+        elif self._capture is not None and dir_size_bytes(self._capture) >= DISK_LIMIT_BYTES:
             why = f"the capture holds {DISK_LIMIT_BYTES >> 30} GiB"
         if why:
             self.skipped.append({"reason": reason, "detail": detail, "trigger_step": trigger_step, "why": why})
@@ -221,17 +222,6 @@ class JobMonitor:
 
         write_json_atomic(self._capture / MONITOR_FILE, info)
         return info
-
-
-def _size_bytes(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total
 
 
 if sys.platform != "linux":  # pragma: no cover - schedstat and statm are Linux's
