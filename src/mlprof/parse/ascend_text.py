@@ -326,15 +326,20 @@ def _add_memcpy_tasks(tr: _Trace, rows: AscendRows, device: int, used: set) -> N
                 rows.unknown[("X", f"ascend_task:{task_type}")] += 1
 
 
-def _group_ranks(path: Path) -> dict[str, str]:
-    """Communication group -> its ranks as JSON text, from communication_matrix.json's "src-dst" link keys
-    under each "op@group" (torch_npu writes no rank list; without one the cluster matrix was empty)."""
+def _optional_json(path: Path):
+    """The JSON document at ``path``, or {} when there is none; unreadable JSON is a TraceFormatError."""
     if not path.is_file():
         return {}
     try:
-        doc = json.loads(path.read_bytes())
+        return json.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
         raise TraceFormatError(f"{path}: unreadable JSON ({exc})") from None
+
+
+def _group_ranks(path: Path) -> dict[str, str]:
+    """Communication group -> its ranks as JSON text, from communication_matrix.json's "src-dst" link keys
+    under each "op@group" (torch_npu writes no rank list; without one the cluster matrix was empty)."""
+    doc = _optional_json(path)
     ranks: dict[str, set[int]] = defaultdict(set)
     for step in doc.values() if isinstance(doc, dict) else ():
         for kind in step.values() if isinstance(step, dict) else ():
@@ -349,12 +354,7 @@ def _group_ranks(path: Path) -> dict[str, str]:
 
 def _comm_groups(path: Path) -> dict[str, str]:
     """Op name -> communication group, from communication.json's "name@group" keys."""
-    if not path.is_file():
-        return {}
-    try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise TraceFormatError(f"{path}: unreadable JSON ({exc})") from None
+    doc = _optional_json(path)
     groups = {}
     for step in doc.values() if isinstance(doc, dict) else ():
         for kind in step.values() if isinstance(step, dict) else ():
