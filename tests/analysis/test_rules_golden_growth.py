@@ -256,3 +256,17 @@ def test_a_big_phase_that_only_creeps_is_named_by_its_own_rule_first(tmp_path):
     code = [f for f in findings if f.severity in ("critical", "warning")]
     assert code[0].id == "host_outside_ops", [f.id for f in code]
     assert findings.index(code[0]) < findings.index(growth)
+
+
+def test_a_rise_spread_over_every_phase_is_the_host_slowing_not_growing_work(tmp_path):
+    # Forward, backward and the Python between them all 4% slower each step (a loaded host), none carrying
+    # half of the rise: an info line that says so, not a warning about growing work.
+    def body(i, t0, dur):
+        part = (dur - 30) // 3
+        return [X("aten::addmm", t0 + 10, part),
+                X("autograd::engine::evaluate_function: AddmmBackward0", t0 + 10 + 2 * part, part)]
+    durations = [int(3_000 * (1 + 0.04 * i)) for i in range(20)]
+    with _store(tmp_path, _steps(durations, body), "spread") as store:
+        (f,) = _findings(store, "work_growth")
+    assert f.severity == "info" and f.evidence.metrics["spread"], (f.severity, f.title)
+    assert "spread over the whole step" in f.title

@@ -210,15 +210,23 @@ def work_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     share = ctx.share(impact_ns)
     growth = t.growth / base
     severity = "critical" if growth >= 1.0 or share >= th.critical_share else "warning"
+    # Growing work sits in what grows: an op, or a phase, carries half the rise or more. A rise spread over
+    # every phase is the whole step slowing (a loaded host's caches and cores; 1.4 -> 3.0 ms over 200 steps
+    # of a healthy twin at load 14, no phase over a third of it): worth a line, not a warning.
+    spread = op is None and not (phase and phases[phase].slope >= _OWNS_GROWTH * t.slope)
+    if spread:
+        severity = "info"
     double_in = base / t.slope
     return [Finding(
         id="work_growth", severity=severity, share=round(share, 4), impact_ns=int(impact_ns),
         title=f"Step time grows {t.slope / 1e6:.2f} ms per step ({growth:.0%} over steps {t.first_x:.0f}-"
-              f"{t.last_x:.0f}), in {what}" + (f" at {line}" if line else ""),
+              f"{t.last_x:.0f}), " + ("spread over the whole step, no op or phase carrying half of it (the host "
+                                      "slowing, not growing work?)" if spread else
+                                      f"in {what}" + (f" at {line}" if line else "")),
         evidence=Evidence(
             metrics={"ns_per_step": int(t.slope), "first_step_ns": int(base), "growth_ns": int(t.growth),
                      "growth_share": round(growth, 4), "excess_ns": int(excess_ns), "steps": t.n, "p_value": round(t.p_value, 6),
-                     "steps_to_double": round(double_in, 1), "phase": phase,
+                     "steps_to_double": round(double_in, 1), "phase": phase, "spread": spread,
                      "phase_ns_per_step": int(phases[phase].slope) if phase else None,
                      "op": op["name"] if op else None,
                      "op_ns_per_step": int(op["trend"].slope) if op else None},

@@ -12,6 +12,8 @@ from mlprof.analysis.call_sites import side_work as side_work_rows
 
 __all__ = ["side_work"]
 
+_MIN_PYTHON_SHARE = 0.3
+
 
 def _named_by_host_outside_ops(ctx: AdvisorContext, th: Thresholds, function_row: dict) -> bool:
     """host_outside_ops warns about the same function: its finding already names the line."""
@@ -36,6 +38,10 @@ def side_work(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     phases = top["phases"]
     python_ns = phases.get("python", 0)
     ops_ns = sum(ns for phase, ns in phases.items() if phase != "python")
+    # Side work that is nearly all ops is the op rules' finding (a 64 MB torch.zeros per step is memory_churn
+    # and dominant_op, with its line); side_work is for work whose Python is a real part of its cost.
+    if python_ns < _MIN_PYTHON_SHARE * (python_ns + ops_ns):
+        return []
     # Each of the function's lines with the library function it was in (copy.deepcopy, torch.save).
     lines = []
     for line, samples, est_ns in zip(top["lines"], top["line_samples"], top["line_est_ns"]):
