@@ -132,7 +132,8 @@ CASES: tuple[Case, ...] = (
     Case("gc_cycles", ("gc_pauses",), "no gc.collect(): a 400K-entry live heap and per-sample metadata records "
          "kept a few steps make the automatic collector's full collections walk the heap (MLP)"),
     # torch.triu over the fresh mask is an op of its own (51%), named at the mask's line: also right.
-    Case("causal_mask", ("memory_churn", "dominant_op"), "a 4096 x 4096 causal mask (64 MB) built in every forward (MLP)"),
+    Case("causal_mask", ("memory_churn", "dominant_op"),
+         "a 4096 x 4096 causal mask (64 MB) built in every forward (MLP)"),
     Case("pool_contention", ("cpu_contention",),
          "a multiprocessing pool, one worker per core, precomputing features flat out beside training (MLP)"),
     Case("param_histograms", ("side_work", "host_outside_ops"),
