@@ -270,3 +270,16 @@ def test_a_rise_spread_over_every_phase_is_the_host_slowing_not_growing_work(tmp
         (f,) = _findings(store, "work_growth")
     assert f.severity == "info" and f.evidence.metrics["spread"], (f.severity, f.title)
     assert "spread over the whole step" in f.title
+
+
+def test_an_op_that_slows_with_the_rest_of_the_step_is_the_host_not_growing_work(tmp_path):
+    # The step's biggest op carries most of a 4%-a-step rise, but the rest of the step rises alike: the same
+    # work done slower (a loaded host), not more work. Info, and it says so.
+    def body(i, t0, dur):
+        big = int((dur - 40) * 0.7)
+        return [X("aten::addmm", t0 + 10, big), X("aten::relu", t0 + 20 + big, dur - 40 - big)]
+    durations = [int(3_000 * (1 + 0.04 * i)) for i in range(20)]
+    with _store(tmp_path, _steps(durations, body), "alike") as store:
+        (f,) = _findings(store, "work_growth")
+    assert f.severity == "info" and f.evidence.metrics["rest_rose_alike"], (f.severity, f.title)
+    assert "rest of the step rising alike" in f.title
