@@ -68,7 +68,16 @@ def loader_collate(fixed: bool, steps: int, out: Path) -> None:
     """A bag-of-words text classifier whose DataLoader (num_workers=0) normalizes and hashes every word of every sentence
     when the sample is read (fixed: tokenized once up front)."""
     data = RawText(2048, pretokenize=fixed)
-    loader = torch.utils.data.DataLoader(data, batch_size=32, shuffle=True, num_workers=0, collate_fn=pad_collate)
+    if fixed:  # tokenized and padded once; a batch is one indexing op
+        longest = max(len(ids) for ids in data.ids)
+        tokens = torch.tensor([ids + [0] * (longest - len(ids)) for ids in data.ids])
+        labels = torch.arange(len(data)) % 10
+        batches = torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(data), 32, drop_last=True)
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(tokens, labels), batch_size=None,
+                                             num_workers=0, sampler=batches)
+    else:
+        loader = torch.utils.data.DataLoader(data, batch_size=32, shuffle=True, num_workers=0,
+                                             collate_fn=pad_collate)
     model = nn.Sequential(nn.EmbeddingBag(1000, 64, mode="mean"), mlp(width=128, depth=2))  # a bag of words
     train(model, epochs(loader), steps)
 
@@ -137,7 +146,7 @@ def numpy_metrics(fixed: bool, steps: int, out: Path) -> None:
 def periodic_checkpoint(fixed: bool, steps: int, out: Path) -> None:
     """A 25 MB model saved every 5th step (fixed: at the end)."""
     model = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(6)], nn.Linear(1024, 10))
-    data = ((torch.randn(4, 1024), y) for _, y in vectors(4))
+    data = ((torch.randn(8, 1024), y) for _, y in vectors(8))
     ckpt = out / "periodic.pt"
 
     def save(step: int) -> None:

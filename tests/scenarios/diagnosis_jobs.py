@@ -431,7 +431,7 @@ def deterministic_mlp(fixed: bool, steps: int, out: Path) -> None:
 # These loops get worse with every step: memory that is never given back, work that grows with what was kept.
 # A trend needs steps: the profiled window's for the work, and the steps after it (the profiler off) for the
 # process's memory, so each runs at least GROWTH_STEPS steps whatever --steps says.
-GROWTH_STEPS = 60
+GROWTH_STEPS = 150  # the default window (>= 20 steps and 2 s) leaves steps after it to judge memory by
 
 
 def _growth_steps(steps: int) -> int:
