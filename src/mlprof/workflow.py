@@ -35,8 +35,9 @@ from mlprof.outputs import parsed_outputs, single_output
 from mlprof.tables.layout import TABLES_DIR
 from mlprof.tables.store import TableStore
 
-__all__ = ["advise", "advise_outputs", "advice_entry", "ADVISOR_FILE", "op_analyse", "compare", "cluster",
-           "Thresholds", "Finding", "AdvisorReport", "Comparison", "ClusterReport"]
+# The public API (re-exported by mlprof); advise_outputs, advice_entry and ADVISOR_FILE are the CLI's.
+__all__ = ["advise", "op_analyse", "compare", "cluster", "Thresholds", "Finding", "AdvisorReport", "Comparison",
+           "ClusterReport"]
 
 # The advisor's report, written beside the tables by `mlprof advise`.
 ADVISOR_FILE = "advisor.json"
