@@ -51,7 +51,8 @@ def test_anomaly_mode_is_the_top_finding_with_its_measured_cost(runs):
     assert top["id"] == "anomaly_detection" and top["severity"] in ALARMS, top
     m = top["evidence"]["metrics"]
     # mlp(256, depth=4): 5 linears (aten::t and aten::addmm each a node), 4 ReLUs, log_softmax, nll_loss.
-    assert m["nodes_per_step"] == 16
+    # A mean over the window's steps: a step cut at the window's end can miss a node (15.9 in CI).
+    assert m["nodes_per_step"] == pytest.approx(16, abs=0.5)
     assert m["traceback_ns"] > 0 and m["nan_check_ns"] > 0 and m["check_nan"] is True
     assert top["impact_ns"] == m["traceback_ns"] + m["nan_check_ns"]
     # The inflated ops are anomaly detection's, not a loop to vectorise or an op to replace.
