@@ -23,11 +23,6 @@ SCRIPT = Path(__file__).with_name("train_script.py")
 MLPROF = [sys.executable, "-m", "mlprof"]
 
 
-@pytest.fixture(autouse=True)
-def private_locks(tmp_path, monkeypatch):
-    monkeypatch.setenv("MLPROF_LOCK_DIR", str(tmp_path / "locks"))
-
-
 def mlprof_run(out: Path, *cmd: str, options=(), timeout=300) -> subprocess.CompletedProcess:
     return subprocess.run([*MLPROF, "run", "--output", str(out), *options, "--", *cmd],
                           capture_output=True, text=True, timeout=timeout)

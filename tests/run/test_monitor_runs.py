@@ -23,11 +23,6 @@ JOB = Path(__file__).with_name("monitor_job.py")
 MLPROF = [sys.executable, "-m", "mlprof"]
 
 
-@pytest.fixture(autouse=True)
-def private_locks(tmp_path, monkeypatch):
-    monkeypatch.setenv("MLPROF_LOCK_DIR", str(tmp_path / "locks"))
-
-
 def monitored(out: Path, steps: int, *job_args: str) -> tuple[Path, dict]:
     result = subprocess.run([*MLPROF, "run", "--monitor", "--output", str(out), "--", sys.executable, str(JOB),
                              str(steps), *job_args], capture_output=True, text=True, timeout=600)
