@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_mlprof_run import SCRIPT, captures, mlprof_run, private_locks  # noqa: F401 - fixture
+from .test_mlprof_run import SCRIPT, captures, mlprof_run  # noqa: F401 - fixture
 
 pytest.importorskip("torch")
 FREE_BYTES = 64 * 1024  # room for the capture's first files, not for a window

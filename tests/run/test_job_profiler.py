@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_mlprof_run import captures, mlprof_run, private_locks  # noqa: F401 - fixture
+from .test_mlprof_run import captures, mlprof_run  # noqa: F401 - fixture
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow  # 13 real jobs under the real CLI
