@@ -283,3 +283,36 @@ def test_an_op_that_slows_with_the_rest_of_the_step_is_the_host_not_growing_work
         (f,) = _findings(store, "work_growth")
     assert f.severity == "info" and f.evidence.metrics["rest_rose_alike"], (f.severity, f.title)
     assert "rest of the step rising alike" in f.title
+
+
+def test_a_jump_between_two_flat_levels_is_not_growing_work(tmp_path):
+    # 40 steps of 8 ms (+-2%), then from step 25 on 11 ms: the machine got busier (or the job changed phase)
+    # mid-window. The trend is steep and its p tiny, but it rises in one jump: an info line that says so.
+    rng = random.Random(7)
+    durations = [int((8_000 if i < 25 else 11_000) * (1 + rng.uniform(-0.02, 0.02))) for i in range(40)]
+    with _store(tmp_path, _cat_steps(durations), "jump") as store:
+        (f,) = _findings(store, "work_growth")
+    assert f.severity == "info" and f.evidence.metrics["jump_at_step"] == 26, f.title  # steps are numbered from 1
+    assert "in one jump at step 26" in f.title
+
+
+def test_step_change_tells_a_jump_from_a_ramp():
+    from mlprof.analysis.growth import step_change
+
+    rng = np.random.default_rng(0)
+    x = np.arange(200)
+    jump = step_change(x, 4 + 1.5 * (x >= 120) + rng.normal(0, 0.3, 200))
+    assert jump is not None and jump.at_x == 120 and jump.after - jump.before == pytest.approx(1.5, abs=0.2)
+    # Ramps, steep or noisy, outliers and all, and a curve, are no jump.
+    assert step_change(x, 4 + 0.02 * x + rng.normal(0, 0.3, 200)) is None
+    assert step_change(x, 4 + 0.005 * x + rng.normal(0, 0.5, 200)) is None
+    assert step_change(x, 4 + 0.02 * x + (rng.random(200) < 0.05) * 5) is None
+    assert step_change(x, 4 + 0.0001 * x ** 2 + rng.normal(0, 0.3, 200)) is None
+    assert step_change(range(8), [1, 1, 1, 1, 2, 2, 2, 2]) is None  # too few points to call it
+
+
+def test_a_slope_under_ten_microseconds_a_step_is_written_in_microseconds(tmp_path):
+    # 8 us more of cat every step over 200 steps from 6 ms (+27%): "0.01 ms per step" hid its size.
+    with _store(tmp_path, _cat_steps([6_000 + 8 * i for i in range(200)]), "slow") as store:
+        (f,) = _findings(store, "work_growth")
+    assert f.title.startswith("Step time grows 8.0 us per step (27% over steps 1-200)"), f.title

@@ -26,8 +26,8 @@ import numpy as np
 from mlprof.tables.store import TableStore
 
 __all__ = ["Trend", "trend", "increase_p_value", "RssGrowth", "rss_growth", "AllocatorGrowth",
-           "allocator_growth", "step_time_trend", "phase_trends", "op_time_trends", "MIN_TREND_POINTS",
-           "MIN_RSS_SAMPLES"]
+           "allocator_growth", "step_time_series", "step_time_trend", "phase_trends", "op_time_trends", "MIN_TREND_POINTS",
+           "MIN_RSS_SAMPLES", "StepChange", "step_change"]
 
 # Fewer points than this make no trend (a Mann-Kendall p below 0.01 needs 5 rising points and no fall).
 MIN_TREND_POINTS = 5
@@ -35,6 +35,8 @@ MIN_TREND_POINTS = 5
 MIN_RSS_SAMPLES = 8
 # Points a trend is fitted on at most (Theil-Sen is quadratic in them): longer series are thinned evenly.
 _MAX_POINTS = 400
+# A level of a step change that rises with this confidence is part of a ramp, not a flat stretch.
+_FLAT_LEVEL_P = 0.05
 # The first part of the stretch after a window holds the window's trace export (a bump in RSS), not a step.
 _EXPORT_SKIP_SHARE = 0.1
 
@@ -122,6 +124,49 @@ def trend(x, y) -> Trend | None:
     late = _theil_sen(x[half:], y[half:])[0] if len(x) - half >= 3 else slope
     return Trend(n=len(x), slope=slope, intercept=intercept, p_value=increase_p_value(y),
                  first_x=float(x[0]), last_x=float(x[-1]), late_slope=late)
+
+
+@dataclass(frozen=True)
+class StepChange:
+    """A series that moved once from one level to another: two flat stretches fit it better than a line."""
+
+    at_x: float  # the first point of the second level
+    before: float  # median of each level
+    after: float
+
+
+def step_change(x, y, min_share: float = 0.1) -> StepChange | None:
+    """The one jump that explains (x, y) better than a straight line, or None when the line fits better.
+
+    Work that grows with the step number rises a little on every step; a machine that got busier (another
+    job took a core halfway through the window) or a job that changed phase moves in one jump. Both make a
+    steep Theil-Sen slope and a tiny Mann-Kendall p. Judged by absolute deviations (robust to single slow
+    steps): the best split into two constant levels, each at least ``min_share`` of the points, against the
+    Theil-Sen line; the line has two parameters and the split three, so the split must win outright."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 2 * MIN_TREND_POINTS:
+        return None
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if len(x) > _MAX_POINTS:
+        pick = np.linspace(0, len(x) - 1, _MAX_POINTS).round().astype(int)
+        x, y = x[pick], y[pick]
+    slope, intercept = _theil_sen(x, y)
+    line_dev = float(np.abs(y - intercept - slope * x).sum())
+    edge = max(MIN_TREND_POINTS, int(min_share * len(x)))
+    best: tuple[float, int] | None = None
+    for k in range(edge, len(x) - edge + 1):
+        left, right = y[:k], y[k:]
+        dev = float(np.abs(left - np.median(left)).sum() + np.abs(right - np.median(right)).sum())
+        if best is None or dev < best[0]:
+            best = (dev, k)
+    if best is None or best[0] >= line_dev:
+        return None
+    k = best[1]
+    # A noisy ramp can also split well by chance: it still rises within each level, a jump does not.
+    if min(increase_p_value(y[:k]), increase_p_value(y[k:])) < _FLAT_LEVEL_P:
+        return None
+    return StepChange(at_x=float(x[k]), before=float(np.median(y[:k])), after=float(np.median(y[k:])))
 
 
 # ---------------------------------------------------------------- the process's memory (host samples)
@@ -271,10 +316,15 @@ def allocator_growth(store: TableStore, site_limit: int = 5) -> list[AllocatorGr
 
 # ---------------------------------------------------------------- work (step and op times)
 
+def step_time_series(steps, waits: dict | None = None) -> tuple[list[int], list[int]]:
+    """(step numbers, step durations less the measured wait for a CPU core, where measured)."""
+    waits = waits or {}
+    return [s.step for s in steps], [s.dur_ns - waits.get((s.window, s.step), 0) for s in steps]
+
+
 def step_time_trend(steps, waits: dict | None = None) -> Trend | None:
     """Step duration (less the measured wait for a CPU core, where measured) against step number."""
-    waits = waits or {}
-    return trend([s.step for s in steps], [s.dur_ns - waits.get((s.window, s.step), 0) for s in steps])
+    return trend(*step_time_series(steps, waits))
 
 
 def phase_trends(steps, fields: dict[str, str]) -> dict[str, Trend]:
