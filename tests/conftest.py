@@ -103,12 +103,25 @@ def _suite_file(item) -> str:
         return str(item.fspath)
 
 
+# tryfirst: pytest-xdist turns each item's xdist_group mark into its node id in its own
+# pytest_collection_modifyitems; run after it, these marks were ignored and files were split across the
+# workers: every module fixture of real runs was made once per worker (the diagnosis runs twice, 240 s).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     # Whole files per worker (module fixtures such as the dashboard's real runs are made once), and one
     # group for every file that judges timings.
     for item in items:
         name = _suite_file(item)
         item.add_marker(pytest.mark.xdist_group("quiet" if name in QUIET_FILES else name))
+
+
+def pytest_collection_finish(session):
+    # xdist applies the groups by renaming node ids (test@group); a pytest whose node ids ignore that
+    # (pytest 9 with xdist 3.8) silently splits files across workers and runs the quiet files side by side.
+    if getattr(session.config.option, "loadgroup", False) and session.items \
+            and not all("@" in item.nodeid for item in session.items):
+        raise pytest.UsageError("pytest-xdist's --dist loadgroup did not apply tests/conftest.py's groups "
+                                "(pytest 9 with xdist 3.8?): install the versions of constraints.txt")
 
 
 class _SuiteLock:
