@@ -27,7 +27,9 @@ def _run(tmp_path: Path, scenario: str, *options: str, fixed: bool = False) -> T
     out = tmp_path / (scenario + ("_fixed" if fixed else ""))
     env = {**os.environ, "MLPROF_LOCK_DIR": str(out / "locks")}
     cmd = [sys.executable, "-m", "mlprof", "run", "--output", str(out / "result"), "--skip-first", "2",
-           "--active", "5", *options, "--", sys.executable, str(JOBS), scenario, "--out", str(out / "job")]
+           "--active", "5", *options, "--", sys.executable, str(JOBS), scenario, "--out", str(out / "job"),
+           # A 5-step window from step 2: 60 steps leave the memory trend 50 steps after it (not the default 150).
+           "--growth-steps", "60", "--seconds", "0"]
     done = subprocess.run(cmd + (["--fixed"] if fixed else []), env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     (tables,) = (out / "result").glob("*_mlprof/mlprof_output/tables")

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from diagnosis_common import (CellRNN, TinyTransformer, epochs, loop_steps, mlp, sequences, token_batches, train,
+from diagnosis_common import (RUN, CellRNN, TinyTransformer, epochs, loop_steps, mlp, sequences, token_batches, train,
                               vectors)
 
 __all__ = ["COUSINS"]
@@ -225,7 +225,7 @@ def kept_losses(fixed: bool, steps: int, out: Path) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     history: list = []
     it = token_batches(16, 64)
-    for _ in loop_steps(150, seconds=0):  # a trend needs the steps after the window (GROWTH_STEPS)
+    for _ in loop_steps(RUN.get("growth_steps", 150), seconds=0):  # a trend needs the steps after the window
         x, y = next(it)
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad()

@@ -430,12 +430,13 @@ def deterministic_mlp(fixed: bool, steps: int, out: Path) -> None:
 # ---------------------------------------------------------------- growth across steps
 # These loops get worse with every step: memory that is never given back, work that grows with what was kept.
 # A trend needs steps: the profiled window's for the work, and the steps after it (the profiler off) for the
-# process's memory, so each runs at least GROWTH_STEPS steps whatever --steps says.
+# process's memory, so each runs at least GROWTH_STEPS steps whatever --steps says (--growth-steps sets it:
+# a test with a 5-step window needs 60).
 GROWTH_STEPS = 150  # the default window (>= 20 steps and 2 s) leaves steps after it to judge memory by
 
 
 def _growth_steps(steps: int) -> int:
-    return max(steps, GROWTH_STEPS)
+    return max(steps, RUN.get("growth_steps", GROWTH_STEPS))
 
 
 def kept_eval_loss(fixed: bool, steps: int, out: Path) -> None:
@@ -543,8 +544,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where a scenario writes files (default: a temp dir)")
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op threads, 0: torch's default (oversubscription sets its own)")
+    parser.add_argument("--growth-steps", type=int, default=GROWTH_STEPS,
+                        help="the least steps a growth scenario runs (default %(default)s)")
     args = parser.parse_args()
-    RUN.update(steps=args.steps, seconds=args.seconds)
+    RUN.update(steps=args.steps, seconds=args.seconds, growth_steps=args.growth_steps)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.out is None:
