@@ -133,7 +133,10 @@ class _SuiteLock:
         self._gate = os.open(base / "gate", os.O_RDWR | os.O_CREAT, 0o600)
         self._main = os.open(base / "main", os.O_RDWR | os.O_CREAT, 0o600)
 
+    held_quiet = False  # this worker holds the lock exclusively, across consecutive quiet tests
+
     def take(self, quiet: bool) -> None:
+        self.held_quiet = quiet
         if quiet:
             fcntl.flock(self._gate, fcntl.LOCK_EX)  # no new test starts beside us from now on
             fcntl.flock(self._main, fcntl.LOCK_EX)  # wait for the ones running to end
@@ -144,6 +147,7 @@ class _SuiteLock:
             fcntl.flock(self._main, fcntl.LOCK_SH)
 
     def release(self) -> None:
+        self.held_quiet = False
         fcntl.flock(self._main, fcntl.LOCK_UN)
 
 
@@ -159,8 +163,14 @@ def pytest_runtest_protocol(item, nextitem):
         return
     if _suite_lock is None:
         _suite_lock = _SuiteLock(run_id)
-    _suite_lock.take(quiet=_suite_file(item) in QUIET_FILES)
+    quiet = _suite_file(item) in QUIET_FILES
+    if not (quiet and _suite_lock.held_quiet):
+        _suite_lock.take(quiet=quiet)
+    # Consecutive quiet tests keep the lock: released between them, the other worker starts a test that
+    # the next quiet test must wait out (110 quiet tests, each waiting for a real run to end).
+    keep = quiet and nextitem is not None and _suite_file(nextitem) in QUIET_FILES
     try:
         yield
     finally:
-        _suite_lock.release()
+        if not keep:
+            _suite_lock.release()
