@@ -306,14 +306,21 @@ def _failure_reason(prof) -> str:
     return prof.failure or "profiling switched itself off (see the mlprof log)"
 
 
+# Steps ahead of its own that the first rank proposes: ranks of a synchronous job run up to a step apart at
+# their step boundaries (the next collective holds the faster one back), so a start at the proposer's next
+# step was already behind a rank one step ahead (steps 67-69 against 66-68 on a loaded machine).
+_RANK_LEAD_STEPS = 2
+
+
 def _agree_across_ranks(change_id: str, proposed_step: int, log: logging.Logger) -> int:
-    """The first rank to get here fixes the start step for all (torch.distributed's store)."""
+    """The first rank to get here fixes the start step for all (torch.distributed's store): a step a little
+    ahead of its own, so that every rank reaches it."""
     dist = sys.modules.get("torch.distributed")
     try:
         if dist is None or not dist.is_available() or not dist.is_initialized():
             return proposed_step
         store = dist.distributed_c10d._get_default_store()
-        agreed = store.compare_set(f"mlprof_dynamic/{change_id}", "", str(proposed_step))
+        agreed = store.compare_set(f"mlprof_dynamic/{change_id}", "", str(proposed_step + _RANK_LEAD_STEPS))
         agreed_step = int(agreed.decode() if isinstance(agreed, bytes) else agreed)
     except Exception as exc:  # noqa: BLE001 - fall back to starting here
         log.warning("could not agree on a start step with other ranks (%s); starting at %d", exc, proposed_step)
