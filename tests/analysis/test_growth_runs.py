@@ -61,6 +61,7 @@ def test_a_healthy_loop_whose_memory_plateaus_is_not_growth(tmp_path):
         assert [f for f in _growth(store, "work_growth") if f.severity != "info"] == []
 
 
+@pytest.mark.long  # the allocator's view; the rule's golden test: test_rules_golden_growth.py
 def test_profile_memory_names_the_ops_whose_blocks_are_never_freed(tmp_path):
     with _run(tmp_path, "kept_eval_loss", "--profile-memory") as store:
         (f,) = _growth(store, "memory_growth")

@@ -17,10 +17,7 @@ from pathlib import Path
 
 import pytest
 
-# five 4-rank torchrun jobs: minutes of a 2-core CI machine's 20-minute budget (the full suite took 35 min with them). They run
-# with MLPROF_LONG_TESTS=1 (scripts/test.sh passes the environment through).
-if not os.environ.get("MLPROF_LONG_TESTS"):
-    pytest.skip("long real-run tests: set MLPROF_LONG_TESTS=1", allow_module_level=True)
+# Long: runs with MLPROF_LONG_TESTS=1 (tests/conftest.py LONG_FILES).
 
 from mlprof.analysis.advisor import Thresholds
 from mlprof.workflow import cluster

@@ -45,11 +45,13 @@ OPTIONS = {
 
 # Every order with the defaults; the other options with the order where the two sessions overlap most (the
 # job's session built before mlprof's window and started inside it): 6 real jobs, not 12 (CI's budget).
-CASES = [(o, "defaults") for o in ORDERS] + [("job-built-early-starts-in-a-window", k) for k in OPTIONS
-                                             if k != "defaults"]
+# (The other options run with MLPROF_LONG_TESTS=1: tests/conftest.py.)
+CASES = [pytest.param(o, "defaults", id=f"{o}-defaults") for o in ORDERS] + [
+    pytest.param("job-built-early-starts-in-a-window", k, id=f"job-built-early-starts-in-a-window-{k}",
+                 marks=pytest.mark.long) for k in OPTIONS if k != "defaults"]
 
 
-@pytest.mark.parametrize("order_name,options_name", CASES, ids=[f"{o}-{k}" for o, k in CASES])
+@pytest.mark.parametrize("order_name,options_name", CASES)
 def test_a_job_profiling_itself_keeps_its_exit_code_and_its_trace(tmp_path, order_name, options_name):
     order, options = ORDERS[order_name], OPTIONS[options_name]
     trace = tmp_path / "own.json"

@@ -3,8 +3,6 @@ wrong, and the advisor's periodic stall. Timing-dependent (a stall must stand ou
 
 from __future__ import annotations
 
-import os
-
 import csv
 import json
 import subprocess
@@ -13,10 +11,7 @@ from pathlib import Path
 
 import pytest
 
-# five real monitored jobs: minutes of a 2-core CI machine's 20-minute budget (the full suite took 35 min with them). They run
-# with MLPROF_LONG_TESTS=1 (scripts/test.sh passes the environment through).
-if not os.environ.get("MLPROF_LONG_TESTS"):
-    pytest.skip("long real-run tests: set MLPROF_LONG_TESTS=1", allow_module_level=True)
+# Long: runs with MLPROF_LONG_TESTS=1 (tests/conftest.py LONG_FILES).
 
 pytest.importorskip("torch")
 JOB = Path(__file__).with_name("monitor_job.py")
