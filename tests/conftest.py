@@ -82,7 +82,6 @@ QUIET_FILES = frozenset({
     "tests/analysis/test_compare.py",
     "tests/analysis/test_compare_stats.py",
     "tests/analysis/test_contention.py",
-    "tests/analysis/test_jobs.py",
     "tests/analysis/test_cluster.py",
     "tests/analysis/test_straggler_runs.py",
     "tests/test_readme_loop.py",

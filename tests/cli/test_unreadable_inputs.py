@@ -76,6 +76,7 @@ def test_a_trace_that_cannot_be_read_is_unreadable_input_exit_3_not_4(tmp_path):
     _every_command(trace, 3, f"{trace}: cannot read: Permission denied")
 
 
+@pytest.mark.long  # every command as a subprocess; trace_output_dir's naming is tested directly below
 def test_a_trace_name_of_242_characters_gets_a_shortened_output_folder(tmp_path):
     trace = tmp_path / ("n" * 242)
     trace.write_bytes(good_trace_text())

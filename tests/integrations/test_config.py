@@ -171,6 +171,7 @@ profile_options: {{python_sampling: false, host_sys: []}}
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a third real run of the config; the layout test stays
 def test_mlprof_run_with_a_config_writes_where_the_seeds_output_path_says(tmp_path, private_locks):
     pytest.importorskip("torch")
     config = tmp_path / "train.yaml"

@@ -133,6 +133,7 @@ def test_a_failure_inside_the_integration_stops_profiling_not_training(tmp_path,
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a 2-rank torchrun job (CI's budget)
 def test_ddp_under_torchrun_gives_one_fit_capture_per_rank(tmp_path):
     import subprocess
     import sys

@@ -178,6 +178,7 @@ def test_a_start_step_past_the_end_removes_the_empty_capture_and_says_why(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a 2-rank torchrun job (CI's budget)
 def test_torchrun_with_command_line_arguments_gives_one_capture_per_rank(tmp_path):
     prof = tmp_path / "prof"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",

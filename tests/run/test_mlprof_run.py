@@ -156,6 +156,7 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # multi-rank real runs in the default suite: test_dynamic's two-rank gloo job, the dashboard's DDP runs
 def test_torchrun_ddp_job_gives_one_capture_per_rank(tmp_path):
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
                 f"--master_port={free_port()}"]
