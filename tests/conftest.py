@@ -95,7 +95,7 @@ QUIET_FILES = frozenset({
 _ROOT = Path(__file__).resolve().parent.parent
 # Real-run scenario files that run only with MLPROF_LONG_TESTS=1 (README): CI's budget is 20 minutes on 2
 # cores and each real run costs 10-30 s there. What they judge is measured whole by the benchmarks
-# (benchmarks/diagnosis.py, straggler_causes.py, monitor_cost.py) and each rule by golden tests on
+# (benchmarks/diagnosis.py, cluster_scale.py, overhead.py --monitor-only) and each rule by golden tests on
 # hand-built traces; the default suite keeps one real run per analysis (tests/scenarios/test_diagnosis.py,
 # test_growth_runs.py, test_advisor_cpu_runs.py, test_cluster.py ...).
 LONG_FILES = frozenset({
