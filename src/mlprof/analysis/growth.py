@@ -109,16 +109,22 @@ def increase_p_value(y) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
-def trend(x, y) -> Trend | None:
-    """The Theil-Sen line and Mann-Kendall p of (x, y); None with fewer than :data:`MIN_TREND_POINTS`."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(x) < MIN_TREND_POINTS:
-        return None
+def _ordered_points(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The points in x order, thinned evenly to :data:`_MAX_POINTS` (Theil-Sen is quadratic in them)."""
     order = np.argsort(x, kind="stable")
     x, y = x[order], y[order]
     if len(x) > _MAX_POINTS:
         pick = np.linspace(0, len(x) - 1, _MAX_POINTS).round().astype(int)
         x, y = x[pick], y[pick]
+    return x, y
+
+
+def trend(x, y) -> Trend | None:
+    """The Theil-Sen line and Mann-Kendall p of (x, y); None with fewer than :data:`MIN_TREND_POINTS`."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < MIN_TREND_POINTS:
+        return None
+    x, y = _ordered_points(x, y)
     slope, intercept = _theil_sen(x, y)
     half = len(x) // 2
     late = _theil_sen(x[half:], y[half:])[0] if len(x) - half >= 3 else slope
@@ -146,11 +152,7 @@ def step_change(x, y, min_share: float = 0.1) -> StepChange | None:
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) < 2 * MIN_TREND_POINTS:
         return None
-    order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    if len(x) > _MAX_POINTS:
-        pick = np.linspace(0, len(x) - 1, _MAX_POINTS).round().astype(int)
-        x, y = x[pick], y[pick]
+    x, y = _ordered_points(x, y)
     slope, intercept = _theil_sen(x, y)
     line_dev = float(np.abs(y - intercept - slope * x).sum())
     edge = max(MIN_TREND_POINTS, int(min_share * len(x)))
