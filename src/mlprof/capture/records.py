@@ -139,6 +139,8 @@ class StepRecord(_Record, kw_only=True):
     # The stepping thread's own time on a CPU during the step (schedstat, Linux): work it did, without
     # waits for a core, sleeps, I/O or (under KVM) time the hypervisor gave its core away.
     thread_cpu_ns: Union[Int, None] = None
+    # CPU time of the host-speed probe run right after the step (collect/speed_probe.py); null: not run.
+    speed_probe_ns: Union[Int, None] = None
 
 
 class MarkRecord(_Record, kw_only=True):

@@ -31,6 +31,7 @@ from .module_recorder import ModuleRecorder
 from .recorder import HostRecorder
 from .scalars import ScalarLog, activate as activate_scalars, deactivate as deactivate_scalars
 from .sampler import samples_between, spawn_sampler
+from .speed_probe import SpeedProbe
 from .stack_sampler import StackSampler
 from .torch_state import torch_state, window_state
 
@@ -120,6 +121,7 @@ class _KinetoProfile:
         self._failsafe = FailSafe(self._after_failure)
         self._recorder: HostRecorder | None = None
         self._step_timer = StepTimer()
+        self._speed_probe: SpeedProbe | None = SpeedProbe()
         self._last_window: HostRecorder | None = None
         self._window_bounds = (0, 0)
         # The window's torch settings at its start and at its end (collect/torch_state.py).
@@ -575,7 +577,21 @@ class profile(_KinetoProfile):  # noqa: N801 - drop-in for torch.profiler.profil
         self._step_timer.end(now_ns)
         if self._recorder is not None:
             self._recorder.end_step(now_ns)
+            self._probe_speed(self._recorder)
         self._failsafe.run("step", self._step, now_ns)
+
+    def _probe_speed(self, recorder: HostRecorder) -> None:
+        """Time the host-speed probe after a recorded step (collect/speed_probe.py), between its end and the
+        next step's start; a probe that fails is switched off for the job, with one log line."""
+        if self._speed_probe is None:
+            return
+        try:
+            cpu_ns = self._speed_probe.maybe_run()
+            if cpu_ns is not None:
+                recorder.record_speed_probe(cpu_ns)
+        except Exception as exc:  # noqa: BLE001 - the probe must never stop the job or its profiling
+            self._speed_probe = None
+            logger.warning("mlprof: host-speed probe off for this job: %s", exc)
 
     def _step(self, now_ns: int | None = None) -> None:
         if self._monitor is not None and now_ns is not None:

@@ -71,6 +71,11 @@ class HostRecorder:
                                "thread_cpu_ns": None if run0 is None or run1 is None else run1 - run0})
             self._current_step = None
 
+    def record_speed_probe(self, cpu_ns: int) -> None:
+        """The host-speed probe run right after the last step ended (collect/speed_probe.py)."""
+        if self.steps:
+            self.steps[-1]["speed_probe_ns"] = cpu_ns
+
     def step_range(self) -> tuple[int | None, int | None]:
         if not self.steps:
             return None, None

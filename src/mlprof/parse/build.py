@@ -126,8 +126,8 @@ def step_table(win: WindowData, pool: StringPool, host: dict) -> tuple[np.ndarra
 
 
 def _step_cpu(win: WindowData, number: np.ndarray, start: np.ndarray,
-              end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per step, mlprof's CPU and core-wait measures (steps.json), MISSING where it has none.
+              end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per step, mlprof's CPU, core-wait and host-speed probe measures (steps.json), MISSING where it has none.
 
     Kineto's ProfilerStep spans and mlprof's steps are cut by the same ``step()``
     call; a record is taken for a step of the same number only when it starts
@@ -137,7 +137,7 @@ def _step_cpu(win: WindowData, number: np.ndarray, start: np.ndarray,
     the start of the next moved step 19's by 36 ms of a 273 ms span on a loaded
     host, and its wait for a core went missing.)
     """
-    cpu, wait, thread = _full(len(number), MISSING), _full(len(number), MISSING), _full(len(number), MISSING)
+    cpu, wait, thread, probe = (_full(len(number), MISSING) for _ in range(4))
     records = {r.step: r for r in win.steps}
     for i, (n, s, e) in enumerate(zip(number.tolist(), start.tolist(), end.tolist())):
         r = records.get(n)
@@ -149,7 +149,9 @@ def _step_cpu(win: WindowData, number: np.ndarray, start: np.ndarray,
             wait[i] = r.cpu_wait_ns
         if r.thread_cpu_ns is not None:
             thread[i] = r.thread_cpu_ns
-    return cpu, wait, thread
+        if r.speed_probe_ns is not None:
+            probe[i] = r.speed_probe_ns
+    return cpu, wait, thread, probe
 
 
 def _lookup(keys_sorted: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -196,12 +198,12 @@ def add_steps(win: WindowData, pool: StringPool, tables: TableParts, host: dict)
     """The window's steps table (from ``host``: its ops, or only those named as steps); returns the
     function that gives the step of each time."""
     steps_n, steps_s, steps_e, source = step_table(win, pool, host)
-    cpu_ns, cpu_wait_ns, thread_cpu_ns = _step_cpu(win, steps_n, steps_s, steps_e)
+    cpu_ns, cpu_wait_ns, thread_cpu_ns, speed_probe_ns = _step_cpu(win, steps_n, steps_s, steps_e)
     tables.add("steps", win.window_index, {"step": steps_n, "start_ns": steps_s, "end_ns": steps_e,
                                            "dur_ns": steps_e - steps_s,
                                            "source": np.array([source] * len(steps_n), dtype=object),
                                            "cpu_ns": cpu_ns, "cpu_wait_ns": cpu_wait_ns,
-                                           "thread_cpu_ns": thread_cpu_ns})
+                                           "thread_cpu_ns": thread_cpu_ns, "speed_probe_ns": speed_probe_ns})
 
     def step_of(ts: np.ndarray) -> np.ndarray:
         return assign_steps(ts, steps_s, steps_e, steps_n, MISSING)

@@ -166,6 +166,8 @@ TABLES: dict[str, TableSchema] = {
              "time the stepping thread waited for a CPU core (run-queue delay), ns (NULL: not measured)"),
             ("thread_cpu_ns", "BIGINT",
              "the stepping thread's own time on a CPU during the step, ns (NULL: not measured)"),
+            ("speed_probe_ns", "BIGINT",
+             "CPU time of mlprof's fixed host-speed probe, run right after the step, ns (NULL: not run)"),
         ),
         _t(
             "markers",

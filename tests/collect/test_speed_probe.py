@@ -1,0 +1,44 @@
+"""The host-speed probe: timed between a window's steps, outside their spans, invisible to the profiler."""
+
+from __future__ import annotations
+
+import pytest
+
+import mlprof
+from mlprof.collect.speed_probe import SpeedProbe
+
+from .conftest import load_json, windows_of
+
+torch = pytest.importorskip("torch")
+
+
+def test_probe_runs_outside_the_steps_and_is_not_in_the_trace(tmp_path):
+    # A job with no matrix product at all: any aten::mm in the trace would be the probe's.
+    weight = torch.randn(256, requires_grad=True)
+    x = torch.randn(64, 256)
+    with mlprof.profile(
+        activities=[mlprof.ProfilerActivity.CPU],
+        schedule=mlprof.schedule(wait=0, warmup=1, active=8, repeat=1),
+        on_trace_ready=mlprof.tensorboard_trace_handler(tmp_path / "result", worker_name="w0", analyse_flag=False),
+    ) as prof:
+        for _ in range(10):
+            for _ in range(50):  # a step of a few ms, so the probe is due after most steps
+                (x * weight).tanh().sum().backward()
+            prof.step()
+    (window,) = windows_of(prof.capture_dir)
+    steps = load_json(window / "steps.json")
+    probed = [s for s in steps if s.get("speed_probe_ns")]
+    assert probed and steps[0]["speed_probe_ns"] > 0  # the first recorded step always gets one
+    names = {e.get("name") for e in load_json(window / "kineto.pt.trace.json")["traceEvents"]}
+    assert "aten::tanh" in names and not {"aten::mm", "aten::matmul"} & names
+    # Between steps: the gap to the next step holds the probe (its thread CPU time fits in that wall time).
+    gaps = [(after["start_ns"] - before["end_ns"], before["speed_probe_ns"])
+            for before, after in zip(steps, steps[1:]) if before.get("speed_probe_ns")]
+    assert gaps and all(gap >= probe_ns for gap, probe_ns in gaps)
+
+
+def test_probe_keeps_to_its_share_of_the_time():
+    probe = SpeedProbe()
+    first = probe.maybe_run()
+    assert first is not None and first > 0
+    assert probe.maybe_run() is None  # not due again until first / PROBE_SHARE ns have passed
