@@ -30,6 +30,7 @@ from mlprof.analysis.ops import DEVICE_NS_PER_OP, HOST_OP_FILTER
 from mlprof.analysis.run_facts import fact_warnings, run_facts
 from mlprof.analysis.compare_load import load_aware_runs_verdict, load_aware_verdict, run_load
 from mlprof.analysis.compare_runs import RUNS_MIN_CHANGE, runs_verdict
+from mlprof.analysis.compare_speed import speed_runs_verdict, speed_steps, speed_verdict
 from mlprof.analysis.stats import CPU_MIN_CHANGE, MIN_CHANGE, Distribution, Shift, Verdict, describe, relative_verdict, shift
 from mlprof.analysis.steps import DEVICE_FIELDS, HOST_FIELDS, StepBreakdown, step_breakdown
 from mlprof.analysis.training import RateChange, throughput_changes
@@ -370,11 +371,15 @@ def compare(base: TableStore | Sequence[TableStore], new: TableStore | Sequence[
     if not cross and devices[0].kind == "cpu" and devices[1].kind == "cpu":
         if several:
             base_loads, new_loads = [run_load(s) for s in base_runs], [run_load(s) for s in new_runs]
-            verdict, load_warnings = load_aware_runs_verdict(verdict, base_loads, new_loads, min_change=min_change)
+            judged = speed_runs_verdict(verdict, [speed_steps(s) for s in base_runs],
+                                        [speed_steps(s) for s in new_runs], min_change=min_change)
+            verdict, load_warnings = judged or load_aware_runs_verdict(verdict, base_loads, new_loads,
+                                                                       min_change=min_change)
             loads = base_loads[0], new_loads[0]
         else:
             loads = run_load(base), run_load(new)
-            verdict, load_warnings = load_aware_verdict(verdict, *loads, min_change=min_change)
+            judged = speed_verdict(verdict, speed_steps(base), speed_steps(new), min_change=min_change)
+            verdict, load_warnings = judged or load_aware_verdict(verdict, *loads, min_change=min_change)
         warnings += load_warnings
         facts["load"] = {"base": loads[0].to_dict() if loads[0] else None,
                          "new": loads[1].to_dict() if loads[1] else None}
