@@ -3,6 +3,7 @@
     python benchmarks/compare_verdicts.py [--pairs 50] [--detect 20] [--levels 5,10,25,100]
                                           [--conditions quiet,busy] [--limit 5] [--job-threads 1]
                                           [--save runs.json]
+    python benchmarks/compare_verdicts.py --regroup runs.json [--per-side 3]
 
 Every run is `mlprof run --output DIR -- python tests/scenarios/compare_job.py STEPS --extra-pct P`
 with mlprof's default options (the window sized by evidence: no --active, no --skip-first); it is
@@ -23,6 +24,11 @@ job on a shared host should: at torch's default thread count a busy 2-core host 
 100x, 3 s instead of 30 ms, from spinning workers waiting for each other; 0: torch's default).
 Prints one line per comparison as it goes, then the table; ``--save`` keeps every run's per-step
 measures (wall, wait for a core, thread CPU) for other analyses.
+``--regroup FILE --per-side K`` reads such a file and judges the same runs K per side, as `mlprof
+compare BASE_DIR NEW_DIR` would (each run's steps at one host speed when every run has speed probes, the
+runs' spread in a pooled t interval, ``compare_runs.RUNS_MIN_CHANGE``): A/A compares chain runs i..i+K-1
+with i+K..i+2K-1 for every i (overlapping groups), detection the K regressed runs j..j+K-1 of a level with
+the K chain runs recorded beside them.
 Exit 0 whatever the result: it measures, it does not gate.
 """
 
@@ -73,9 +79,11 @@ def step_measures(capture: Path) -> dict:
     from mlprof.tables.store import TableStore
 
     with TableStore(capture / "mlprof_output" / TABLES_DIR) as store:
-        rows = store.rows("SELECT dur_ns, cpu_wait_ns, thread_cpu_ns, cpu_ns FROM steps ORDER BY window_index, step")
+        rows = store.rows("SELECT dur_ns, cpu_wait_ns, thread_cpu_ns, cpu_ns, speed_probe_ns FROM steps "
+                          "ORDER BY window_index, step")
     return {"wall_ns": [r[0] for r in rows], "wait_ns": [r[1] for r in rows],
-            "thread_cpu_ns": [r[2] for r in rows], "process_cpu_ns": [r[3] for r in rows]}
+            "thread_cpu_ns": [r[2] for r in rows], "process_cpu_ns": [r[3] for r in rows],
+            "speed_probe_ns": [r[4] for r in rows]}
 
 
 def judge(base: Path, new: Path, limit: float) -> dict:
@@ -131,6 +139,52 @@ def run_condition(condition: str, workdir: Path, pairs: int, detect: int, levels
     return rows
 
 
+def _run_steps(saved: dict):
+    """A saved run as compare's several-run path reads it: (wall steps, steps at one host speed or None)."""
+    from mlprof.analysis.compare_speed import steps_at_one_speed
+
+    n = len(saved["wall_ns"])
+    probes = saved.get("speed_probe_ns") or [None] * n
+    at_speed = steps_at_one_speed([(i, saved["wall_ns"][i], saved["wait_ns"][i], probes[i]) for i in range(n)])
+    return saved["wall_ns"], at_speed
+
+
+def _group_verdict(base: list, new: list, limit: float) -> dict:
+    from mlprof.analysis.compare_runs import RUNS_MIN_CHANGE, runs_verdict
+    from mlprof.analysis.compare_speed import speed_runs_verdict
+
+    wall = runs_verdict([w for w, _ in base], [w for w, _ in new], min_change=RUNS_MIN_CHANGE)
+    judged = speed_runs_verdict(wall, [s for _, s in base], [s for _, s in new], min_change=RUNS_MIN_CHANGE)
+    v = judged[0] if judged else wall
+    # Comparison.gate's rule: fail on a verdict "slower" whose interval's lower end is above the limit.
+    return {"verdict": v.verdict, "failed": v.verdict == "slower" and v.low_pct is not None and v.low_pct > limit,
+            "measure": v.measure, "change_pct": v.change_pct}
+
+
+def regroup(path: Path, per_side: int, limit: float) -> list[str]:
+    saved = json.loads(path.read_text())
+    rows = []
+    for condition in dict.fromkeys(r["condition"] for r in saved):
+        by_level: dict[float, list] = {}
+        for r in saved:
+            if r["condition"] == condition:
+                by_level.setdefault(r["extra_pct"], []).append(_run_steps(r))
+        chain, k = by_level.get(0.0) or by_level.get(0) or [], per_side
+        for i in range(len(chain) - 2 * k + 1):
+            rows.append({"condition": condition, "kind": "A/A",
+                         **_group_verdict(chain[i:i + k], chain[i + k:i + 2 * k], limit)})
+        for level, runs in sorted(by_level.items()):
+            if level == 0:
+                continue
+            for j in range(len(runs) - k + 1):
+                rows.append({"condition": condition, "kind": f"+{level:g}%",
+                             **_group_verdict(chain[j:j + k], runs[j:j + k], limit)})
+    levels = sorted({float(r["kind"][1:-1]) for r in rows if r["kind"] != "A/A"})
+    measures = sorted({r["measure"] for r in rows})
+    return ([f"{per_side} runs per side (overlapping groups), verdicts on: {', '.join(measures)}"]
+            + table(rows, levels, limit))
+
+
 def table(rows: list[dict], levels: list[float], limit: float) -> list[str]:
     lines = [f"| condition | A/A pairs: gate fails (exit 9) at {limit:g}% | A/A: verdict slower | "
              + " | ".join(f"+{lv:g}%: slower (gate fails)" for lv in levels) + " |",
@@ -157,7 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job-threads", type=int, default=1, help="torch threads of the job (default 1; 0: torch's)")
     parser.add_argument("--save", type=Path, default=None, help="write every run's per-step measures here (JSON)")
     parser.add_argument("--json", action="store_true", help="print the comparisons as JSON at the end")
+    parser.add_argument("--regroup", type=Path, default=None, metavar="FILE",
+                        help="judge the runs saved in FILE (--save) several per side instead of running anything")
+    parser.add_argument("--per-side", type=int, default=3, help="--regroup: runs per side (default 3)")
     args = parser.parse_args(argv)
+    if args.regroup:
+        print("\n".join(regroup(args.regroup, args.per_side, args.limit)))
+        return 0
     levels = [float(x) for x in args.levels.split(",") if x.strip()]
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
     if set(conditions) - {"quiet", "busy"}:
