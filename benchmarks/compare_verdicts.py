@@ -74,6 +74,19 @@ def profile(out: Path, extra_pct: float, threads: int) -> Path:
     return capture
 
 
+def _profiled(out: Path, extra_pct: float, threads: int, label: str) -> Path | None:
+    """:func:`profile`, or None with one line when the run failed (counted, never silently dropped)."""
+    try:
+        return profile(out, extra_pct, threads)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        FAILED.append(label)
+        print(f"{label}: RUN FAILED: {exc}", flush=True)
+        return None
+
+
+FAILED: list[str] = []
+
+
 def step_measures(capture: Path) -> dict:
     from mlprof.tables.layout import TABLES_DIR
     from mlprof.tables.store import TableStore
@@ -109,13 +122,17 @@ def run_condition(condition: str, workdir: Path, pairs: int, detect: int, levels
     try:
         for i in range(max(pairs + 1, detect)):
             here = workdir / condition / str(i)
-            base = profile(here / "chain", 0, threads)
+            base = _profiled(here / "chain", 0, threads, f"{condition} {i} chain")
+            if base is None:
+                continue  # the chain goes on from the run before
             saved.append({"condition": condition, "run": f"{i} chain", "extra_pct": 0, **step_measures(base)})
             compared = [("A/A", 0.0, previous, base)] if previous is not None and i <= pairs else []
             if i < detect:
                 for level in levels:
                     label = f"+{level:g}%"
-                    new = profile(here / f"p{level:g}", level, threads)
+                    new = _profiled(here / f"p{level:g}", level, threads, f"{condition} {i} {label}")
+                    if new is None:
+                        continue
                     saved.append({"condition": condition, "run": f"{i} {label}", "extra_pct": level,
                                   **step_measures(new)})
                     compared.append((label, level, base, new))
@@ -234,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=2))
     print()
     print("\n".join(table(rows, levels, args.limit)))
+    if FAILED:
+        print(f"\nruns that failed ({len(FAILED)}): {', '.join(FAILED)}")
     print(f"\nelapsed {time.perf_counter() - started:.0f} s, {len(saved)} runs; command: "
           f"python benchmarks/compare_verdicts.py {' '.join(argv if argv is not None else sys.argv[1:])}")
     return 0
