@@ -17,15 +17,14 @@ from mlprof.analysis.compare_load import BUSY_MIN_CHANGE, run_load
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
 
-T0 = 1_700_000_000_000_000_000
+from steps_capture import T0, write_steps_capture
+
 MS = 1_000_000
 
 
 def _capture(root, work_ms, wait_ms, others_percent, seed, waits_recorded=True):
     """Steps of ``work_ms`` (noisy) plus ``wait_ms`` waiting for a core; other processes at ``others_percent``."""
     rng = np.random.default_rng(seed)
-    window = root / "raw" / "window_0000"
-    window.mkdir(parents=True)
     steps, t = [], T0
     for i in range(20):
         work = int(work_ms * MS * rng.normal(1.0, 0.03))
@@ -35,13 +34,7 @@ def _capture(root, work_ms, wait_ms, others_percent, seed, waits_recorded=True):
             step["cpu_wait_ns"] = wait
         steps.append(step)
         t += work + wait
-    (window / "steps.json").write_text(json.dumps(steps))
-    (window / "window.json").write_text(json.dumps({"index": 0, "status": "complete", "files": {"steps": "steps.json"}}))
-    (root / "profiler_info.json").write_text(json.dumps({
-        "schema_version": 1, "kind": "mlprof.capture", "status": "finished", "rank": 0, "world_size": 1,
-        "windows": [{"index": 0, "dir": "raw/window_0000", "status": "complete"}], "created_wall_ns": T0}))
-    (root / "profiler_metadata.json").write_text(json.dumps(
-        {"user": {}, "environment": {}, "system": {"cpu_count": 2, "torch_num_threads": 1}}))
+    write_steps_capture(root, steps)
     job = 100.0 * work_ms / (work_ms + wait_ms)
     samples = [{"ts_ns": ts, "cpu_percent": min((job + others_percent) / 2, 100.0), "job_cpu_percent": job,
                 "cpu_count": 2, "runnable_threads": 1 + int(others_percent // 50), "job_threads": 1}

@@ -18,7 +18,8 @@ from mlprof.analysis.compare_speed import MIN_PROBES, SPEED_MEASURE, speed_steps
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
 
-T0 = 1_700_000_000_000_000_000
+from steps_capture import T0, write_steps_capture
+
 MS = 1_000_000
 PROBE_NS = 300_000
 
@@ -28,8 +29,6 @@ def _capture(root, work_ms, speed, seed, probes_every=1, steps=24, wait_ms=0.0):
     or a number); a probe after every ``probes_every``-th step (0: none), stretched by the same factor."""
     rng = np.random.default_rng(seed)
     factor = speed if callable(speed) else (lambda i: speed)
-    window = root / "raw" / "window_0000"
-    window.mkdir(parents=True)
     records, t = [], T0
     for i in range(steps):
         work = int(work_ms * MS * factor(i) * rng.normal(1.0, 0.02))
@@ -39,13 +38,7 @@ def _capture(root, work_ms, speed, seed, probes_every=1, steps=24, wait_ms=0.0):
             record["speed_probe_ns"] = int(PROBE_NS * factor(i) * rng.normal(1.0, 0.03))
         records.append(record)
         t += work + wait + 400_000
-    (window / "steps.json").write_text(json.dumps(records))
-    (window / "window.json").write_text(json.dumps({"index": 0, "status": "complete", "files": {"steps": "steps.json"}}))
-    (root / "profiler_info.json").write_text(json.dumps({
-        "schema_version": 1, "kind": "mlprof.capture", "status": "finished", "rank": 0, "world_size": 1,
-        "windows": [{"index": 0, "dir": "raw/window_0000", "status": "complete"}], "created_wall_ns": T0}))
-    (root / "profiler_metadata.json").write_text(json.dumps(
-        {"user": {}, "environment": {}, "system": {"cpu_count": 2, "torch_num_threads": 1}}))
+    write_steps_capture(root, records)
     return TableStore(parse_path(root, ParseOptions())[0].tables_dir)
 
 
