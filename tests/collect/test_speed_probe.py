@@ -42,3 +42,27 @@ def test_probe_keeps_to_its_share_of_the_time():
     first = probe.maybe_run()
     assert first is not None and first > 0
     assert probe.maybe_run() is None  # not due again until first / PROBE_SHARE ns have passed
+
+
+def test_a_failing_probe_is_switched_off_and_profiling_goes_on(tmp_path, monkeypatch, caplog):
+    import logging
+
+    def broken(self):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(SpeedProbe, "maybe_run", broken)
+    weight = torch.randn(64, requires_grad=True)
+    with caplog.at_level(logging.WARNING, logger="mlprof"):
+        with mlprof.profile(
+            activities=[mlprof.ProfilerActivity.CPU],
+            schedule=mlprof.schedule(wait=0, warmup=1, active=4, repeat=1),
+            on_trace_ready=mlprof.tensorboard_trace_handler(tmp_path / "r", worker_name="w0", analyse_flag=False),
+        ) as prof:
+            for _ in range(6):
+                (weight * 2).sum().backward()
+                prof.step()
+    (window,) = windows_of(prof.capture_dir)
+    steps = load_json(window / "steps.json")
+    assert len(steps) == 4 and not any(s.get("speed_probe_ns") for s in steps)
+    warnings = [r.getMessage() for r in caplog.records if "speed probe" in r.getMessage()]
+    assert len(warnings) == 1 and "injected" in warnings[0]

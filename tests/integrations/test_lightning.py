@@ -149,3 +149,18 @@ def test_ddp_under_torchrun_gives_one_fit_capture_per_rank(tmp_path):
         info = json.loads((capture / "profiler_info.json").read_text())
         assert (info["rank"], info["world_size"]) == (rank, 2)
         assert window_steps(capture) == [[2, 3]]
+
+
+def test_monitor_mode_times_every_fit_step_and_opens_its_baseline_window(tmp_path):
+    profiler = MlprofProfiler(dirpath=tmp_path / "prof", monitor=True, stages=("fit",), **QUIET)
+    pl_job.trainer(profiler, tmp_path, max_steps=40, limit_val_batches=0).fit(
+        pl_job.TinyModule(), pl_job.loader(n=2048))
+    (capture,) = captures(tmp_path / "prof")
+    store = parse_capture(capture)
+    try:
+        steps = [r[0] for r in store.rows("SELECT step FROM job_steps ORDER BY step")]
+        windows = store.rows("SELECT reason, first_step FROM monitor_windows WHERE skipped IS NULL")
+    finally:
+        store.close()
+    assert steps == list(range(steps[0], steps[0] + len(steps))) and len(steps) >= 38  # every step, in order
+    assert windows and windows[0][0] == "baseline" and windows[0][1] > steps[0]

@@ -209,3 +209,19 @@ def test_mlprof_arguments_without_the_switch_add_no_callback():
     assert callback.options.level == "Level1" and callback.options.skip_first == 2
     with pytest.raises(ConfigError, match="mlprof_options"):
         MlprofArguments(mlprof=True, mlprof_options="{not json").callbacks()
+
+
+def test_monitor_mode_times_every_trainer_step_and_opens_its_baseline_window(tmp_path):
+    # The integration takes mlprof run's options, monitor included: no schedule, the monitor's windows.
+    callback = MlprofCallback(output_dir=tmp_path / "prof", monitor=True, **QUIET)
+    hf_job.train(hf_job.training_args(tmp_path / "out", max_steps=40), [callback])
+    (capture,) = captures(tmp_path / "prof")
+    store = parse_capture(capture)
+    try:
+        steps = [r[0] for r in store.rows("SELECT step FROM job_steps ORDER BY step")]
+        windows = store.rows("SELECT reason, first_step, last_step FROM monitor_windows WHERE skipped IS NULL")
+    finally:
+        store.close()
+    assert steps == list(range(steps[0], steps[0] + len(steps))) and len(steps) >= 38  # every step, in order
+    assert windows and windows[0][0] == "baseline"
+    assert windows[0][1] > steps[0]  # the baseline waits for warm-up steps
