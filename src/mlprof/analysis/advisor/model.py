@@ -37,7 +37,7 @@ class Thresholds:
     # High by nature on tiny CPU steps (loop glue), hence a high bar.
     host_outside_ops_warn_share: float = 0.40
     # One function of the user's doing work besides the step's own (Python and the ops it runs).
-    side_work_warn_share: float = 0.25
+    side_work_warn_share: float = 0.20
     # Python garbage-collector pauses inside steps.
     gc_warn_share: float = 0.05
     # Host blocked in synchronisations (.item(), cuda*Synchronize) inside steps.
