@@ -60,3 +60,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def monitored_steps_and_windows(capture: Path) -> tuple[list[int], list[tuple]]:
+    """A monitor-mode capture's step numbers (job_steps) and its opened windows (reason, first step)."""
+    store = parse_capture(capture)
+    try:
+        steps = [r[0] for r in store.rows("SELECT step FROM job_steps ORDER BY step")]
+        windows = store.rows("SELECT reason, first_step FROM monitor_windows WHERE skipped IS NULL")
+    finally:
+        store.close()
+    return steps, windows

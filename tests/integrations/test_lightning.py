@@ -10,7 +10,8 @@ import pytest
 
 from mlprof.errors import ConfigError
 
-from .conftest import QUIET, captures, forward_share_of_module_time, host_phases, parse_capture, window_steps
+from .conftest import QUIET, captures, forward_share_of_module_time, host_phases, monitored_steps_and_windows, \
+    parse_capture, window_steps
 
 pytest.importorskip("torch")
 pytest.importorskip("lightning")
@@ -156,11 +157,6 @@ def test_monitor_mode_times_every_fit_step_and_opens_its_baseline_window(tmp_pat
     pl_job.trainer(profiler, tmp_path, max_steps=40, limit_val_batches=0).fit(
         pl_job.TinyModule(), pl_job.loader(n=2048))
     (capture,) = captures(tmp_path / "prof")
-    store = parse_capture(capture)
-    try:
-        steps = [r[0] for r in store.rows("SELECT step FROM job_steps ORDER BY step")]
-        windows = store.rows("SELECT reason, first_step FROM monitor_windows WHERE skipped IS NULL")
-    finally:
-        store.close()
+    steps, windows = monitored_steps_and_windows(capture)
     assert steps == list(range(steps[0], steps[0] + len(steps))) and len(steps) >= 38  # every step, in order
     assert windows and windows[0][0] == "baseline" and windows[0][1] > steps[0]

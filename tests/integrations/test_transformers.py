@@ -13,7 +13,8 @@ import pytest
 
 from mlprof.errors import ConfigError
 
-from .conftest import QUIET, captures, forward_share_of_module_time, free_port, host_phases, parse_capture, \
+from .conftest import QUIET, captures, forward_share_of_module_time, free_port, host_phases, \
+    monitored_steps_and_windows, parse_capture, \
     window_steps
 
 pytest.importorskip("torch")
@@ -216,12 +217,7 @@ def test_monitor_mode_times_every_trainer_step_and_opens_its_baseline_window(tmp
     callback = MlprofCallback(output_dir=tmp_path / "prof", monitor=True, **QUIET)
     hf_job.train(hf_job.training_args(tmp_path / "out", max_steps=40), [callback])
     (capture,) = captures(tmp_path / "prof")
-    store = parse_capture(capture)
-    try:
-        steps = [r[0] for r in store.rows("SELECT step FROM job_steps ORDER BY step")]
-        windows = store.rows("SELECT reason, first_step, last_step FROM monitor_windows WHERE skipped IS NULL")
-    finally:
-        store.close()
+    steps, windows = monitored_steps_and_windows(capture)
     assert steps == list(range(steps[0], steps[0] + len(steps))) and len(steps) >= 38  # every step, in order
     assert windows and windows[0][0] == "baseline"
     assert windows[0][1] > steps[0]  # the baseline waits for warm-up steps
