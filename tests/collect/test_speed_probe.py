@@ -12,15 +12,20 @@ from .conftest import load_json, windows_of
 torch = pytest.importorskip("torch")
 
 
+def _profile(out, active: int):
+    """A CPU profile recording ``active`` steps after one warm-up step, parsed by nobody."""
+    return mlprof.profile(
+        activities=[mlprof.ProfilerActivity.CPU],
+        schedule=mlprof.schedule(wait=0, warmup=1, active=active, repeat=1),
+        on_trace_ready=mlprof.tensorboard_trace_handler(out, worker_name="w0", analyse_flag=False),
+    )
+
+
 def test_probe_runs_outside_the_steps_and_is_not_in_the_trace(tmp_path):
     # A job with no matrix product at all: any aten::mm in the trace would be the probe's.
     weight = torch.randn(256, requires_grad=True)
     x = torch.randn(64, 256)
-    with mlprof.profile(
-        activities=[mlprof.ProfilerActivity.CPU],
-        schedule=mlprof.schedule(wait=0, warmup=1, active=8, repeat=1),
-        on_trace_ready=mlprof.tensorboard_trace_handler(tmp_path / "result", worker_name="w0", analyse_flag=False),
-    ) as prof:
+    with _profile(tmp_path / "result", active=8) as prof:
         for _ in range(10):
             for _ in range(50):  # a step of a few ms, so the probe is due after most steps
                 (x * weight).tanh().sum().backward()
@@ -53,11 +58,7 @@ def test_a_failing_probe_is_switched_off_and_profiling_goes_on(tmp_path, monkeyp
     monkeypatch.setattr(SpeedProbe, "maybe_run", broken)
     weight = torch.randn(64, requires_grad=True)
     with caplog.at_level(logging.WARNING, logger="mlprof"):
-        with mlprof.profile(
-            activities=[mlprof.ProfilerActivity.CPU],
-            schedule=mlprof.schedule(wait=0, warmup=1, active=4, repeat=1),
-            on_trace_ready=mlprof.tensorboard_trace_handler(tmp_path / "r", worker_name="w0", analyse_flag=False),
-        ) as prof:
+        with _profile(tmp_path / "r", active=4) as prof:
             for _ in range(6):
                 (weight * 2).sum().backward()
                 prof.step()
