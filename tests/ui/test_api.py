@@ -113,7 +113,7 @@ def test_features_say_which_pages_have_data_and_why_not(client, run_id, tmp_path
     with TestClient(create_app(tmp_path), base_url="http://127.0.0.1") as c:
         pages = get(c, "/api/features", run="cpu_mlprof_output")["features"]
         assert {k for k, v in pages.items() if not v["available"]} == {"kernels", "memory", "host", "modules",
-                                                                        "callsites", "cluster"}
+                                                                        "callsites", "cluster", "whole_job"}
         assert "CPU-only" in pages["kernels"]["reason"]
         o = get(c, "/api/overview", run="cpu_mlprof_output")
         assert o["category_view"] == "host" and o["gpu"] is None

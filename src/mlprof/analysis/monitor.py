@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from mlprof.step_anomaly import anomaly_threshold_ns, is_anomalous, work_ns
 from mlprof.tables.store import TableStore
 
-__all__ = ["job_step_rows", "monitor_overview", "PeriodicStall", "periodic_stall", "window_vs_baseline",
+__all__ = ["job_step_rows", "job_step_series", "SERIES_POINTS", "monitor_overview", "PeriodicStall", "periodic_stall", "window_vs_baseline",
            "MIN_STALLS"]
 
 # Stalls needed before a period is named, and the share of the gaps between them that must agree with it.
 MIN_STALLS = 4
 _PERIOD_AGREEMENT = 0.6
+# Points of the whole-job chart: a job of millions of steps is drawn from this many buckets of steps.
+SERIES_POINTS = 2_000
 
 
 def job_step_rows(store: TableStore, step: int | None = None) -> list[dict]:
@@ -28,6 +30,24 @@ def job_step_rows(store: TableStore, step: int | None = None) -> list[dict]:
     cond, params = ("WHERE step = ?", [step]) if step is not None else ("", [])
     return store.dicts(f"""SELECT step, steps, start_ns, wall_ns, cpu_ns, wait_ns, data_ns, gc_ns, rss_bytes,
                                   covered_by_window, warmup, trigger FROM job_steps {cond} ORDER BY step""", params)
+
+
+def job_step_series(store: TableStore, points: int = SERIES_POINTS) -> list[dict]:
+    """The whole-job step times in at most ``points`` buckets of consecutive steps, in step order: per bucket
+    its steps, the median, mean and slowest step (wall ns per step; a stall shows in the slowest even when a
+    bucket holds thousands of steps), the mean wait for a core, and the window that recorded any of them."""
+    first, last = store.rows("SELECT min(step), max(step + steps - 1) FROM job_steps")[0]
+    if first is None:
+        return []
+    width = max(1, -(-(int(last) - int(first) + 1) // max(1, points)))  # steps per bucket, rounded up
+    return store.dicts("""
+        SELECT min(step) AS first_step, max(step + steps - 1) AS last_step, sum(steps) AS steps,
+               CAST(median(wall_ns / steps) AS BIGINT) AS median_ns,
+               CAST(sum(wall_ns) / sum(steps) AS BIGINT) AS mean_ns,
+               CAST(max(wall_ns / steps) AS BIGINT) AS max_ns,
+               CAST(sum(coalesce(wait_ns, 0)) / sum(steps) AS BIGINT) AS wait_ns,
+               min(covered_by_window) AS "window"
+        FROM job_steps GROUP BY (step - ?) // ? ORDER BY first_step""", [int(first), width])
 
 
 def monitor_overview(store: TableStore) -> dict | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, operator_details, step_breakdown
 from mlprof.analysis.call_sites import call_sites
 from mlprof.analysis.modules import module_tree
+from mlprof.analysis.monitor import job_step_series, monitor_overview
 from mlprof.analysis.step_categories import step_categories
 from mlprof.analysis.training import metrics_by_step
 from mlprof.analysis.steps import data_loading_spans
@@ -243,6 +244,12 @@ def _training_metrics(store: TableStore, p: Params) -> list[dict]:
             if r["metrics"] and (p.step is None or r["step"] == p.step)]
 
 
+def _monitor_windows(store: TableStore, p: Params) -> list[dict]:
+    """The windows monitor mode opened, and the triggers it had no window left for (``skipped``: why)."""
+    overview = monitor_overview(store)
+    return [] if overview is None else overview["windows"] + overview["skipped"]
+
+
 DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("steps", "Step breakdown (ns)", _steps),
     Dataset("step_categories", "Step time by category (kernel, memcpy, ..., CPU exec, other)", _step_categories),
@@ -265,6 +272,9 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("host_resources", "Host CPU, memory, disk and network samples", _host_resources),
     Dataset("counters", "Counter samples over time (max per time bucket)", _counters),
     Dataset("environment", "Environment and trace metadata", _environment),
+    Dataset("job_steps", "Every step of the job (monitor mode), in buckets of consecutive steps",
+            lambda s, p: job_step_series(s)),
+    Dataset("monitor_windows", "Windows monitor mode opened, with their triggers", _monitor_windows),
 )}
 
 

@@ -31,6 +31,8 @@ PAGE_NEEDS = {
     "callsites": ("python_samples", "no Python stack samples: python_sampling is on under mlprof run"),
     "step_trace": ("steps", "no steps: the trace has no ProfilerStep spans and no mlprof steps.json"),
     "data_loading": ("steps", "no steps: data loading is measured per step"),
+    "whole_job": ("job_steps", "not monitored: mlprof run --monitor times every step of the job and opens "
+                               "windows where steps turn slow (docs/monitor.md)"),
 }
 
 

@@ -207,5 +207,44 @@ const Charts = (() => {
     }, { kind: "heatmap", height: opts.height || Math.max(240, ys.length * 40 + 90) });
   }
 
-  return { mount, disposeAll, bars, hbars, pie, lines, stepLine, waterfall, treemap, heatmap };
+  // A whole job's steps (monitor mode): buckets of consecutive steps on a step axis, the median and the
+  // slowest step of each (a stall stays visible however many steps a bucket holds), the windows shaded
+  // and pinned on top (a window of 30 steps in a job of a million is thinner than a pixel).
+  // points: [{first_step, last_step, median_ns, max_ns}]; windows: [{window, reason, first_step, last_step}];
+  // opts.onWindow(window): a click anywhere over a window's steps, or on its pin.
+  function jobSteps(points, windows, opts = {}) {
+    const top = Math.max(1, ...points.map(p => p.max_ns || 0));
+    const { div, unit } = scaleFor(top, "ns");
+    const at = p => (p.first_step + p.last_step) / 2;
+    const line = (name, key, color) => ({ name, type: "line", showSymbol: points.length <= 60, sampling: "lttb",
+      lineStyle: { width: 1.5 }, itemStyle: { color }, data: points.map(p => [at(p), p[key] / div]) });
+    const series = [line("median step", "median_ns", U.PALETTE[0]), line("slowest step", "max_ns", "#e15759"),
+      { name: "windows", type: "scatter", symbol: "pin", symbolSize: 22, itemStyle: { color: "#f28e2b" },
+        tooltip: { trigger: "item", formatter: p => { const w = windows[p.dataIndex];
+          return `window ${w.window}: ${w.reason}\nsteps ${w.first_step}-${w.last_step}`; } },
+        data: windows.map(w => [(w.first_step + w.last_step) / 2, top / div]) }];
+    series[0].markArea = { silent: true, itemStyle: { color: "rgba(242,142,43,0.18)" },
+      data: windows.map(w => [{ xAxis: w.first_step - 0.5 }, { xAxis: w.last_step + 0.5 }]) };
+    const first = points.length ? points[0].first_step : 0, last = points.length ? points[points.length - 1].last_step : 1;
+    const hit = step => windows.find(w => step >= w.first_step - 0.5 && step <= w.last_step + 0.5);
+    return mount({
+      legend: legend(), grid: { left: 72, right: 24, top: 36, bottom: 84 },
+      tooltip: { ...TOOLTIP, trigger: "axis", valueFormatter: v => fmtUnit(v * div, "ns"),
+        axisPointer: { label: { formatter: p => `step ${Math.round(p.value)}` } } },
+      xAxis: valueAxis("step", "", { nameGap: 28, min: first, max: last }),
+      yAxis: valueAxis("step time", unit),
+      dataZoom: [{ type: "inside", filterMode: "none" }, { type: "slider", bottom: 8, height: 22, filterMode: "none" }],
+      series,
+    }, { kind: "job-steps", height: opts.height || 320, ready: chart => {
+      if (!opts.onWindow) return;
+      chart.on("click", p => { if (p.seriesName === "windows") opts.onWindow(windows[p.dataIndex]); });
+      chart.getZr().on("click", e => {
+        if (!chart.containPixel("grid", [e.offsetX, e.offsetY])) return;
+        const w = hit(chart.convertFromPixel({ xAxisIndex: 0, yAxisIndex: 0 }, [e.offsetX, e.offsetY])[0]);
+        if (w) opts.onWindow(w);
+      });
+    } });
+  }
+
+  return { mount, disposeAll, bars, hbars, pie, lines, stepLine, waterfall, treemap, heatmap, jobSteps };
 })();

@@ -159,7 +159,7 @@ const U = (() => {
   }
 
   // Pages register themselves: [key, label, render(ctx)]; the menu lists them in this order.
-  const ORDER = ["overview", "advisor", "operators", "kernels", "timeline", "step_trace", "modules", "callsites",
+  const ORDER = ["overview", "advisor", "operators", "kernels", "timeline", "step_trace", "whole_job", "modules", "callsites",
     "data_loading", "memory", "host", "compare", "cluster"];
   const pages = new Map();
   function page(key, label, render) { pages.set(key, { key, label, render }); }
