@@ -110,4 +110,7 @@ def test_arrival_order_and_heatmap_rows():
     heat = {(r["rank"], r["step"]): r for r in report.skew_rows}
     assert heat[(0, 0)]["wait_ns"] == 3 * MS and heat[(0, 0)]["transit_ns"] == 1 * MS
     assert heat[(1, 1)]["wait_ns"] == 1 * MS and heat[(1, 0)]["wait_ns"] == 0
+    # Lateness is the late rank's side of the same skew: behind the first rank to arrive.
+    assert [heat[(1, s)]["late_ns"] for s in range(3)] == [3 * MS, 0, 3 * MS]
+    assert [heat[(0, s)]["late_ns"] for s in range(3)] == [0, 1 * MS, 0]
     assert {c.kind for c in report.collectives} == {"allreduce"}

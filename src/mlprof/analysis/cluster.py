@@ -33,8 +33,8 @@ from pathlib import Path
 from mlprof.analysis.jobs import RunIdentity, group_jobs
 from mlprof.analysis.advisor.model import Thresholds
 from mlprof.analysis.cluster_data import group_key
-from mlprof.analysis.collective_skew import (arrival_stats, collective_kind, instance_waits, match_instances,
-                                             skew_rows)
+from mlprof.analysis.collective_skew import (arrival_stats, collective_kind, instance_lateness, instance_waits,
+                                             match_instances, skew_rows)
 from mlprof.analysis.rank_cause import JobBaseline, median_without, slow_rank_cause
 from mlprof.errors import MlprofError
 
@@ -214,7 +214,12 @@ def _combine_job(good: list[dict], th: Thresholds) -> ClusterReport:
         slow = [_with_cause(s, good, summaries, job, waits_sorted) for s in slow]
     return ClusterReport(ranks=summaries, step_rows=step_rows, slow_ranks=slow, collectives=collectives,
                          matrix=matrix, arrivals=arrival_stats(good, instances, group_key),
-                         skew_rows=skew_rows(good, all_waits))
+                         skew_rows=skew_rows(good, all_waits, _lateness(good, instances)))
+
+
+def _lateness(ranks: list[dict], instances: list) -> list[list[int]]:
+    late = instance_lateness(instances)
+    return [[late.get((ri, oi), 0) for oi in range(len(r["comm_ops"]))] for ri, r in enumerate(ranks)]
 
 
 def _with_cause(s: SlowRank, ranks: list[dict], summaries: list[RankSummary], job: JobBaseline,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["collective_kind", "match_instances", "instance_waits", "arrival_stats", "skew_rows"]
+__all__ = ["collective_kind", "match_instances", "instance_waits", "instance_lateness", "arrival_stats", "skew_rows"]
 
 # Canonical collective names, most specific first (reduce_scatter before reduce, all_gather before gather).
 _KINDS = (
@@ -67,6 +67,16 @@ def instance_waits(instances: list[list[tuple[int, int, int]]]) -> dict[tuple[in
     return waits
 
 
+def instance_lateness(instances: list[list[tuple[int, int, int]]]) -> dict[tuple[int, int], int]:
+    """Lateness ns per (rank index, op index): own start - earliest start among the instance's ranks."""
+    late = {}
+    for members in instances:
+        first = min(start for _, _, start in members)
+        for ri, oi, start in members:
+            late[(ri, oi)] = start - first
+    return late
+
+
 def arrival_stats(ranks: list[dict], instances: list[list[tuple[int, int, int]]], key) -> list[dict]:
     """Per collective, group and rank: instances, times last to arrive (ties: every rank at the latest
     start), its share, and the mean lateness behind the first rank to arrive."""
@@ -90,15 +100,18 @@ def arrival_stats(ranks: list[dict], instances: list[list[tuple[int, int, int]]]
     return out
 
 
-def skew_rows(ranks: list[dict], op_waits: list[list[int]]) -> list[dict]:
-    """Per rank and step (heatmap data): collectives' wait (skew) and transit ns, and their count."""
+def skew_rows(ranks: list[dict], op_waits: list[list[int]], op_late: list[list[int]] | None = None) -> list[dict]:
+    """Per rank and step (heatmap data): collectives' wait (skew), transit and lateness (how far behind
+    the first rank each collective was reached: the late rank's own share of the skew) ns, and their count."""
     out = []
-    for r, waits in zip(ranks, op_waits):
+    for i, (r, waits) in enumerate(zip(ranks, op_waits)):
+        lates = op_late[i] if op_late is not None else [0] * len(waits)
         by_step: dict = {}
-        for op, wait in zip(r["comm_ops"], waits):
-            s = by_step.setdefault(op["step"], {"wait_ns": 0, "transit_ns": 0, "count": 0})
+        for op, wait, late in zip(r["comm_ops"], waits, lates):
+            s = by_step.setdefault(op["step"], {"wait_ns": 0, "transit_ns": 0, "late_ns": 0, "count": 0})
             s["wait_ns"] += wait
             s["transit_ns"] += op["dur_ns"] - wait
+            s["late_ns"] += late
             s["count"] += 1
         out += [{"rank": r["rank"], "source": r["source"], "step": step, **v}
                 for step, v in sorted(by_step.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))]

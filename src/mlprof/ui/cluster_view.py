@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlprof.analysis.cluster_views import cluster_views
 from mlprof.capture.layout import OUTPUT_DIR
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
@@ -100,6 +101,7 @@ def cluster_answer(logdir: Path, run_dirs: dict[str, Path]) -> dict:
         slow.setdefault("measure_field", SLOW_RANK_FIELDS.get(excess_in))
     if not report["matrix"]:
         report["matrix"] = host_matrix(with_rank, run_dirs)
+    report["views"] = cluster_views(report)
     run_of_rank = {r["rank"]: r["source"] for r in with_rank}
     return {"available": True, "members": [r["source"] for r in with_rank], "run_of_rank": run_of_rank,
             "comm_kind": sorted({r["comm_kind"] for r in with_rank}), **report}

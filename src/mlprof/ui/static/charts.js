@@ -196,14 +196,15 @@ const Charts = (() => {
     const kind = opts.kind || "bytes", max = Math.max(1, ...cells.map(c => c[2]));
     const { div, unit } = scaleFor(max, kind);
     return mount({
-      grid: { left: 72, right: 110, top: 16, bottom: 56 },
-      tooltip: { ...TOOLTIP, formatter: p => `${opts.yName || "source"} ${ys[p.data[1]]} → ${opts.xName || "destination"} ${xs[p.data[0]]}\n${fmtUnit(p.data[2] * div, kind)}` },
+      grid: { left: opts.left || 72, right: 110, top: 16, bottom: 56 },
+      tooltip: { ...TOOLTIP, formatter: p => `${opts.cellLabel ? opts.cellLabel(xs[p.data[0]], ys[p.data[1]])
+        : `${opts.yName || "source"} ${ys[p.data[1]]} → ${opts.xName || "destination"} ${xs[p.data[0]]}`}\n${fmtUnit(p.data[2] * div, kind)}` },
       xAxis: categoryAxis(xs.map(String), opts.xName || "destination rank"),
-      yAxis: categoryAxis(ys.map(String), opts.yName || "source rank", { nameGap: 40 }),
+      yAxis: categoryAxis(ys.map(String), opts.yName || "source rank", { nameGap: opts.left ? opts.left - 24 : 40 }),
       visualMap: { min: 0, max: max / div, calculable: true, orient: "vertical", right: 8, top: "middle", itemHeight: 120,
         text: [`${sig(max / div)} ${unit}`, "0"], textStyle: { fontSize: FONT }, inRange: { color: ["#e8eefb", "#2f6fdd"] } },
       series: [{ type: "heatmap", data: cells.map(([x, y, v]) => [x, y, v / div]),
-        label: { show: xs.length <= 8, fontSize: FONT, formatter: p => `${sig(p.data[2])} ${unit}` } }],
+        label: { show: xs.length <= 8 && ys.length <= 16, fontSize: FONT, formatter: p => `${sig(p.data[2])} ${unit}` } }],
     }, { kind: "heatmap", height: opts.height || Math.max(240, ys.length * 40 + 90) });
   }
 

@@ -19,14 +19,18 @@
       for (const x of c.step_rows.filter(x => x.step === s)) row[`r${x.rank}`] = x.dur_ns;
       return row;
     });
+    // Many ranks: charts read the server's views (analysis.cluster_views): the slowest ranks, steps as the
+    // spread across ranks, heatmaps of rank bands; the tables keep every rank.
+    const v = c.views, many = ranks.length > 8;
     const rankSeries = ranks.map((r, i) => ({ key: `r${r.rank}`, name: r.label, color: U.PALETTE[i % 10] }));
-    // Matrix cells: bytes per (source, destination), or time where sizes are unknown.
-    const haveBytes = c.matrix.some(m => m.size_bytes);
-    const ids = [...new Set(c.matrix.flatMap(m => [m.src_rank, m.dst_rank]))].sort((a, b) => a - b);
-    const cell = new Map();
-    for (const m of c.matrix) { const k = `${m.src_rank}>${m.dst_rank}`; cell.set(k, (cell.get(k) || 0) + ((haveBytes ? m.size_bytes : m.time_ns) || 0)); }
-    const cells = [];
-    ids.forEach((src, y) => ids.forEach((dst, x) => { const v = cell.get(`${src}>${dst}`); if (v) cells.push([x, y, v]); }));
+    const shownRanks = v.slowest_ranks.map(r => ({ ...r, label: `rank ${rk(r.rank)}` }));
+    const spread = v.step_spread.map(s => ({ ...s, label: `#${s.step}` }));
+    const late = v.arrival_by_rank.filter(a => a.mean_late_ns > 0).slice().sort((a, b) => b.mean_late_ns - a.mean_late_ns).slice(0, 20)
+      .map(a => ({ name: `rank ${rk(a.rank)}`, value: a.mean_late_ns, rank: a.rank, color: "#f28e2b",
+        note: `last to arrive in ${a.last_count} of ${a.instances} collectives (${fmtShare(a.last_share)})` }));
+    const lat = v.lateness, banded = lat.ranks_per_band > 1;
+    const mx = v.matrix, haveBytes = mx.value === "size_bytes";
+    const heatHeight = n => Math.max(240, Math.min(n, 24) * 28 + 90);
     const onHost = c.matrix.some(m => m.measured_on === "host");
     U.fill(el, h("h1", {}, "Cluster"),
       h("p", { id: "cluster-ranks" }, `${c.ranks.length} ranks: `, ranks.map((r, i) => [i ? ", " : "", rankLink(r.rank)]),
@@ -40,13 +44,31 @@
             s.call_site ? ` at ${s.call_site}` : "", s.module ? ` in ${s.module}` : "") : null)))
         : h("p", { class: "muted", id: "slow-ranks-none" }, "No rank is slower than the others by the advisor's threshold.")),
       h("div", { class: "row" },
-        card("Mean step per rank (click a rank for its run)", "/api/cluster/ranks", params,
-          Charts.bars(ranks, [{ key: "compute_ns", name: "compute", color: "#4e79a7" }, { key: "transit_ns", name: "communication (transit)", color: "#e15759" },
+        card(ranks.length > shownRanks.length ? `Mean step of the ${shownRanks.length} slowest of ${ranks.length} ranks, by step time less the wait for the others (click a rank for its run)`
+          : "Mean step per rank (click a rank for its run)", "/api/cluster/ranks", params,
+          Charts.bars(shownRanks, [{ key: "compute_ns", name: "compute", color: "#4e79a7" }, { key: "transit_ns", name: "communication (transit)", color: "#e15759" },
             { key: "wait_ns", name: "communication (waiting for other ranks)", color: "#f28e2b" }, { key: "free_ns", name: "device idle", color: "#bab0ac" }],
           { xName: "rank", yName: "time per step", onClick: r => { if (runOf(r.rank)) location.hash = U.runHref(runOf(r.rank), "overview"); } })),
-        card("Step time per step and rank (click a bar for that rank's timeline)", "/api/cluster/step_rows", params,
+        many ? card(`Step time per step across ${ranks.length} ranks (click a step for its slowest rank's timeline)`, "/api/cluster/step_rows", params,
+          h("div", { id: "cluster-step-spread" }, Charts.bars(spread, [{ key: "min_ns", name: "fastest rank", color: "#9ecae9" },
+            { key: "median_ns", name: "median rank", color: "#4e79a7" }, { key: "max_ns", name: "slowest rank", color: "#e15759" }],
+          { stack: false, xName: "step", yName: "step time",
+            onClick: r => { if (runOf(r.slowest_rank)) location.hash = U.timelineHref(runOf(r.slowest_rank), { step: r.step }); } })))
+        : card("Step time per step and rank (click a bar for that rank's timeline)", "/api/cluster/step_rows", params,
           Charts.bars(perStep, rankSeries, { stack: false, xName: "step", yName: "step time",
             onClick: (r, p) => { const rank = ranks[p.seriesIndex]; if (rank && runOf(rank.rank)) location.hash = U.timelineHref(runOf(rank.rank), { step: r.step }); } }))),
+      card("Who reaches collectives last: mean lateness behind the first rank (click a rank for its run)", "/api/cluster/arrivals", params,
+        late.length ? h("div", { id: "cluster-arrivals" }, Charts.hbars(late, { xName: "lateness per collective",
+          onClick: x => { if (runOf(x.rank)) location.hash = U.runHref(runOf(x.rank), "overview"); } }))
+          : h("p", { class: "muted", id: "cluster-arrivals-none" }, "No collective was matched across ranks, or every rank reached each at once."),
+        v.arrival_by_rank.length ? DataTable(v.arrival_by_rank, [{ key: "rank", label: "rank", num: true, fmt: x => rankLink(x) },
+          { key: "instances", label: "collectives", kind: "count" }, { key: "last_count", label: "last to arrive", kind: "count" },
+          { key: "last_share", label: "last (%)", kind: "share" }, { key: "mean_late_ns", label: "mean lateness", kind: "ns" }],
+          { sortKey: "last_share", limit: 50 }) : null),
+      lat.cells.length ? card(`Arrival lateness per step${banded ? ` and band of ${lat.ranks_per_band} ranks (the band's latest rank)` : " and rank"}: time behind the first rank to reach each collective, summed per step`,
+        "/api/cluster/skew_rows", params, h("div", { id: "cluster-lateness" }, Charts.heatmap(lat.steps.map(x => `#${x}`), lat.bands, lat.cells,
+          { kind: "ns", xName: "step", yName: "rank", left: 120, height: heatHeight(lat.bands.length),
+            cellLabel: (x, y) => `step ${x}, ${y}: behind the first rank` }))) : null,
       card("Mean step per rank", "/api/cluster/ranks", params, DataTable(ranks, [
         { key: "rank", label: "rank", num: true, fmt: v => rankLink(v) }, { key: "steps", label: "steps", kind: "count" },
         { key: "step_ns", label: "step", kind: "ns" }, { key: "compute_ns", label: "compute", kind: "ns" },
@@ -54,7 +76,9 @@
         { key: "transit_ns", label: "transit", kind: "ns" }, { key: "free_ns", label: "device idle", kind: "ns" },
         { key: "data_loading_ns", label: "data loading", kind: "ns" }], { sortKey: "rank", sortDir: 1 })),
       card(`Communication matrix (${haveBytes ? "bytes" : "time"}, source rank → destination rank${onHost ? "; host-side collectives, sizes from recorded input shapes" : ""})`,
-        "/api/cluster/matrix", params, cells.length ? h("div", { id: "cluster-matrix" }, Charts.heatmap(ids, ids, cells, { kind: haveBytes ? "bytes" : "ns" }))
+        "/api/cluster/matrix", params, mx.cells.length ? h("div", { id: "cluster-matrix" }, Charts.heatmap(mx.labels, mx.labels, mx.cells,
+          { kind: haveBytes ? "bytes" : "ns", xName: "destination", yName: "source", left: 120, height: heatHeight(mx.labels.length),
+            cellLabel: (x, y) => `${y} → ${x}` }))
           : h("p", { class: "muted", id: "cluster-matrix-none" }, "No communication with known peers (record_shapes gives host collectives their sizes).")),
       card("Communication per collective and rank", "/api/cluster/collectives", params, c.collectives.length ? DataTable(c.collectives, [
         { key: "collective", label: "collective" }, { key: "group", label: "group" }, { key: "rank", label: "rank", num: true },
