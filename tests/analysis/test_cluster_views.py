@@ -84,3 +84,19 @@ def test_matrix_bands_sum_the_traffic_between_bands():
     cells = {(x, y): v for x, y, v in view["cells"]}
     assert cells[(0, 0)] == 300 and cells[(1, 0)] == 100 and cells[(0, 63)] == 100
     assert matrix_view([{"src_rank": 0, "dst_rank": 1, "size_bytes": None, "time_ns": 7}])["value"] == "time_ns"
+
+
+def test_a_late_rank_is_one_slow_rank_entry_with_its_other_excess_beside_it():
+    # Rank 2's own compute is 3 ms longer and its all-reduce's transit 2 ms longer: one entry, the larger first.
+    # The others' all-reduce lasts its 4 ms of transit plus 3 ms waiting for rank 2; rank 2's lasts 6 ms.
+    ranks = [_rank(r, late_ms=3.0 if r == 2 else 0.0) for r in range(4)]
+    for r in ranks:
+        comm_ms = 6 if r["rank"] == 2 else 7
+        for op in r["comm_ops"]:
+            op["dur_ns"] = comm_ms * MS
+        for s in r["steps"]:
+            s["communication_ns"] = s["communication_not_overlapped_ns"] = comm_ms * MS
+    report = combine(ranks)
+    (slow,) = report.slow_ranks
+    assert (slow.rank, slow.excess_in) == (2, "compute")
+    assert [(a["excess_in"], a["excess_ns"]) for a in slow.also_in] == [("communication", pytest.approx(2 * MS))]

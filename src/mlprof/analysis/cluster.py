@@ -77,6 +77,9 @@ class SlowRank:
     call_site: str | None = None
     module: str | None = None
     components: list[dict] = field(default_factory=list)  # every positive excess, largest first
+    # The rank's smaller excesses in other measures (excess_in, value_ns, median_ns, excess_ns, share_of_step):
+    # a rank that arrives late by its own compute often shows a longer transit too; one entry per rank.
+    also_in: list[dict] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -276,5 +279,13 @@ def _slow_ranks(ranks: list[RankSummary], th: Thresholds,
                 severity = "critical" if share >= th.critical_share else "warning"
                 found.append(SlowRank(rank=r.rank, source=r.source, excess_in=cause, value_ns=v, median_ns=base, excess_ns=excess,
                                       share_of_step=round(share, 4), severity=severity))
-    return sorted(found, key=lambda s: -s.excess_ns)
+    found.sort(key=lambda s: -s.excess_ns)
+    first: dict[str, SlowRank] = {}
+    for s in found:
+        if s.source in first:
+            first[s.source].also_in.append({k: getattr(s, k) for k in ("excess_in", "value_ns", "median_ns",
+                                                                       "excess_ns", "share_of_step")})
+        else:
+            first[s.source] = s
+    return list(first.values())
 

@@ -88,13 +88,18 @@ def format_cluster(report: ClusterReport) -> list[str]:
 def _cause_lines(s) -> list[str]:
     """The slow rank's cause (mlprof.analysis.rank_cause), then the other components of its excess."""
     if s.cause is None:
-        return ["      cause: unknown (the ranks carry no attribution)"]
-    share = "" if s.cause_share_of_wait is None else f", {s.cause_share_of_wait:.0%} of the others' wait"
-    where = "".join(f", {k} {v}" for k, v in (("at", s.call_site), ("in module", s.module)) if v)
-    lines = [f"      cause: {s.cause_label} +{_ms(s.cause_ns)} ms per step{share}{where}"]
-    rest = [c for c in s.components if c["cause"] != s.cause][:3]
+        lines = ["      cause: unknown (the ranks carry no attribution)"]
+        rest = []
+    else:
+        share = "" if s.cause_share_of_wait is None else f", {s.cause_share_of_wait:.0%} of the others' wait"
+        where = "".join(f", {k} {v}" for k, v in (("at", s.call_site), ("in module", s.module)) if v)
+        lines = [f"      cause: {s.cause_label} +{_ms(s.cause_ns)} ms per step{share}{where}"]
+        rest = [c for c in s.components if c["cause"] != s.cause][:3]
     if rest:
         lines.append("      also: " + "; ".join(f"{c['label']} +{_ms(c['excess_ns'])} ms" for c in rest))
+    if s.also_in:
+        lines.append("      also slower in: " + "; ".join(f"{a['excess_in']} +{_ms(a['excess_ns'])} ms per step"
+                                                        for a in s.also_in))
     return lines
 
 

@@ -46,7 +46,7 @@ def slow_rank_findings(report) -> list[Finding]:
                                        "cause_ns": s.cause_ns, "call_site": s.call_site, "module": s.module,
                                        "value_ns": s.value_ns, "others_ns": s.median_ns,
                                        "excess_ns": s.excess_ns, "ranks": len(report.ranks),
-                                       "others_wait_ns_per_step": others_wait},
+                                       "others_wait_ns_per_step": others_wait, "also_in": s.also_in},
                               steps=[r for r in report.step_rows if r["source"] == s.source][:10]),
             fix=_FIX[s.excess_in].format(rank=s.rank) + _cause_hint(s), rank=s.rank))
     return findings

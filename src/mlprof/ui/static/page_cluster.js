@@ -41,7 +41,9 @@
           ` vs ${fmtNs(s.median_ns)} on the others (+${fmtNs(s.excess_ns)}, ${fmtShare(s.share_of_step)} of a step)`,
           s.cause ? h("div", { class: "slow-cause" }, h("b", {}, `cause: ${s.cause_label}`), ` +${fmtNs(s.cause_ns)} per step`,
             s.cause_share_of_wait != null ? ` (${fmtShare(s.cause_share_of_wait)} of the others' wait)` : "",
-            s.call_site ? ` at ${s.call_site}` : "", s.module ? ` in ${s.module}` : "") : null)))
+            s.call_site ? ` at ${s.call_site}` : "", s.module ? ` in ${s.module}` : "") : null,
+          s.also_in && s.also_in.length ? h("div", { class: "muted slow-also" }, "also slower in: ",
+            s.also_in.map(a => `${a.excess_in} +${fmtNs(a.excess_ns)} per step`).join("; ")) : null)))
         : h("p", { class: "muted", id: "slow-ranks-none" }, "No rank is slower than the others by the advisor's threshold.")),
       h("div", { class: "row" },
         card(ranks.length > shownRanks.length ? `Mean step of the ${shownRanks.length} slowest of ${ranks.length} ranks, by step time less the wait for the others (click a rank for its run)`
