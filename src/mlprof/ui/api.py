@@ -19,6 +19,7 @@ from mlprof.analysis.steps import DEVICE_FIELDS, HOST_FIELDS, IDLE_FIELDS
 from mlprof.errors import ConfigError
 from mlprof.tables.phases import CAUSE_LABELS, HOST_PHASES, IDLE_CAUSES, PHASE_LABELS
 from mlprof.ui import events, timeline
+from mlprof.ui.answer_cache import cached_answer, tables_signature
 from mlprof.ui.cluster_view import folder_of
 from mlprof.ui.datasets import Params, get_dataset
 from mlprof.outputs import source_of
@@ -139,16 +140,18 @@ def advisor_answer(run: OpenRun, job: list[dict] | None = None) -> dict:
     from mlprof.analysis.advisor import advise
     from mlprof.workflow import advise_outputs
 
-    key = ("advisor", tuple((x["id"], (x["dir"] / TABLES_DIR).stat().st_mtime_ns) for x in job or []))
+    key = ("advisor", run.signature, tuple((x["id"], tables_signature(x["dir"])) for x in job or []))
     cached = run.derived.get(key)
     if cached is None:
-        mine = next((x["id"] for x in job or [] if x["dir"] == run.run_dir), None)
-        if mine is not None:
-            reports = advise_outputs([(x["id"], x["dir"]) for x in job])
-            report = next(r for r in reports if r.source == mine)
-        else:
-            report = advise(run.store)
-        cached = {"available": True, **report.to_dict()}
+        def compute() -> dict:
+            mine = next((x["id"] for x in job or [] if x["dir"] == run.run_dir), None)
+            if mine is not None:
+                reports = advise_outputs([(x["id"], x["dir"]) for x in job])
+                report = next(r for r in reports if r.source == mine)
+            else:
+                report = advise(run.store)
+            return {"available": True, **report.to_dict()}
+        cached = cached_answer(run.run_dir, "advisor", key, compute)
         run.derived[key] = cached
     return cached
 

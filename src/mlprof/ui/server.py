@@ -10,6 +10,7 @@ rebinding.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mlprof.errors import ConfigError, MlprofError
 from mlprof.ui import api
+from mlprof.ui.answer_cache import cached_answer, tables_signature
 from mlprof.ui.cluster_view import cluster_answer, cluster_members, cluster_rows
 from mlprof.ui.compare_view import compare_answer, compare_rows
 from mlprof.ui.datasets import DATASETS, Params
@@ -128,6 +130,11 @@ async def _answer(prepare: Callable[[], Callable[[], Response]], analysis_error_
         return _json_error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
 
 
+def _word(text: str) -> str:
+    """A file-name-safe word for ``text`` (a compared run's cache file per base run)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> ASGIApp:
     """The dashboard app over ``logdir``; ``allowed_hosts=None`` accepts any Host header."""
     logdir = Path(logdir).resolve()
@@ -159,7 +166,8 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
                     key = ("compare", str(base_dir), base.signature, new.signature)
                     answer = new.derived.get(key)
                     if answer is None:  # the page asks once per section download: compare once
-                        answer = compare_answer(base, new)
+                        answer = cached_answer(new_dir, "compare-" + _word(str(base_dir)), key,
+                                               lambda: compare_answer(base, new))
                         new.derived[key] = answer
                 if section is None:
                     return _json(answer)
@@ -175,7 +183,10 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
 
             def work():
                 members = {rid: resolve_run_dir(logdir, rid) for rid in cluster_members(logdir, run_id)}
-                answer = cluster_answer(logdir, members)
+                # Every rank's tables are read: the answer is kept (in the run's own cache) until one changes.
+                key = ("cluster", tuple((rid, str(path), tables_signature(path)) for rid, path in members.items()))
+                answer = cached_answer(resolve_run_dir(logdir, run_id), "cluster", key,
+                                       lambda: cluster_answer(logdir, members))
                 if section is None:
                     return _json(answer)
                 return _table(request, f"cluster_{section}", cluster_rows(answer, section))
