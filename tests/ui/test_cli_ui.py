@@ -150,3 +150,44 @@ def test_ui_answers_its_own_url_and_warns_when_remote(tmp_path, logdir, host, re
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_ui_stop_ends_a_server_in_the_middle_of_a_long_analysis(tmp_path, logdir):
+    """An advisor request that runs for minutes (here: one that sleeps) must not keep `mlprof ui stop` waiting
+    or the process alive; the other pages keep answering meanwhile."""
+    env = _env(tmp_path)
+    code = ("import sys, time\n"
+            "import mlprof.analysis.advisor as advisor\n"
+            "advisor.advise = lambda *a, **k: time.sleep(300)\n"
+            "from mlprof.cli.main import main\n"
+            "sys.exit(main(sys.argv[2:]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, "mlprof", "ui", "--logdir", str(logdir), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert match, line + proc.stderr.read() if proc.poll() is not None else line
+        port = int(match.group(1))
+        import threading
+
+        def slow_request():
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/advisor?run=jobs/train_mlprof_output", timeout=60)
+            except OSError:
+                pass  # the server went away under it
+
+        threading.Thread(target=slow_request, daemon=True).start()
+        time.sleep(1.0)  # the advisor is running
+        # The same run's other pages still answer while it runs (the advisor has its own connection).
+        for path in ("/api/data/steps", "/api/timeline/meta"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}?run=jobs/train_mlprof_output",
+                                        timeout=20) as resp:
+                assert json.loads(resp.read())
+        stop = _mlprof("ui", "stop", "--port", str(port), env=env)
+        assert stop.returncode == 0, stop.stderr
+        assert proc.wait(timeout=15) == 0
+        assert not (tmp_path / "mlprof-ui" / f"ui-{port}.json").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import threading
 import signal
 import sys
 import time
@@ -13,6 +14,10 @@ from pathlib import Path
 from mlprof.errors import ConfigError
 
 __all__ = ["register", "run"]
+
+
+# Seconds a request still running at shutdown is given before the server drops it.
+SHUTDOWN_GRACE_S = 2
 
 
 def register(sub) -> None:
@@ -79,10 +84,26 @@ def run(args: argparse.Namespace) -> int:
                     signal.signal(sig, handler)
 
     try:
-        server = Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        # A request in the middle of a long analysis is given 2 s, then dropped (`mlprof ui stop` waits 10 s).
+        server = Server(uvicorn.Config(app, log_level="warning", lifespan="on",
+                                       timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
         server.run(sockets=[sock])
     finally:
         sock.close()
         runtime.remove_record(port, os.getpid())
     sys.stdout.flush()
+    _exit_past_running_analyses()
     return 0
+
+
+def _exit_past_running_analyses() -> None:
+    """End the process now when a worker thread is still inside an analysis: the interpreter would wait
+    for it (minutes on a large run) before exiting. Exit handlers (the private temp dir's removal) run first."""
+    if not any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

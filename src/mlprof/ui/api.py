@@ -28,7 +28,8 @@ from mlprof.ui.stores import OpenRun
 from mlprof.ui.summaries import SummaryCache, features
 from mlprof.tables.layout import TABLES_DIR
 
-__all__ = ["runs_answer", "features_answer", "overview_answer", "dataset_rows", "rows_to_csv", "timeline_meta",
+__all__ = ["runs_answer", "features_answer", "overview_answer", "advisor_or_reason", "advisor_key", "dataset_rows",
+           "rows_to_csv", "timeline_meta",
            "timeline_window", "timeline_window_rows", "timeline_search", "timeline_event", "timeline_locate",
            "advisor_answer"]
 
@@ -91,8 +92,9 @@ def _job(run: OpenRun) -> dict:
     return job_info(run.store, Path(source_of(out_dir)), out_dir).to_dict()
 
 
-def overview_answer(run: OpenRun, step: int | None = None, job: list[dict] | None = None) -> dict:
-    """Headline numbers, the step-time breakdown by category, GPU figures and the advisor's findings."""
+def overview_answer(run: OpenRun, step: int | None = None, advisor: dict | None = None) -> dict:
+    """Headline numbers, the step-time breakdown by category, GPU figures and the advisor's findings
+    (``advisor``: :func:`advisor_or_reason`, computed by the caller outside the run's lock)."""
     from mlprof.analysis.devices import run_device
 
     cats = dataset_rows(run, "step_categories", Params(step=step))
@@ -122,38 +124,44 @@ def overview_answer(run: OpenRun, step: int | None = None, job: list[dict] | Non
         "gpu": gpu_metrics(run.store, step),
         "data_loading": {"steps_ns": total, "data_loading_ns": loading,
                          "data_loading_pct": 100.0 * loading / total if total else None},
-        "advisor": _advisor_or_reason(run, job),
+        "advisor": advisor if advisor is not None else {"available": False, "reason": "not computed",
+                                                        "findings": []},
     }
 
 
-def _advisor_or_reason(run: OpenRun, job: list[dict] | None) -> dict:
+def advisor_or_reason(run_dir: Path, signature: tuple, job: list[dict] | None = None) -> dict:
+    """:func:`advisor_answer`, or why the advisor cannot load (the overview still shows everything else)."""
     try:
-        return advisor_answer(run, job)
-    except ImportError as exc:  # the overview still shows everything else
+        return advisor_answer(run_dir, signature, job)
+    except ImportError as exc:
         return {"available": False, "reason": f"the advisor cannot load: {exc}", "findings": []}
 
 
-def advisor_answer(run: OpenRun, job: list[dict] | None = None) -> dict:
-    """The advisor's report of this run; among the ranks of a job (``job``: job_members), judged with
-    the others (advise_outputs), so the slow rank's report names it and waiting in collectives is split."""
+def advisor_key(signature: tuple, job: list[dict] | None) -> tuple:
+    """What the advisor's answer for a run depends on: its tables, and its job's ranks' tables."""
+    return ("advisor", signature, tuple((x["id"], tables_signature(x["dir"])) for x in job or []))
+
+
+def advisor_answer(run_dir: Path, signature: tuple, job: list[dict] | None = None) -> dict:
+    """The advisor's report of the run in ``run_dir`` (tables of ``signature``); among the ranks of a job
+    (``job``: job_members), judged with the others (advise_outputs), so the slow rank's report names it and
+    waiting in collectives is split. Reads its tables through its own connection: a long analysis does not
+    hold the run's open store, which the run's other pages use meanwhile. Kept on disk (answer_cache)."""
     # Imported here: a page whose analysis cannot load says so; the others still work.
     from mlprof.analysis.advisor import advise
+    from mlprof.tables.store import TableStore
     from mlprof.workflow import advise_outputs
 
-    key = ("advisor", run.signature, tuple((x["id"], tables_signature(x["dir"])) for x in job or []))
-    cached = run.derived.get(key)
-    if cached is None:
-        def compute() -> dict:
-            mine = next((x["id"] for x in job or [] if x["dir"] == run.run_dir), None)
-            if mine is not None:
-                reports = advise_outputs([(x["id"], x["dir"]) for x in job])
-                report = next(r for r in reports if r.source == mine)
-            else:
-                report = advise(run.store)
-            return {"available": True, **report.to_dict()}
-        cached = cached_answer(run.run_dir, "advisor", key, compute)
-        run.derived[key] = cached
-    return cached
+    def compute() -> dict:
+        mine = next((x["id"] for x in job or [] if x["dir"] == run_dir), None)
+        if mine is not None:
+            reports = advise_outputs([(x["id"], x["dir"]) for x in job])
+            report = next(r for r in reports if r.source == mine)
+        else:
+            with TableStore(run_dir / TABLES_DIR) as store:
+                report = advise(store)
+        return {"available": True, **report.to_dict()}
+    return cached_answer(run_dir, "advisor", advisor_key(signature, job), compute)
 
 
 def dataset_rows(run: OpenRun, name: str, params: Params) -> list[dict]:

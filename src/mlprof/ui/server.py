@@ -212,11 +212,39 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
     def job_of(request: Request) -> list[dict]:
         return api.job_members(logdir, request.query_params.get("run", ""), summaries)
 
-    def overview(request: Request, run) -> Response:
-        return _json(api.overview_answer(run, _int_arg(request, "step"), job_of(request)))
+    def advice(run_dir: Path, request: Request) -> dict:
+        """The run's advisor answer: from the open run's memory, else computed (or read from disk) outside
+        the run's lock, so its other pages (the timeline) answer while a long analysis runs."""
+        job = job_of(request)
+        with stores.use(run_dir) as run:
+            signature = run.signature
+            key = api.advisor_key(signature, job)
+            answer = run.derived.get(key)
+        if answer is None:
+            answer = api.advisor_or_reason(run_dir, signature, job)
+            if answer.get("available"):
+                with stores.use(run_dir) as run:
+                    if run.signature == signature:
+                        run.derived[key] = answer
+        return answer
 
-    def advisor(request: Request, run) -> Response:
-        answer = api.advisor_answer(run, job_of(request))
+    def without_lock(handler):
+        async def endpoint(request: Request) -> Response:
+            def prepare():
+                run_dir = resolve_run_dir(logdir, request.query_params.get("run", ""))
+                return lambda: handler(request, run_dir)
+            return await _answer(prepare, analysis_error_status=500)
+        return endpoint
+
+    def overview(request: Request, run_dir: Path) -> Response:
+        advisor_answer = advice(run_dir, request)
+        with stores.use(run_dir) as run:
+            return _json(api.overview_answer(run, _int_arg(request, "step"), advisor_answer))
+
+    def advisor(request: Request, run_dir: Path) -> Response:
+        answer = advice(run_dir, request)
+        if not answer.get("available"):
+            raise ImportError(answer.get("reason"))
         if request.query_params.get("format"):
             return _table(request, "advisor", [{k: v for k, v in f.items() if k != "evidence"}
                                                for f in answer["findings"]])
@@ -273,8 +301,8 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Route("/api/runs", runs),
         Route("/api/features", features),
-        Route("/api/overview", with_run(overview)),
-        Route("/api/advisor", with_run(advisor)),
+        Route("/api/overview", without_lock(overview)),
+        Route("/api/advisor", without_lock(advisor)),
         Route("/api/data/{name}", with_run(data)),
         Route("/api/compare", compare_endpoint),
         Route("/api/compare/{section}", compare_endpoint),
