@@ -56,6 +56,19 @@ def test_the_wait_for_a_core_is_the_cause_only_when_it_is_most_of_the_excess():
     assert slow_rank_cause(loaded, job(loaded, [attribution()] * 3), "compute", 26 * MS, 26 * MS)["cause"] == "forward"
 
 
+def test_slower_host_collectives_with_a_long_wait_for_a_core_are_contention():
+    # Gloo's transfers run on the rank's CPU: a busy neighbour shows as transit and a wait for a core.
+    busy = attribution(wait_ms=15)
+    assert slow_rank_cause(busy, job(busy, [attribution()] * 3), "communication", 24 * MS, 40 * MS,
+                           host_collectives=True)["cause"] == "cpu_contention"
+    # Device collectives (NCCL) do not wait for a host core; a slow link leaves the wait where the others' is.
+    assert slow_rank_cause(busy, job(busy, [attribution()] * 3), "communication", 24 * MS, 40 * MS,
+                           host_collectives=False)["cause"] == "communication_transit"
+    link = attribution(wait_ms=2)
+    assert slow_rank_cause(link, job(link, [attribution()] * 3), "communication", 24 * MS, 40 * MS,
+                           host_collectives=True)["cause"] == "communication_transit"
+
+
 def test_a_larger_input_is_named():
     me = attribution(shape="[32, 128]", forward=10)
     cause = slow_rank_cause(me, job(me, [attribution()] * 3), "compute", 5 * MS, 5 * MS)

@@ -231,7 +231,8 @@ def _with_cause(s: SlowRank, ranks: list[dict], summaries: list[RankSummary], jo
     me = next((r.get("attribution") for r in ranks if r["source"] == s.source), None)
     own_wait = next(x.wait_ns for x in summaries if x.source == s.source)
     others_wait = median_without(waits_sorted, own_wait) or 0.0
-    cause = slow_rank_cause(me, job, s.excess_in, s.excess_ns, others_wait)
+    host = next((r.get("comm_kind") == "host" for r in ranks if r["source"] == s.source), False)
+    cause = slow_rank_cause(me, job, s.excess_in, s.excess_ns, others_wait, host_collectives=host)
     if cause is None:
         return s
     return replace(s, cause=cause["cause"], cause_label=cause["label"], cause_ns=cause["excess_ns"],

@@ -168,11 +168,12 @@ class JobBaseline:
 
 
 def slow_rank_cause(me: dict | None, job: JobBaseline, excess_in: str, excess_ns: float,
-                    others_wait_ns: float) -> dict | None:
+                    others_wait_ns: float, host_collectives: bool = False) -> dict | None:
     """The cause of a slow rank's excess (``excess_in``: compute, communication or free; ``excess_ns`` per step).
 
     ``me``: :func:`rank_attribution` of the slow rank; ``job``: the :class:`JobBaseline` of all the ranks
-    of its job (``me`` included); ``others_wait_ns``: the others' median wait in collectives per step.
+    of its job (``me`` included); ``others_wait_ns``: the others' median wait in collectives per step;
+    ``host_collectives``: the collectives run on the host's CPU (gloo), so their transfers wait for a core too.
     None without attribution.
     """
     if not me or len(job.ranks) < 2:
@@ -214,7 +215,11 @@ def slow_rank_cause(me: dict | None, job: JobBaseline, excess_in: str, excess_ns
     # Waiting for a core stretches the phases that run meanwhile: extra work of one phase on a loaded
     # host shows as a larger excess of that phase than of the wait, a busy neighbour as a wait larger
     # than any one phase's excess and making up most of the rank's.
-    if wait is not None and components[0] is wait and excess_ns > 0 and wait["excess_ns"] >= CONTENTION_SHARE * excess_ns:
+    # A host collective's transfer is this rank's CPU work: a busy neighbour stretches it as it stretches a
+    # phase (a 4-rank gloo job with a busy core under rank 2: transit +24 ms, wait for a core +15 ms per step),
+    # where a slow link would leave the wait for a core where the others' is.
+    stretched = wait is not None and excess_ns > 0 and wait["excess_ns"] >= CONTENTION_SHARE * excess_ns
+    if stretched and (components[0] is wait or (excess_in == "communication" and host_collectives)):
         top = wait
     else:
         top = next(c for c in components if c["cause"] != "cpu_contention")

@@ -54,7 +54,15 @@
     const { run, page, query } = parseHash();
     if (!run) { nav.hidden = true; switchers.replaceChildren(); runsCache = null; return RunList.show(main); }
     nav.hidden = false;
-    main.replaceChildren(h("p", {}, "Loading…"));
+    // Long work says how long it has run: analyses of a large run take seconds the first time (their answers
+    // are kept on disk for the next open).
+    const loading = h("p", { id: "loading" }, "Loading…"), t0 = Date.now();
+    main.replaceChildren(loading);
+    const ticker = setInterval(() => {
+      if (token !== renderToken || !loading.isConnected) { clearInterval(ticker); return; }
+      const s = Math.round((Date.now() - t0) / 1000);
+      loading.textContent = `Loading… ${s} s` + (s >= 3 ? " (a run's analyses run on its first open and are kept for the next)" : "");
+    }, 1000);
     let f, list;
     try { [f, list] = await Promise.all([getJSON(`/api/features?${U.query({ run })}`), runs()]); }
     catch (e) { if (token === renderToken) U.fill(main, h("h1", {}, "Run"), U.naBox(`Could not load this run: ${e.message}`)); return; }
