@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -23,6 +24,32 @@ def _env(tmp_path: Path) -> dict:
     env["XDG_RUNTIME_DIR"] = str(tmp_path)  # pid records of this test only
     env.pop("MLPROF_DEBUG", None)
     return env
+
+
+def _serve(argv: list[str], env: dict) -> tuple[subprocess.Popen, int]:
+    """``mlprof ui`` started as ``argv`` (its loopback address on port 0): the process and its port."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline()
+    match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+    if not match:
+        proc.kill()
+        raise AssertionError(line + proc.stderr.read())
+    return proc, int(match.group(1))
+
+
+def _stop_and_check(proc: subprocess.Popen, port: int, env: dict, runtime_dir: Path) -> None:
+    """`mlprof ui stop --port PORT` stops the server: exit 0, the process ends with 0, its record is gone
+    (killed anyway, after the checks, if it did not stop)."""
+    try:
+        stop = _mlprof("ui", "stop", "--port", str(port), env=env)
+        assert stop.returncode == 0, stop.stderr
+        assert f"pid {proc.pid}" in stop.stdout
+        assert proc.wait(timeout=15) == 0
+        assert not (runtime_dir / "mlprof-ui" / f"ui-{port}.json").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def _mlprof(*args, env, timeout=30) -> subprocess.CompletedProcess:
@@ -59,26 +86,14 @@ def test_missing_logdir_is_a_one_line_error(tmp_path):
 
 def test_ui_serves_on_loopback_by_default_and_stops_by_port(tmp_path, logdir):
     env = _env(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "mlprof", "ui", "--logdir", str(logdir), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc, port = _serve([sys.executable, "-m", "mlprof", "ui", "--logdir", str(logdir), "--port", "0"], env)
     try:
-        line = proc.stdout.readline()
-        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-        assert match, line + proc.stderr.read() if proc.poll() is not None else line
-        port = int(match.group(1))
         record = json.loads((tmp_path / "mlprof-ui" / f"ui-{port}.json").read_text())
         assert record["pid"] == proc.pid and record["host"] == "127.0.0.1"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/runs", timeout=10) as resp:
             assert [r["name"] for r in json.loads(resp.read())["runs"]] == ["jobs/train", "jobs/train_slow"]
-        stop = _mlprof("ui", "stop", "--port", str(port), env=env)
-        assert stop.returncode == 0, stop.stderr
-        assert f"pid {proc.pid}" in stop.stdout
-        assert proc.wait(timeout=15) == 0
-        assert not (tmp_path / "mlprof-ui" / f"ui-{port}.json").exists()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+        _stop_and_check(proc, port, env, tmp_path)
 
 
 def test_a_port_in_use_is_a_one_line_error(tmp_path, logdir):
@@ -161,14 +176,8 @@ def test_ui_stop_ends_a_server_in_the_middle_of_a_long_analysis(tmp_path, logdir
             "advisor.advise = lambda *a, **k: time.sleep(300)\n"
             "from mlprof.cli.main import main\n"
             "sys.exit(main(sys.argv[2:]))\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, "mlprof", "ui", "--logdir", str(logdir), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc, port = _serve([sys.executable, "-c", code, "mlprof", "ui", "--logdir", str(logdir), "--port", "0"], env)
     try:
-        line = proc.stdout.readline()
-        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-        assert match, line + proc.stderr.read() if proc.poll() is not None else line
-        port = int(match.group(1))
-        import threading
 
         def slow_request():
             try:
@@ -183,11 +192,5 @@ def test_ui_stop_ends_a_server_in_the_middle_of_a_long_analysis(tmp_path, logdir
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}?run=jobs/train_mlprof_output",
                                         timeout=20) as resp:
                 assert json.loads(resp.read())
-        stop = _mlprof("ui", "stop", "--port", str(port), env=env)
-        assert stop.returncode == 0, stop.stderr
-        assert proc.wait(timeout=15) == 0
-        assert not (tmp_path / "mlprof-ui" / f"ui-{port}.json").exists()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+        _stop_and_check(proc, port, env, tmp_path)

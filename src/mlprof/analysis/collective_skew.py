@@ -57,24 +57,24 @@ def match_instances(ranks: list[dict], key) -> list[list[tuple[int, int, int]]]:
     return [members for members in instances.values() if len(members) >= 2]
 
 
+def _offsets(instances: list[list[tuple[int, int, int]]], late: bool) -> dict[tuple[int, int], int]:
+    out = {}
+    for members in instances:
+        starts = [start for _, _, start in members]
+        first, last = min(starts), max(starts)
+        for ri, oi, start in members:
+            out[(ri, oi)] = start - first if late else last - start
+    return out
+
+
 def instance_waits(instances: list[list[tuple[int, int, int]]]) -> dict[tuple[int, int], int]:
     """Wait ns per (rank index, op index): latest start among the instance's ranks - own start."""
-    waits = {}
-    for members in instances:
-        last = max(start for _, _, start in members)
-        for ri, oi, start in members:
-            waits[(ri, oi)] = last - start
-    return waits
+    return _offsets(instances, late=False)
 
 
 def instance_lateness(instances: list[list[tuple[int, int, int]]]) -> dict[tuple[int, int], int]:
     """Lateness ns per (rank index, op index): own start - earliest start among the instance's ranks."""
-    late = {}
-    for members in instances:
-        first = min(start for _, _, start in members)
-        for ri, oi, start in members:
-            late[(ri, oi)] = start - first
-    return late
+    return _offsets(instances, late=True)
 
 
 def arrival_stats(ranks: list[dict], instances: list[list[tuple[int, int, int]]], key) -> list[dict]:
