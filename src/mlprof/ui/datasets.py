@@ -13,13 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, operator_details, step_breakdown
+from mlprof.analysis import drilldowns
 from mlprof.analysis.call_sites import call_sites
+from mlprof.analysis.drilldowns import ANY_SHAPES
 from mlprof.analysis.modules import module_tree
 from mlprof.analysis.monitor import job_step_series, monitor_overview
 from mlprof.analysis.step_categories import step_categories
 from mlprof.analysis.training import metrics_by_step
 from mlprof.analysis.steps import data_loading_spans
-from mlprof.analysis.memory import LIFETIME_SQL, MEMORY_PAIRS_SQL, memory_peaks, memory_timeline, operator_memory
+from mlprof.analysis.memory import memory_peaks, memory_timeline, operator_memory
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 from mlprof.ui.labels import ID_SERIES, counter_display, device_label
@@ -81,35 +83,23 @@ def _operator_details(store: TableStore, p: Params) -> list[dict]:
     return [r for r in rows if p.name is None or r["name"] == p.name]
 
 
-def _limited(store: TableStore, query: str, params: list) -> LimitedRows:
-    total = store.rows(f"SELECT count(*) FROM ({query})", params)[0][0]
-    return LimitedRows(store.dicts(f"{query} LIMIT {ROW_LIMIT}", params), total)
+def _limited(found: tuple[list[dict], int]) -> LimitedRows:
+    rows, total = found
+    return LimitedRows(rows, total)
 
 
 def _op_calls(store: TableStore, p: Params) -> list[dict]:
     """Single calls of one op (and input shapes), slowest first: the last drill-down level."""
     if p.name is None:
         raise ConfigError("op_calls needs name=")
-    cond, params = "", [p.name]
-    if p.input_dims is not None:
-        cond += " AND input_dims IS NOT DISTINCT FROM ?"
-        params.append(p.input_dims or None)
-    if p.step is not None:
-        cond += " AND step = ?"
-        params.append(p.step)
-    return _limited(store, f"""SELECT op_id, name, input_dims, step, tid, start_ns, dur_ns, folded_self_ns AS self_ns
-        FROM host_ops WHERE name = ? AND category <> 'python_function' AND NOT coalesce(folded, false) {cond}
-        ORDER BY dur_ns DESC, op_id""", params)
+    shapes = ANY_SHAPES if p.input_dims is None else p.input_dims
+    return _limited(drilldowns.op_calls(store, p.name, ROW_LIMIT, shapes, p.step))
 
 
 def _kernel_calls(store: TableStore, p: Params) -> list[dict]:
     if p.name is None:
         raise ConfigError("kernel_calls needs name=")
-    cond, params = ("", [p.name]) if p.step is None else (" AND d.step = ?", [p.name, p.step])
-    return _limited(store, f"""SELECT d.device_op_id, d.name, d.kind, d.device, d.stream, d.step, d.start_ns,
-               d.dur_ns, d.grid, d.block, d.occupancy_pct, h.op_id AS host_op_id, h.name AS host_op
-        FROM device_ops d LEFT JOIN host_ops h ON h.op_id = d.host_op_id
-        WHERE d.name = ? {cond} ORDER BY d.dur_ns DESC, d.device_op_id""", params)
+    return _limited(drilldowns.kernel_calls(store, p.name, ROW_LIMIT, p.step))
 
 
 def _device_key(p: Params) -> tuple[int, int]:
@@ -118,13 +108,6 @@ def _device_key(p: Params) -> tuple[int, int]:
     except ValueError:
         raise ConfigError(f"device={(p.device or '')[:40]!r}: expected TYPE:ID, e.g. 1:0") from None
     return dtype, did
-
-
-def _device_cond(p: Params, alias: str = "") -> tuple[str, list]:
-    if not p.device:
-        return "", []
-    dtype, did = _device_key(p)
-    return (f" AND coalesce({alias}device_type, -1) = ? AND coalesce({alias}device_id, -1) = ?", [dtype, did])
 
 
 def _memory_timeline(store: TableStore, p: Params) -> list[dict]:
@@ -141,23 +124,8 @@ def _memory_peak(store: TableStore, p: Params) -> list[dict]:
 
 def _allocations(store: TableStore, p: Params) -> list[dict]:
     """Allocations (with op and lifetime) made in [t0, t1) on one device, largest first."""
-    cond, params = "", []
-    if p.step is not None:
-        cond, params = " AND a.step = ?", [p.step]
-    dcond, dparams = _device_cond(p, "a.")
-    if p.t0 is not None:
-        dcond, dparams = dcond + " AND a.ts_ns >= ?", dparams + [p.t0]
-    if p.t1 is not None:
-        dcond, dparams = dcond + " AND a.ts_ns < ?", dparams + [p.t1]
-    return _limited(store, f"""
-        {MEMORY_PAIRS_SQL}
-        SELECT coalesce(h.name, '(no op)') AS op_name, a.size_bytes, a.ts_ns AS alloc_ns,
-               {LIFETIME_SQL} AS lifetime_ns,
-               a.step, h.op_id AS host_op_id, a.total_allocated_bytes
-        FROM ev a LEFT JOIN host_ops h ON h.op_id = a.host_op_id
-        WHERE a.size_bytes > 0{cond}{dcond}
-        ORDER BY a.size_bytes DESC, a.ts_ns, a.window_index, a.device_type, a.device_id, a.addr""",
-        params + dparams)
+    return _limited(drilldowns.allocations(store, ROW_LIMIT, p.step, _device_key(p) if p.device else None,
+                                           p.t0, p.t1))
 
 
 def _memory_by_op(store: TableStore, p: Params) -> list[dict]:
@@ -180,14 +148,7 @@ def _memory_by_op(store: TableStore, p: Params) -> list[dict]:
 
 def _counters(store: TableStore, p: Params) -> list[dict]:
     """Counter samples (host/device samplers, trace 'C' events), max per time bucket per series."""
-    lo, hi = store.rows("SELECT min(ts_ns), max(ts_ns) FROM counters")[0]
-    if lo is None:
-        return []
-    bucket = max(1, (hi - lo) // MEMORY_POINTS + 1)
-    rows = store.dicts(f"""SELECT name, series, pid, min(ts_ns) AS ts_ns, max(value) AS value FROM counters
-        WHERE series NOT IN ({", ".join("?" * len(ID_SERIES))})
-        GROUP BY name, series, pid, (ts_ns - {lo}) // {bucket} ORDER BY name, series, pid, ts_ns""",
-                       sorted(ID_SERIES))
+    rows = drilldowns.counter_buckets(store, MEMORY_POINTS, leave_out=set(ID_SERIES))
     values: dict[tuple, list] = {}
     for r in rows:
         values.setdefault((r["name"], r["series"]), []).append(r["value"])
@@ -220,8 +181,7 @@ def _op_statistic(store: TableStore, p: Params) -> list[dict]:
     An annotation's self time is the Python between the ops it encloses, not an
     operator's work: charts of operator time leave them out, the table marks them.
     """
-    annotations = {n for (n,) in store.rows(
-        "SELECT DISTINCT name FROM host_ops WHERE category = 'user_annotation'")}
+    annotations = drilldowns.annotation_names(store)
     return [{**r, "kind": "annotation" if r["name"] in annotations or r["name"] == "ProfilerStep*" else "op"}
             for r in op_statistic(store, p.step)]
 
