@@ -17,8 +17,10 @@ from pathlib import Path
 from mlprof.analysis.cluster_data import extract_rank
 from mlprof.batch import run_batch
 from mlprof.outputs import input_sources, single_output
+from mlprof.tables.layout import TABLES_DIR
+from mlprof.tables.store import TableStore
 
-__all__ = ["extract_ranks", "parse_and_extract"]
+__all__ = ["extract_ranks", "parse_and_extract", "rank_data"]
 
 
 def parse_and_extract(source: str) -> dict:
@@ -44,3 +46,10 @@ def extract_ranks(paths: str | Path | Sequence[str | Path], workers: int | None 
     if outcomes and all(o.error is not None for o in outcomes):
         raise outcomes[0].error
     return [o.value if o.error is None else {"source": o.item, "error": str(o.error)} for o in outcomes]
+
+
+def rank_data(output_dir: str | Path, source: str | None = None) -> dict:
+    """:func:`extract_rank` of an already parsed output directory (``source`` defaults to the directory)."""
+    out = Path(output_dir)
+    with TableStore(out / TABLES_DIR) as store:
+        return extract_rank(store, source or str(out), out)

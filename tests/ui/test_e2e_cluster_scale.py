@@ -1,7 +1,7 @@
 """The cluster page at 80 ranks in headless Chromium: rank bands, the slowest ranks, the late rank named.
 
 The 80 rank runs are copies of one parsed synthetic trace, each with its own rank in its metadata; the
-ranks' cluster data (``cluster_data.rank_data``) is replaced by plain rank data with one collective per
+ranks' cluster data (``cluster_workflow.rank_data``) is replaced by plain rank data with one collective per
 step, rank 50 reaching it 3 ms after the others, so the page is drawn from the real cluster analysis
 (``combine``) and the real views over it, at a rank count past the page's 64 bands.
 """
@@ -68,7 +68,7 @@ def many_ranks(tmp_path, monkeypatch):
     def fake_rank_data(output_dir, source=None):
         return _rank_data(rank_of_dir[Path(output_dir).resolve()], source or str(output_dir))
 
-    monkeypatch.setattr("mlprof.analysis.cluster_data.rank_data", fake_rank_data)
+    monkeypatch.setattr("mlprof.cluster_workflow.rank_data", fake_rank_data)
     return tmp_path
 
 

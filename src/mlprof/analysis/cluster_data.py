@@ -3,8 +3,8 @@
 ``extract_rank(store, source)`` reads one rank's tables and returns small
 plain data (per-step breakdown, communication ops, traffic per group), so only
 that travels back from the worker process (or Dask worker) that parsed the
-rank (:func:`mlprof.cluster_workflow.parse_and_extract`). ``rank_data`` does
-the same for an output directory that is already parsed; nothing here parses.
+rank (:func:`mlprof.cluster_workflow.parse_and_extract`; ``cluster_workflow.rank_data`` for an output
+directory that is already parsed). Nothing here parses or opens tables from a path.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from mlprof.analysis.intervals import union_length
 from mlprof.analysis.jobs import run_identity
 from mlprof.analysis.rank_cause import rank_attribution
 from mlprof.analysis.steps import step_breakdown
-from mlprof.tables.layout import TABLES_DIR
 from mlprof.tables.names import BACKEND_COLLECTIVE_REGEX
 from mlprof.tables.store import TableStore
 
-__all__ = ["extract_rank", "rank_data"]
+__all__ = ["extract_rank", "group_key"]
 
 _DTYPE_BYTES = {"float": 4, "double": 8, "half": 2, "c10::half": 2, "c10::bfloat16": 2, "bfloat16": 2,
                 "long int": 8, "long": 8, "int": 4, "short int": 2, "signed char": 1, "unsigned char": 1,
@@ -100,13 +99,6 @@ def extract_rank(store: TableStore, source: str, output_dir: str | Path | None =
             "comm_kind": kind, "identity": identity, "steps": step_rows, "comm_ops": comm, "matrix": matrix,
             # Means per step of the rank's phases, call sites, modules: what a slow rank's cause is read from.
             "attribution": rank_attribution(store, steps)}
-
-
-def rank_data(output_dir: str | Path, source: str | None = None) -> dict:
-    """:func:`extract_rank` of an already parsed output directory (``source`` defaults to the directory)."""
-    out = Path(output_dir)
-    with TableStore(out / TABLES_DIR) as store:
-        return extract_rank(store, source or str(out), out)
 
 
 def group_key(op: dict) -> tuple:

@@ -83,7 +83,7 @@ def host_matrix(ranks: list[dict], out_dirs: dict[str, Path]) -> list[dict]:
 def cluster_answer(logdir: Path, run_dirs: dict[str, Path]) -> dict:
     """Cluster report over the ranks among ``run_dirs`` (run id -> output dir); runs without a rank are left out."""
     from mlprof.analysis.cluster import combine
-    from mlprof.analysis.cluster_data import rank_data
+    from mlprof.cluster_workflow import rank_data
 
     ranks = [rank_data(path, source=run_id) for run_id, path in run_dirs.items()]
     with_rank = [r for r in ranks if r["rank"] is not None]
