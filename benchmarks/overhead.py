@@ -259,6 +259,41 @@ def monitor_step_cost(out: Path, calls: int = 5000) -> None:
           f"{1 + median / 2000:.4f}x (median)")
 
 
+def boundary_costs(rounds: int = 40) -> None:
+    """What a step boundary's calls cost right after a real torch step (the MLP at the current thread count),
+    against the same call again at once: a system call after a step meets cold caches and TLB, so monitor
+    mode's per-step procfs reads cost far more in a training loop than in an empty one."""
+    import os
+
+    step = make_mlp_step()
+    schedstat = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+    statm = os.open("/proc/self/statm", os.O_RDONLY)
+    probes = {"os.getppid() (a trivial system call)": os.getppid,
+              "pread /proc/thread-self/schedstat": lambda: os.pread(schedstat, 128, 0),
+              "pread /proc/self/statm": lambda: os.pread(statm, 64, 0),
+              "time.thread_time_ns()": time.thread_time_ns,
+              "time.time_ns() (vDSO)": time.time_ns,
+              "a Python function that does nothing": lambda: None}
+    for _ in range(30):
+        step()
+    first = {k: [] for k in probes}
+    again = {k: [] for k in probes}
+    for _ in range(rounds):
+        for name, call in probes.items():
+            step()
+            t0 = time.perf_counter_ns()
+            call()
+            t1 = time.perf_counter_ns()
+            call()
+            first[name].append(t1 - t0)
+            again[name].append(time.perf_counter_ns() - t1)
+    os.close(schedstat)
+    os.close(statm)
+    print(f"\n== a step boundary's calls right after a torch step vs again at once (medians of {rounds})")
+    for name in probes:
+        print(f"  {name:40s} {statistics.median(first[name]) / 1e3:7.2f} us   {statistics.median(again[name]) / 1e3:6.2f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -270,6 +305,8 @@ def main() -> None:
                         help="only Level0 against Level0 + python_sampling + record_modules (more rounds in less time)")
     parser.add_argument("--monitor-only", action="store_true",
                         help="only monitor mode against unprofiled (more rounds in less time)")
+    parser.add_argument("--boundary-costs", action="store_true",
+                        help="only the cost of a step boundary's calls right after a real step (cold) and again (hot)")
     parser.add_argument("--sampling-interval-ms", type=float, default=None,
                         help="python_sampling_interval_ms of the attribution configuration (default: the API's)")
     args = parser.parse_args()
@@ -284,6 +321,9 @@ def main() -> None:
                 "cnn": ("CNN (examples/cnn_train.py)", cnn_train.make_step),
                 "lm": ("transformer LM (examples/transformer_lm.py)", transformer_lm.make_step)}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, mlprof {mlprof.__version__}")
+    if args.boundary_costs:
+        boundary_costs()
+        return
     idle_marker_cost()
     if args.monitor_only:
         with tempfile.TemporaryDirectory(prefix="mlprof_overhead_") as tmp:
