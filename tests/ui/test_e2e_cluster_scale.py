@@ -102,3 +102,7 @@ def test_the_cluster_page_at_80_ranks_draws_bands_and_names_the_late_rank(page, 
         # One slow-rank entry: its own compute; the others' longer all-reduce is their wait, not transit.
         assert page.inner_text("#slow-ranks").count("rank 50") == 1
         shot(page, "cluster_80_ranks")
+        # The header's rank switcher is one picker past 16 ranks; choosing a rank opens its run.
+        assert page.query_selector_all("#rank-switch option") and not page.query_selector_all("#rank-switch a")
+        page.select_option("#rank-select", "job/rank050_mlprof_output")
+        page.wait_for_function("() => location.hash.includes('rank050')")

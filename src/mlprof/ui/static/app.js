@@ -28,8 +28,12 @@
     const runSel = h("select", { id: "run-switch", "aria-label": "run", onchange: e => { location.hash = U.runHref(e.target.value, page); } },
       [...groups].map(([folder, rs]) => h("optgroup", { label: folder || "(logdir)" }, rs.map(r => h("option", {
         value: r.id, selected: r.id === run }, `${r.name.split("/").pop()}${r.rank !== null && r.rank !== undefined ? ` · rank ${r.rank}` : ""} · ${r.device}`)))));
-    const ranks = f.ranks.length ? h("span", { id: "rank-switch", class: "switch" }, "rank ",
-      f.ranks.map(x => h("a", { href: U.runHref(x.id, page, keep), class: x.id === run ? "on" : null, "data-rank": x.rank }, String(x.rank)))) : null;
+    // A job's ranks as links; past 16 (a job of 1,024 ranks) as one picker.
+    const ranks = !f.ranks.length ? null : f.ranks.length <= 16 ? h("span", { id: "rank-switch", class: "switch" }, "rank ",
+      f.ranks.map(x => h("a", { href: U.runHref(x.id, page, keep), class: x.id === run ? "on" : null, "data-rank": x.rank }, String(x.rank))))
+      : h("label", { id: "rank-switch", class: "switch" }, `rank (of ${f.ranks.length}) `, h("select", { id: "rank-select", "aria-label": "rank",
+        onchange: e => { location.hash = U.runHref(e.target.value, page, keep); } },
+        f.ranks.map(x => h("option", { value: x.id, selected: x.id === run, "data-rank": x.rank }, String(x.rank)))));
     const steps = f.summary.step_numbers || [];
     const stepSel = steps.length ? h("label", { class: "switch" }, "step ", h("select", { id: "step-switch", "aria-label": "step",
       onchange: e => { location.hash = U.runHref(run, page, { ...query, step: e.target.value }); } },
