@@ -28,43 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from analyses_memory import TreeSampler  # noqa: E402
 
 CAPTURE_SUFFIX = "_mlprof"
-
-
-class RssSampler:
-    """Peak RSS summed over a process and its descendants, every 0.1 s. RSS, not PSS: reading PSS
-    (smaps) of the spawned workers every 50 ms slowed a 64-rank run from 19 s to 52 s; the workers are
-    spawned, not forked, so they share little beyond libraries."""
-
-    def __init__(self, pid: int) -> None:
-        import threading
-
-        self.proc = psutil.Process(pid)
-        self.peak_bytes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                total = 0
-                for p in [self.proc] + self.proc.children(recursive=True):
-                    try:
-                        total += p.memory_info().rss
-                    except psutil.Error:
-                        pass
-                self.peak_bytes = max(self.peak_bytes, total)
-            except psutil.Error:
-                return
-            self._stop.wait(0.1)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        return self.peak_bytes
 MANIFEST = "profiler_info.json"
 PARSED = "mlprof_output"
 
@@ -88,8 +55,8 @@ def run_cluster(args: list[str], workers_pids: list[int] | None = None) -> dict:
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "mlprof", "cluster", *args, "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sampler = RssSampler(proc.pid)
-    worker_samplers = [RssSampler(pid) for pid in workers_pids or []]
+    sampler = TreeSampler(proc.pid, rss=True, interval_s=0.1)
+    worker_samplers = [TreeSampler(pid, rss=True, interval_s=0.1) for pid in workers_pids or []]
     out, err = proc.communicate()
     row = {"wall_s": round(time.perf_counter() - started, 1), "peak_mib": round(sampler.stop() / 2**20),
            "exit": proc.returncode}
