@@ -117,7 +117,8 @@ CONFIGS: dict[str, Callable[[Path], object | None]] = {
 MONITOR_PAIR = ("unprofiled", "mlprof monitor")
 
 
-def run_block(step: StepFn, steps: int, prof) -> list[float]:
+def run_block(step: StepFn, steps: int, prof, inside: list[float] | None = None) -> list[float]:
+    """Each step's wall time, s (the profiler's step() included); ``inside``: gets each step()'s own time."""
     times = []
     if prof is not None:
         prof.start()
@@ -125,7 +126,10 @@ def run_block(step: StepFn, steps: int, prof) -> list[float]:
         t0 = time.perf_counter()
         step()
         if prof is not None:
+            t1 = time.perf_counter()
             prof.step()
+            if inside is not None:
+                inside.append(time.perf_counter() - t1)
         times.append(time.perf_counter() - t0)
     if prof is not None:
         prof.stop()
@@ -138,6 +142,7 @@ ATTRIBUTION_PAIR = ("mlprof Level0", "mlprof Level0+attribution")
 def step_overhead(name: str, step: StepFn, rounds: int, steps: int, out: Path,
                   configs: tuple[str, ...] = tuple(CONFIGS)) -> dict[str, float]:
     samples: dict[str, list[float]] = {c: [] for c in configs}
+    inside: dict[str, list[float]] = {c: [] for c in configs}
     for _ in range(3):
         step()  # warm caches and allocator before anything is timed
     if "mlprof monitor" in configs:
@@ -146,7 +151,7 @@ def step_overhead(name: str, step: StepFn, rounds: int, steps: int, out: Path,
     for round_index in range(rounds):
         order = list(configs) if round_index % 2 == 0 else list(reversed(configs))
         for config in order:
-            samples[config] += run_block(step, steps, CONFIGS[config](out))
+            samples[config] += run_block(step, steps, CONFIGS[config](out), inside[config])
     _MonitorBlock.close()
     medians = {c: statistics.median(v) * 1e3 for c, v in samples.items()}
     print(f"\n== {name}: median step time over {rounds} x {steps} steps per configuration")
@@ -159,6 +164,13 @@ def step_overhead(name: str, step: StepFn, rounds: int, steps: int, out: Path,
         "Level0+python_sampling+record_modules / Level0": (*reversed(ATTRIBUTION_PAIR), 1.02),
         "mlprof monitor / unprofiled": ("mlprof monitor", "unprofiled", 1.01),
     }
+    if inside.get("mlprof monitor") and "unprofiled" in medians:
+        # What the monitor's step() itself costs inside the loop, the steps' batch boundaries included: steadier
+        # than the ratio of two step medians on a noisy machine (it leaves out what the boundary's work does to
+        # the job's own caches, which the ratio keeps).
+        mean_us = statistics.fmean(inside["mlprof monitor"]) * 1e6
+        print(f"  mlprof monitor: step() inside the loop, mean {mean_us:.1f} us a step = "
+              f"{mean_us / 10 / medians['unprofiled']:.2f}% of the unprofiled step")
     ratios, targets = {}, {}
     for label, (config, reference, target) in pairs.items():
         if config in medians and reference in medians:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mlprof.analysis.jobs import SAME_LAUNCH_WINDOW_NS, RunIdentity, group_jobs
 
 T0 = 1_700_000_000_000_000_000
@@ -55,13 +57,12 @@ def test_rankless_traces_are_ranks_only_when_they_communicate_at_the_same_time()
     assert sources(no_collectives) == [["a"], ["b"]]
 
 
+@pytest.mark.long  # two real `mlprof run`s, 42 s; the grouping rules above are judged on hand-built traces
 def test_two_mlprof_runs_in_one_output_folder_are_not_ranks(tmp_path, monkeypatch):
     """The README's layout: run a script twice into one --output; the slower run is no 'slow rank'."""
     import subprocess
     import sys
     from pathlib import Path
-
-    import pytest
 
     pytest.importorskip("torch")
     from mlprof.workflow import advise as advise_path

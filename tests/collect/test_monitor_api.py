@@ -71,3 +71,55 @@ def test_no_profiler_step_annotation_is_built_where_nothing_records(tmp_path):
     assert open_annotation == [False, True, True, False, False, True, True, False, False]
     window = json.loads((prof.capture_dir / "raw" / "window_0000" / "window.json").read_text())
     assert (window["first_step"], window["last_step"]) == (2, 3)
+
+
+def test_short_steps_between_windows_share_one_reading_and_every_step_is_still_recorded(tmp_path):
+    """Between windows, steps under BATCH_NS / 2 take the fast path (a clock read): one schedstat and RSS read
+    per batch, its CPU time and wait shared out by wall time. Every step keeps its own record and number,
+    torch's step count and the profile's step numbers stay right, and a stop mid-batch loses no step."""
+    from mlprof.collect import monitor as monitor_module
+
+    model = torch.nn.Linear(16, 16)
+    x = torch.randn(8, 16)
+    steps = 301  # ends mid-batch
+    with _monitored(tmp_path) as prof:
+        for _ in range(steps):
+            model(x).sum().backward()
+            prof.step()
+        assert prof.step_num == steps
+    info = json.loads((prof.capture_dir / "job_monitor.json").read_text())
+    records = read_series(prof.capture_dir / "job_steps.bin")
+    assert [r[0] for r in records] == list(range(steps)) and info["steps"] == steps
+    # Sub-millisecond steps: batches as long as MAX_BATCH_STEPS, and most steps after the window in them.
+    assert info["max_batch_steps"] == monitor_module.MAX_BATCH_STEPS
+    last_window_step = info["windows"][-1]["last_step"]
+    assert info["batched_steps"] > (steps - last_window_step) // 2
+    after = [r for r in records if r[0] > last_window_step + 40]
+    # A step's CPU time is its share of a batch: never negative, never above its wall time by much (the shares
+    # are of the thread's time on a CPU, which the stepping thread spends in the step)...
+    assert all(0 <= r[4] <= r[3] * 1.5 + 100_000 for r in after)
+    # ...and consecutive steps start where the last one ended: at once inside a batch (one clock read ends a
+    # step and starts the next), after the boundary's own work between batches.
+    gaps = [b[2] - (a[2] + a[3]) for a, b in zip(after, after[1:])]
+    assert min(gaps) >= 0 and sum(g == 0 for g in gaps) > 0.8 * len(gaps)
+    manifest = json.loads((prof.capture_dir / "profiler_info.json").read_text())
+    assert manifest["steps_seen"] == steps
+
+
+def test_a_window_still_opens_on_a_stall_seen_inside_a_batch(tmp_path):
+    """Triggers judge each step of a batch as if alone: stalls among short steps open a window."""
+    import time as time_module
+
+    model = torch.nn.Linear(16, 16)
+    x = torch.randn(8, 16)
+    with _monitored(tmp_path) as prof:
+        for step in range(400):
+            model(x).sum().backward()
+            if step >= 200 and step % 5 == 0:
+                time_module.sleep(0.02)
+            prof.step()
+    info = json.loads((prof.capture_dir / "job_monitor.json").read_text())
+    assert info["batched_steps"] > 0
+    triggered = [w for w in info["windows"] if w["reason"] != "baseline"]
+    assert triggered and triggered[0]["reason"] in ("slow_steps", "throughput_drop")
+    assert 200 <= triggered[0]["trigger_step"] < 300

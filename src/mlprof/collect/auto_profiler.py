@@ -61,6 +61,11 @@ class AutoProfiler:
             self.boundary()
 
     def boundary(self) -> None:
+        prof = self.prof
+        if prof is not None and not self.done and prof._monitor is not None and prof._monitor.fast_left:
+            # Monitor mode's fast path (collect/monitor.py): a clock read, no torch call, no signal to defer.
+            prof.step()
+            return
         if self.done:
             self._steps_after_stop += 1
             self._last_boundary_ns = time.time_ns()

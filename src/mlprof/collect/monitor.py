@@ -44,6 +44,12 @@ DEFAULT_MAX_WINDOWS = 5  # the baseline window and four triggered ones
 COOLDOWN_STEPS = 500
 DISK_LIMIT_BYTES = 2 << 30
 RSS_EVERY = 8
+# Between windows, steps shorter than BATCH_NS / 2 share one reading of schedstat (and of RSS) over about
+# BATCH_NS, at most MAX_BATCH_STEPS steps: right after a torch step the first system call meets cold caches
+# (20 us for the schedstat read, 1% of a 2 ms step; docs/monitor.md "Cost"). Steps of BATCH_NS or more are
+# read one by one.
+BATCH_NS = 100_000_000
+MAX_BATCH_STEPS = 128
 # Smaller than a plain run's windows: a monitor window is one of several, and 20 steps of a repeating
 # stall hold several of its occurrences.
 MONITOR_TARGETS = WindowTargets(steps=20, duration_ns=1_000_000_000, min_steps=5, max_steps=50,
@@ -92,8 +98,15 @@ class JobMonitor:
         self._capture: Path | None = None
         self._fd: int | None = None
         self._statm: int | None = None
-        self._gc_ns = 0
+        self.gc_ns = 0  # GC pauses of this process so far, ns
         self._gc_t0 = 0
+        # The fast path (profiler.step() between windows): steps left before the next full boundary, and
+        # each fast boundary's (time, DataLoader ns, GC ns) since the last one.
+        self.fast_left = 0
+        self.marks: list[tuple[int, int, int]] = []
+        self.data_ns = _data_ns
+        self.batched_steps = 0  # steps whose CPU time and wait are shares of one reading
+        self.max_batch_steps = 1
         self._rss = -1
         self._start: tuple | None = None
         self._last_read: tuple[int | None, int | None] | None = None
@@ -156,36 +169,92 @@ class JobMonitor:
         gc.callbacks.append(self._on_gc)
         _hook_dataloader()
 
-    def begin(self, step: int, now_ns: int, action: object) -> None:
+    def begin(self, step: int, now_ns: int, action: object, batchable: bool = False) -> None:
+        """Step ``step`` starts; ``batchable``: the profiler's step path has nothing to do on the next steps but
+        time them (no window, torch idle), so they may take the fast path (``fast_left``, ``marks``)."""
         if self._writer is None:
             return
         on_cpu, wait = self._last_read or on_cpu_and_delay_ns(self._fd)
         self._last_read = None
         name = getattr(action, "name", "NONE")
         covered = 1 if name.startswith("RECORD") else 2 if name == "WARMUP" else 0
-        self._start = (step, now_ns, on_cpu, wait, _data_ns[0], self._gc_ns, covered)
+        self._start = (step, now_ns, on_cpu, wait, _data_ns[0], self.gc_ns, covered)
+        if batchable and not covered and self._window is None and self._pending is None \
+                and self._judge_from is not None and step >= self._judge_from:
+            self.fast_left = self._batch_steps() - 1
+
+    def _batch_steps(self) -> int:
+        """How many steps share one reading of the thread's CPU time and wait: enough to span ``BATCH_NS``."""
+        median = self.triggers.median_ns
+        if not median:
+            return 1
+        return max(1, min(MAX_BATCH_STEPS, int(BATCH_NS // median)))
 
     def end(self, now_ns: int) -> None:
+        """The step begun at ``begin`` ends now, with the steps the fast path marked since (``marks``): one
+        reading of schedstat for them all, its CPU time and wait shared out in proportion to each step's wall
+        time, each step then judged and recorded as if alone."""
+        self._end((now_ns, _data_ns[0], self.gc_ns))
+
+    def _end(self, last: tuple[int, int, int]) -> None:
+        now_ns = last[0]
         start, self._start = self._start, None
+        marks, self.marks = self.marks, []
+        self.fast_left = 0
         if start is None or self._writer is None:
             return
         step, start_ns, on0, wait0, data0, gc0, covered = start
         on1, wait1 = self._last_read = on_cpu_and_delay_ns(self._fd)
         cpu = -1 if on0 is None or on1 is None else on1 - on0
         wait = -1 if wait0 is None or wait1 is None else wait1 - wait0
-        if self.steps % RSS_EVERY == 0:
-            self._rss = self._read_rss()
+        if not marks:
+            if self.steps % RSS_EVERY == 0:
+                self._rss = self._read_rss()
+            self._record(step, start_ns, now_ns - start_ns, cpu, wait, last[1] - data0, last[2] - gc0, covered)
+            return
+        rss = self._rss = self._read_rss()
+        self.batched_steps += len(marks) + 1
+        self.max_batch_steps = max(self.max_batch_steps, len(marks) + 1)
+        marks.append(last)
+        span = max(now_ns - start_ns, 1)
+        judge = not covered and self._judge_from is not None and step >= self._judge_from and self._window is None
+        observe = self.triggers.observe
+        rows = []
+        t0, d0, g0 = start_ns, data0, gc0
+        for i, (t, d, g) in enumerate(marks):
+            # Cumulative shares: the steps' CPU times and waits add up to the batch's exactly.
+            before, after = t0 - start_ns, t - start_ns
+            wall = t - t0
+            step_cpu = -1 if cpu < 0 else cpu * after // span - cpu * before // span
+            step_wait = -1 if wait < 0 else wait * after // span - wait * before // span
+            trigger = 0
+            if judge and self._pending is None:
+                found = observe(step + i, wall, step_wait, rss)
+                if found is not None:
+                    trigger = self._pend(found, step + i)
+            rows.append((step + i, 1, t0, wall, step_cpu, step_wait, d - d0, g - g0, rss, covered, trigger))
+            t0, d0, g0 = t, d, g
+        self.steps += len(rows)
+        self._writer.add_rows(rows)
+
+    def _pend(self, found: tuple[str, str], step: int) -> int:
+        """A trigger found at ``step``: the window is pending (opens at the next boundary) unless the same reason
+        opened one within ``COOLDOWN_STEPS``; the trigger's code for the series (0: none)."""
+        if step - self._last_by_reason.get(found[0], -COOLDOWN_STEPS) < COOLDOWN_STEPS:
+            return 0
+        self._pending = (*found, step)
+        return _CODES[found[0]]
+
+    def _record(self, step: int, start_ns: int, wall: int, cpu: int, wait: int, data: int, gc_ns: int,
+                covered: int) -> None:
         self.steps += 1
-        wall = now_ns - start_ns
         trigger = 0
         if not covered and self._judge_from is not None and step >= self._judge_from and self._pending is None \
                 and self._window is None:
             found = self.triggers.observe(step, wall, wait, self._rss)
-            if found is not None and step - self._last_by_reason.get(found[0], -COOLDOWN_STEPS) >= COOLDOWN_STEPS:
-                self._pending = (*found, step)
-                trigger = _CODES[found[0]]
-        self._writer.add(step, start_ns, wall, cpu, wait, _data_ns[0] - data0, self._gc_ns - gc0, self._rss,
-                         covered, trigger)
+            if found is not None:
+                trigger = self._pend(found, step)
+        self._writer.add(step, start_ns, wall, cpu, wait, data, gc_ns, self._rss, covered, trigger)
 
     def _read_rss(self) -> int:
         if self._statm is None:
@@ -200,11 +269,14 @@ class JobMonitor:
         if phase == "start":
             self._gc_t0 = time.perf_counter_ns()
         elif self._gc_t0:
-            self._gc_ns += time.perf_counter_ns() - self._gc_t0
+            self.gc_ns += time.perf_counter_ns() - self._gc_t0
             self._gc_t0 = 0
 
     def close(self) -> dict[str, Any] | None:
         """Finish the series; writes and returns what job_monitor.json holds (None when never opened)."""
+        if self.marks and self._start is not None:  # steps the fast path timed before the job stopped
+            self._end(self.marks.pop())
+        self.fast_left = 0
         writer, self._writer = self._writer, None
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
@@ -217,7 +289,8 @@ class JobMonitor:
         writer.close()
         info = {"steps": self.steps, "cap_records": writer.cap, "records": writer.records_on_disk,
                 "steps_per_record": writer.stride, "compactions": writer.compactions,
-                "max_windows": self.max_windows, "windows": self.windows, "skipped": self.skipped}
+                "max_windows": self.max_windows, "batched_steps": self.batched_steps,
+                "max_batch_steps": self.max_batch_steps, "windows": self.windows, "skipped": self.skipped}
         from ..capture.files import write_json_atomic
 
         write_json_atomic(self._capture / MONITOR_FILE, info)

@@ -21,13 +21,13 @@ from ..config import CollectOptions, ExperimentalConfig, ProfilerLevel, check_ac
 from ..errors import ConfigError, MlprofError, TorchUnavailableError
 from ..schedule import ProfilerAction, always_record
 from .step_times import StepTimer
-from . import chrome_events
 from .analysis_child import flush_analysis, spawn_analysis
 from ..capture.files import write_json_atomic
 from .capture_writer import CaptureWriter, default_worker_name
 from .failsafe import FailSafe
 from .handler import TraceHandler
 from .module_recorder import ModuleRecorder
+from .profile_exports import ProfileExports
 from .recorder import HostRecorder
 from .scalars import ScalarLog, activate as activate_scalars, deactivate as deactivate_scalars
 from .sampler import samples_between, spawn_sampler
@@ -63,7 +63,7 @@ def _import_backend() -> Any:
     return torch_backend
 
 
-class _KinetoProfile:
+class _KinetoProfile(ProfileExports):
     """Start/stop profiling without a schedule (torch_npu's ``_KinetoProfile``).
 
     The whole start()..stop() span is one window; export it with
@@ -264,6 +264,8 @@ class _KinetoProfile:
         self._failsafe.run("stop", self._stop)
 
     def _stop(self) -> None:
+        if self._monitor is not None and self._monitor.marks:
+            self._catch_up(self._monitor.marks)
         if self._recorder is not None:
             self._recorder.end_step(time.time_ns())
         self._backend.stop()
@@ -327,7 +329,8 @@ class _KinetoProfile:
             self._recorder.begin_step(self._backend.step_num, now_ns)
         self._step_timer.begin(now_ns, self._backend.current_action)
         if self._monitor is not None:
-            self._monitor.begin(self._backend.step_num, now_ns, self._backend.current_action)
+            self._monitor.begin(self._backend.step_num, now_ns, self._backend.current_action,
+                                batchable=self._recorder is None and self._backend.idle())
 
     def _after_failure(self) -> None:
         if self._monitor is not None:
@@ -395,75 +398,12 @@ class _KinetoProfile:
 
     @property
     def step_num(self) -> int:
-        return self._backend.step_num
+        monitor = self._monitor  # steps on monitor mode's fast path reach the backend at the batch's end
+        return self._backend.step_num + (len(monitor.marks) if monitor is not None else 0)
 
     def _window_files(self) -> dict[str, Any]:
         recorder = self._last_window or HostRecorder()
         return recorder.files()
-
-    def export_chrome_trace(self, path: str | os.PathLike) -> None:
-        """Write the last window as a Chrome trace (``.gz`` suffix: gzipped), with mlprof's markers and GC."""
-        self._failsafe.run("export_chrome_trace", self._export_chrome_trace, os.fspath(path))
-
-    def _export_chrome_trace(self, path: str) -> None:
-        files = self._window_files()
-        plain = path[:-3] if path.endswith(".gz") else path
-        if self._backend.has_trace():
-            self._backend.export_chrome_trace(plain)
-            chrome_events.splice_into_kineto_trace(plain, files, os.getpid())
-        else:
-            chrome_events.write_host_only_trace(plain, files, os.getpid())
-        if plain != path:
-            import gzip
-            import shutil
-
-            with open(plain, "rb") as src, gzip.open(path, "wb", compresslevel=3) as dst:
-                shutil.copyfileobj(src, dst)
-            os.unlink(plain)
-
-    def export_stacks(self, path: str | os.PathLike, metric: str = "self_cpu_time_total") -> None:
-        """Write collapsed stacks (FlameGraph input); needs with_stack=True."""
-        if not (self.options.with_stack or self.options.profiler_level is ProfilerLevel.Level2):
-            raise ConfigError("export_stacks needs with_stack=True (or profiler_level=Level2)")
-        self._failsafe.run("export_stacks", self._backend.export_stacks, os.fspath(path), metric)
-
-    def export_memory_timeline(self, path: str | os.PathLike, device: str | None = None) -> None:
-        """Write the memory timeline: ``.html``, ``.json`` or ``.json.gz`` by suffix.
-
-        Needs record_shapes, profile_memory and with_stack (Level2 sets all three).
-        """
-        path = os.fspath(path)
-        if not path.endswith((".html", ".json", ".json.gz")):
-            raise ConfigError(f"export_memory_timeline: {path!r} must end in .html, .json or .json.gz")
-        if path.endswith(".html"):
-            # torch's HTML needs matplotlib and silently writes nothing without it: draw the same
-            # data with the dashboard's chart library instead, inlined, so the page always works offline.
-            self._failsafe.run("export_memory_timeline", self._export_memory_html, path, device)
-            return
-        self._failsafe.run("export_memory_timeline", self._backend.export_memory_timeline, path, device)
-
-    def _export_memory_html(self, path: str, device: str | None) -> None:
-        import json
-        import tempfile
-
-        from .memory_page import TORCH_CATEGORIES, memory_timeline_html
-
-        with tempfile.TemporaryDirectory() as tmp:
-            data = os.path.join(tmp, "memory.json")
-            self._backend.export_memory_timeline(data, device)
-            with open(data) as f:
-                times, sizes = json.load(f)
-        try:  # torch's own category order, when this torch still has it
-            from torch.profiler._memory_profiler import _CATEGORY_TO_INDEX
-
-            names = tuple("Unknown" if c is None else c.name for c in _CATEGORY_TO_INDEX)
-        except (ImportError, AttributeError):
-            names = TORCH_CATEGORIES
-        page = memory_timeline_html(times, sizes, device or "default device", names)
-        tmp_path = f"{path}.tmp{os.getpid()}"
-        with open(tmp_path, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.replace(tmp_path, path)
 
     def key_averages(self, *args: Any, **kwargs: Any) -> Any:
         """torch's per-op statistics of the last window (not with tensorboard_trace_handler)."""
@@ -571,9 +511,18 @@ class profile(_KinetoProfile):  # noqa: N801 - drop-in for torch.profiler.profil
 
     def step(self) -> None:
         """Mark the end of one training step and the start of the next."""
+        monitor = self._monitor
+        if monitor is not None and monitor.fast_left:
+            # Monitor mode between windows, on a short step: a clock read and an append; the full boundary
+            # comes once per batch (collect/monitor.py, BATCH_NS). Keep this path this short.
+            monitor.fast_left -= 1
+            monitor.marks.append((time.time_ns(), monitor.data_ns[0], monitor.gc_ns))
+            return
         if not self._running or self._failsafe.failed:
             return
         now_ns = time.time_ns()
+        if monitor is not None and monitor.marks:
+            self._failsafe.run("step", self._catch_up, monitor.marks)
         self._step_timer.end(now_ns)
         if self._recorder is not None:
             self._recorder.end_step(now_ns)
@@ -592,6 +541,12 @@ class profile(_KinetoProfile):  # noqa: N801 - drop-in for torch.profiler.profil
         except Exception as exc:  # noqa: BLE001 - the probe must never stop the job or its profiling
             self._speed_probe = None
             logger.warning("mlprof: host-speed probe off for this job: %s", exc)
+
+    def _catch_up(self, marks: list[tuple[int, int, int]]) -> None:
+        """The steps monitor mode's fast path timed (each mark ends one and starts the next) reach the step
+        timer and torch's step count; the monitor records them at its next ``end``."""
+        self._step_timer.idle_steps([mark[0] for mark in marks])
+        self._backend.skip_idle_steps(len(marks))
 
     def _step(self, now_ns: int | None = None) -> None:
         if self._monitor is not None and now_ns is not None:

@@ -106,6 +106,16 @@ class ScheduledBackend(TorchProfile):
         # ProfilerStep#N annotations only mean something when Kineto records.
         self.record_steps = record_steps and kineto
 
+    def idle(self) -> bool:
+        """Nothing records now and the next step changes no torch state unless the schedule says so: steps
+        may then be counted without ``step()`` (:meth:`skip_idle_steps`)."""
+        return self.current_action is TorchAction.NONE and self.step_rec_fn is None and not _DAEMON_STEPS
+
+    def skip_idle_steps(self, count: int) -> None:
+        """``count`` steps passed while :meth:`idle`, on a schedule that said NONE for each (monitor mode's
+        fast path between windows: collect/monitor.py)."""
+        self.step_num += count
+
     def step(self) -> None:
         """torch's step, without its per-step work where nothing records.
 
@@ -113,7 +123,7 @@ class ScheduledBackend(TorchProfile):
         ``ProfilerStep#N`` record_function that nothing records and reads the environment: about half of a
         step boundary's cost between windows (monitor mode's every step). Anything else is torch's own step.
         """
-        if self.current_action is not TorchAction.NONE or self.step_rec_fn is not None or _DAEMON_STEPS:
+        if not self.idle():
             super().step()
             if self.current_action is TorchAction.NONE and self.step_rec_fn is not None:
                 # The window just closed: the annotation of a step nothing records is dropped at once.
