@@ -85,6 +85,40 @@ def test_an_edit_captures_exactly_the_asked_steps_in_process(tmp_path, controlle
     assert "starting capture at step 8" in log_text(controller.config_dir, "dynamic")
 
 
+def test_a_config_edit_asking_for_monitor_mode_times_every_step_until_an_edit_stops_it(tmp_path, controller,
+                                                                                       trainer):
+    """monitor in the config's experimental_config: monitor mode from the edit on (every step in the series, a
+    baseline window at once: the job is warm), until the next edit, which stops it and takes effect after."""
+    prof_dir = tmp_path / "prof"
+    for _ in range(5):
+        trainer.step()
+        mlprof.dynamic.step()
+    edit_config(controller.config_dir, prof_dir=str(prof_dir), start_step=8,
+                experimental_config={"monitor": True})
+    controller.check_now()
+    for _ in range(80):
+        trainer.step()
+        mlprof.dynamic.step()
+    edit_config(controller.config_dir, active=2, warmup=0, start_step=100,
+                experimental_config={"monitor": False})
+    controller.check_now()
+    for _ in range(20):
+        trainer.step()
+        mlprof.dynamic.step()
+    from mlprof.capture.job_series import read_series
+
+    monitored, captured = sorted(prof_dir.glob("*_mlprof"))
+    steps = [r[0] for r in read_series(monitored / "job_steps.bin")]
+    assert steps == list(range(8, 85))  # from the start step to the step before the edit took effect
+    info = load_json(monitored / "job_monitor.json")
+    assert info["windows"][0]["reason"] == "baseline" and info["windows"][0]["first_step"] >= 8
+    assert captured_steps(prof_dir)[-1] == [100, 101]
+    assert not (captured / "job_steps.bin").exists()
+    actions = log_text(controller.config_dir, "dynamic")
+    assert "starting monitor mode at step 8" in actions and "stopped by a config edit" in actions
+    assert "after the running monitor mode" in log_text(controller.config_dir, "monitor")
+
+
 @pytest.mark.parametrize(
     "bad,reason",
     [("{not json", "not valid JSON"), ('{"active": "three"}', "active"), ('{"bogus_key": 1}', "unknown key"),

@@ -48,14 +48,6 @@ def test_every_step_is_in_the_series_and_a_baseline_window_is_recorded_at_level1
     assert covered[5] == 2 and covered[6] == 1 and covered[4] == 0
 
 
-def test_a_dynamic_config_asking_for_monitor_mode_is_refused_in_one_line():
-    from mlprof.collect.dynamic_config import parse_config
-
-    with pytest.raises(ConfigError, match="monitor is for a whole job"):
-        parse_config(json.dumps({"start_step": 1, "active": 2, "experimental_config": {"monitor": True}}).encode(),
-                     "profiler_config.json")
-
-
 def test_no_profiler_step_annotation_is_built_where_nothing_records(tmp_path):
     """Between windows torch's step() built and entered a ProfilerStep#N record_function every step; mlprof's
     backend skips it there (the largest part of monitor mode's cost per step) and keeps it inside windows."""

@@ -80,10 +80,7 @@ class DynamicConfig:
         _check_metadata(self.metadata)
         if not isinstance(self.experimental_config, dict):
             raise ConfigError("experimental_config: expected an object")
-        if self.experimental().monitor:  # validates
-            # A dynamic capture records the steps it is told to; monitor mode decides its own windows.
-            raise ConfigError("experimental_config: monitor is for a whole job (mlprof run --monitor, "
-                              "MLPROF_PROFILING_OPTIONS or the API), not for a dynamic capture")
+        self.experimental()  # validates
 
     def experimental(self) -> ExperimentalConfig:
         options = {**EXPERIMENTAL_DEFAULTS,

@@ -43,7 +43,8 @@ class _PendingCapture:
 
 
 class _Capture:
-    """One collection: warmup + active steps from ``first_step``."""
+    """One collection: warmup + active steps from ``first_step``; or, with ``experimental_config.monitor``,
+    monitor mode (collect/monitor.py) from ``first_step`` until an edit stops it or the job ends."""
 
     def __init__(self, config: DynamicConfig, first_step: int) -> None:
         from ..schedule import schedule
@@ -52,10 +53,12 @@ class _Capture:
 
         self.config = config
         self.first_step = first_step
-        self.steps_left = config.warmup + config.active
+        self.monitor = config.experimental().monitor
+        self.steps_left = None if self.monitor else config.warmup + config.active
         self.prof = make_profile(
             config.collect_options(),
-            schedule=schedule(wait=0, warmup=config.warmup, active=config.active, repeat=1, skip_first=first_step),
+            schedule=None if self.monitor else
+            schedule(wait=0, warmup=config.warmup, active=config.active, repeat=1, skip_first=first_step),
             on_trace_ready=tensorboard_trace_handler(Path(config.prof_dir), analyse_flag=config.analyse),
             first_step=first_step,
         )
@@ -69,8 +72,10 @@ class _Capture:
         self.prof.start()
 
     def step(self) -> bool:
-        """Advance one step; True when the capture is complete and stopped."""
+        """Advance one step; True when the capture is complete and stopped (monitor mode: only if it failed)."""
         self.prof.step()
+        if self.steps_left is None:
+            return not self.prof.enabled
         self.steps_left -= 1
         if self.steps_left <= 0:
             self.prof.stop()
@@ -137,8 +142,14 @@ class DynamicController:
             self._cancel.clear()
             if self._capture is not None:
                 self._capture.prof.stop()
-                self.logs.actions.info("capture started at step %d cancelled by a config edit at step %d",
-                                       self._capture.first_step, self.step_num)
+                if self._capture.monitor:  # what it timed so far is a complete capture
+                    self.logs.actions.info("monitor mode of steps %d-%d stopped by a config edit: %s",
+                                           self._capture.first_step, self.step_num - 1, self._capture.prof.capture_dir)
+                    if self._capture.prof.enabled and self._capture.prof.capture_dir is not None:
+                        self.captures_done.append(self._capture.prof.capture_dir)
+                else:
+                    self.logs.actions.info("capture started at step %d cancelled by a config edit at step %d",
+                                           self._capture.first_step, self.step_num)
                 self._capture = None
         if self._capture is not None:
             if self._capture.step():
@@ -166,8 +177,13 @@ class DynamicController:
             if not self._pending or self._pending[0] is not pending:
                 return  # replaced by an edit meanwhile: the next step looks at the new one
             self._pending.popleft()
-        self.logs.actions.info("starting capture at step %d (%d warmup + %d active steps) into %s", self.step_num,
-                               pending.config.warmup, pending.config.active, pending.config.prof_dir)
+        if pending.config.experimental().monitor:
+            self.logs.actions.info("starting monitor mode at step %d into %s (until a config edit or the job's end)",
+                                   self.step_num, pending.config.prof_dir)
+        else:
+            self.logs.actions.info("starting capture at step %d (%d warmup + %d active steps) into %s",
+                                   self.step_num, pending.config.warmup, pending.config.active,
+                                   pending.config.prof_dir)
         self._capture = _Capture(pending.config, self.step_num)
 
     def _start_step_for(self, pending: _PendingCapture) -> int | None:
@@ -276,8 +292,14 @@ class DynamicController:
             self._pending.append(_PendingCapture(config, f"{mtime_ns}-{digest[:12]}", mtime_ns,
                                                  mtime_ns + delay_ns))
         when = f"at step {config.start_step}" if config.start_step else "at the next step boundary"
-        self.logs.monitor.info("change accepted: capture of %d step(s) queued %s%s%s", config.active, when,
-                               " (after the current capture)" if self._capture is not None else "",
+        running = self._capture
+        if running is not None and running.monitor:
+            self._cancel.set()  # monitor mode runs until told otherwise: this edit is that
+        what = ("monitor mode (every step timed, windows on anomalies) queued" if config.experimental().monitor
+                else f"capture of {config.active} step(s) queued")
+        self.logs.monitor.info("change accepted: %s %s%s%s", what, when,
+                               "" if running is None else " (after the running monitor mode, which stops at the "
+                               "next step)" if running.monitor else " (after the current capture)",
                                "; it replaces the queued capture not started yet" if replaced else "")
 
     def close(self) -> None:
