@@ -205,3 +205,42 @@ def test_an_unusual_op_leading_the_step_is_still_a_warning(tmp_path, op_name):
         (f,) = [f for f in advise(store).findings if f.id == "dominant_op" and f.evidence.metrics["op"] == op_name]
     assert f.severity in ("warning", "critical") and f.evidence.metrics["standard_layer"] is None
     assert "hand-written" in f.fix
+
+
+def _many_op_steps(extra_us_by_step, extra_ops_by_step=None, ops=30, op_us=30):
+    """Steps of ``ops`` addmm calls of ``op_us`` each; ``extra_us_by_step``: step -> us added to one op of it
+    (the same ops, slower); ``extra_ops_by_step``: step -> more mm calls of 100 us each (more work)."""
+    events, t = [], 0
+    for i in range(20):
+        step = i + 1
+        extra = extra_us_by_step.get(step, 0)
+        more = (extra_ops_by_step or {}).get(step, 0)
+        dur = 20 + ops * (op_us + 5) + extra + more * 105
+        events.append(X(f"ProfilerStep#{step}", t, dur, cat="user_annotation"))
+        at = t + 10
+        for k in range(ops):
+            length = op_us + (extra if k == 7 else 0)
+            events.append(X("aten::addmm", at, length))
+            at += length + 5
+        for _ in range(more):
+            events.append(X("aten::mm", at, 100))
+            at += 105
+        t += dur
+    return events
+
+
+def test_outliers_that_ran_a_typical_steps_ops_slower_are_the_machine_not_the_code(tmp_path):
+    """Default intra-op threads: one helper preempted holds an op at its barrier, the step's own wait shows
+    nothing. Steps with the same 30 ops, one of them 3 ms longer, are an info line; steps that ran 30 more ops
+    (periodic work) warn, and the slower-ops steps are said to be left out."""
+    slower = {3: 3_000, 9: 3_000, 14: 3_000}
+    with _store(tmp_path, _many_op_steps(slower), "same") as store:
+        (f,) = [f for f in advise(store).findings if f.id == "step_outliers"]
+    assert f.severity == "info" and f.evidence.metrics["same_ops_slower_steps"] == 3
+    assert "ran the same ops as a typical step, slower" in f.title and "Nothing to change in the code" in f.fix
+    work = {5: 30, 10: 30, 15: 30}
+    with _store(tmp_path, _many_op_steps(slower, work), "both") as store:
+        (g,) = [f for f in advise(store).findings if f.id == "step_outliers"]
+    assert g.severity in ("warning", "critical") and g.evidence.metrics["outliers"] == 3
+    assert sorted(s["step"] for s in g.evidence.steps) == [5, 10, 15]
+    assert g.evidence.metrics["machine_slowed_left_out"] == 3 and "ran a typical step's ops, slower" in g.title

@@ -28,8 +28,8 @@ from mlprof.analysis.advisor.rules_host import (
     dominant_op,
     gc_pauses,
     host_outside_ops,
-    step_outliers,
 )
+from mlprof.analysis.advisor.rules_outliers import step_outliers
 from mlprof.analysis.advisor.rules_modules import dominant_module
 from mlprof.analysis.advisor.rules_alloc import fresh_tensors
 from mlprof.analysis.advisor.rules_contention import cpu_contention

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 
-from mlprof.analysis.steps import HOST_FIELDS
 from mlprof.analysis.advisor.rules_alloc import under_factory_sql
-from mlprof.analysis.advisor.rules_growth import growing_step_time
-from mlprof.analysis.advisor.rules_shapes import shape_driven_steps
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.loops import backward_causes
 from mlprof.analysis.advisor.rules_composite import composite_finding
@@ -287,99 +283,6 @@ def gc_pauses(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         fix=("Call gc.freeze() after model/data set-up so long-lived objects leave the collector's scans, "
              "drop gc.collect() calls from the training loop (or run them every N steps), avoid creating "
              "reference cycles per step, or raise gc.set_threshold()." + hint),
-        rank=ctx.rank)]
-
-
-def _outliers(steps, time_ns, th: Thresholds) -> tuple[list, float, float]:
-    """(slow steps, median, excess over the median) with each step's time given by ``time_ns``."""
-    median = statistics.median(time_ns(s) for s in steps)
-    slow = [s for s in steps if time_ns(s) > th.step_outlier_ratio * median]
-    return slow, median, sum(time_ns(s) - median for s in slow)
-
-
-def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
-    """Steps much slower than the median step.
-
-    Where `mlprof run` measured each step's wait for a CPU core, a slow step
-    whose wait covers half its excess over the median or more is slow because
-    other processes held the cores: that says nothing about the job's code
-    (cpu_contention reports the wait). Only the other slow steps can make a
-    warning; when too few are left it is an info line.
-    """
-    if len(ctx.steps) < 3:
-        return []
-    waits = ctx.cpu_wait_ns
-
-    slow, median, excess_ns = _outliers(ctx.steps, lambda s: s.dur_ns, th)
-    if not slow:
-        return []
-    # A step slow by a garbage-collector pause (half its excess or more) is gc_pauses' finding, which knows
-    # whether pauses recur: one full collection must not make a second warning here.
-    not_gc = [s for s in slow if s.gc_ns < 0.5 * (s.dur_ns - median)]
-    if len(not_gc) < len(slow):
-        if not not_gc:
-            return []
-        slow, excess_ns = not_gc, sum(s.dur_ns - median for s in not_gc)
-    waited_ns = 0
-    on_ready = False  # judged without the steps slow by waiting for a core
-    if waits:
-        # A slow step whose wait for a core covers half its excess or more is slow by contention: with
-        # intra-op threads the stepping thread also waits (blocked, spinning) for helpers that wait for a
-        # core, so its own wait explains only part of it, and its time less that wait is no measure.
-        def by_work(s) -> bool:
-            return waits.get((s.window, s.step), 0) < 0.5 * (s.dur_ns - median)
-
-        rest = [s for s in slow if by_work(s)]
-        rest_excess = sum(s.dur_ns - median for s in rest)
-        rest_severity = severity_for(ctx.share(rest_excess), th.step_outlier_warn_share, th) if rest else None
-        if rest_severity in (None, "info") or len(rest) < th.step_outlier_min_count:
-            waited_ns = sum(waits.get((s.window, s.step), 0) for s in slow)
-        elif len(rest) < len(slow):
-            # Outliers remain besides those that waited: they are the finding (at load 14, 80 of 200 steps
-            # preempted for 20 ms and 3 slow by their own work were one critical 79% false alarm).
-            on_ready = True
-            slow, excess_ns = rest, rest_excess
-    share = ctx.share(excess_ns)
-    severity = severity_for(share, th.step_outlier_warn_share, th)
-    if severity is None:
-        return []
-    if len(slow) < th.step_outlier_min_count or waited_ns:
-        severity = "info"
-    # Slow steps that are simply the big batches are dynamic_shapes' finding, not periodic work.
-    driven = shape_driven_steps(ctx)
-    if driven:
-        severity = "info"
-    # Steps that get slower one after the other are work_growth's finding: the late ones are not periodic work.
-    growing = None if driven else growing_step_time(ctx, th)
-    if growing is not None:
-        severity = "info"
-    # Which part of the step grew: each outlier's columns against the median of all steps.
-    parts = tuple(HOST_FIELDS.values())
-    typical = {p: statistics.median(getattr(s, p) for s in ctx.steps) for p in parts}
-    steps = []
-    for s in sorted(slow, key=lambda s: -s.dur_ns):
-        grown = max(parts, key=lambda p: getattr(s, p) - typical[p])
-        steps.append({"step": s.step, "window": s.window, "dur_ns": s.dur_ns,
-                      "ratio_to_median": round(s.dur_ns / median, 2), **{p: getattr(s, p) for p in parts},
-                      "free_ns": s.free_ns, "grew_most": grown.removesuffix("_ns"),
-                      "grew_most_by_ns": int(getattr(s, grown) - typical[grown])})
-    return [Finding(
-        id="step_outliers", severity=severity, share=round(share, 4), impact_ns=int(excess_ns),
-        title=f"{len(slow)} of {len(ctx.steps)} steps take over {th.step_outlier_ratio:g}x the median "
-              f"step ({median / 1e6:.2f} ms)" + (" besides those slow by waiting for a CPU core" if on_ready else "") + (
-                  f", slow by waiting for a CPU core ({waited_ns / 1e6:.1f} ms measured in them)" if waited_ns else ""),
-        evidence=Evidence(metrics={"median_step_ns": int(median), "outliers": len(slow), "waiting_steps_left_out": on_ready,
-                                   "excess_ns": int(excess_ns),
-                                   **({"waited_for_cpu_ns": int(waited_ns)} if waited_ns else {})}, steps=steps[:10]),
-        fix=(f"Step time follows the input's size (rank correlation {driven['rho']:.2f}): see dynamic_shapes."
-             if driven else
-             f"Step time grows with the step number ({growing.slope / 1e6:.2f} ms per step): the slow steps are "
-             "the late ones, see work_growth." if growing is not None else
-             "The slow steps waited for a CPU core that other processes held: the steps' time less that wait "
-             "shows no outlier. Run on a quieter machine, or see cpu_contention." if waited_ns else
-             "Compare an outlier step with a typical one (`mlprof compare` on two captures, or the timeline): "
-             "periodic work (checkpointing, evaluation, logging, GC, recompilation, data loader refills) "
-             "or interference from other processes makes single steps slow; move it off the step or spread it."),
         rank=ctx.rank)]
 
 
