@@ -43,7 +43,7 @@ def test_an_interrupt_while_the_commands_are_loaded_is_exit_130_and_one_line(mon
     assert err == "mlprof: interrupted\n"
 
 
-def test_an_unreachable_dask_scheduler_is_one_line_and_exit_other(tmp_path):
+def test_an_unreachable_dask_scheduler_is_one_line_and_exit_other(shared_traces):
     """Run in parallel with other tests (not among the quiet cluster runs): it waits out Dask's 10 s connect
     timeout and judges no timing."""
     import subprocess
@@ -52,7 +52,7 @@ def test_an_unreachable_dask_scheduler_is_one_line_and_exit_other(tmp_path):
     import pytest
 
     pytest.importorskip("distributed")
-    res = subprocess.run([sys.executable, "-m", "mlprof", "cluster", str(tmp_path), "--scheduler",
+    res = subprocess.run([sys.executable, "-m", "mlprof", "cluster", str(shared_traces / "cpu_only"), "--scheduler",
                           "tcp://127.0.0.1:9"], capture_output=True, text=True, timeout=120)
     assert res.returncode == exit_codes.EXIT_OTHER
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr and "cannot connect" in res.stderr

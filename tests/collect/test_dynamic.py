@@ -172,6 +172,7 @@ def wait_for_step(progress: Path, step: int, job: subprocess.Popen, timeout_s: f
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a real job edited twice while it runs, 31 s; CI's 20 minutes (2026-11-28)
 def test_running_job_edit_during_a_capture_gives_a_second_capture_after_it(tmp_path):
     cfg, prof_dir = tmp_path / "cfg", tmp_path / "prof"
     job = subprocess.Popen([sys.executable, str(JOB), str(cfg), "400", "--step-s", "0.04"],

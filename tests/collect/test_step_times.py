@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from types import SimpleNamespace
 
 from mlprof.analysis.advisor.engine import profiling_cost_note
@@ -86,6 +88,7 @@ with mlprof.profile(activities=[mlprof.ProfilerActivity.CPU],
 """
 
 
+@pytest.mark.long  # real `mlprof run`s; CI's 20 minutes (2026-11-28: a fresh clone took 1,204 s)
 def test_a_real_run_whose_unprofiled_steps_are_later_faster_steps_gets_no_note(tmp_path):
     import json
     import subprocess

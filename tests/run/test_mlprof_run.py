@@ -109,6 +109,7 @@ def test_run_samples_python_stacks_records_modules_and_gc_by_default(tmp_path):
     assert len(recorded) - 1 <= len(forwards) <= len(recorded) and len(forwards) >= 3
 
 
+@pytest.mark.long  # real `mlprof run`s; CI's 20 minutes (2026-11-28: a fresh clone took 1,204 s)
 def test_run_flags_turn_attribution_and_gc_off(tmp_path):
     result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "10",
                         options=["--no-parse", "--no-python-sampling", "--no-record-modules",
@@ -122,6 +123,7 @@ def test_run_flags_turn_attribution_and_gc_off(tmp_path):
     assert not (window / "python_samples.json").exists() and not (window / "modules.json").exists()
 
 
+@pytest.mark.long  # real `mlprof run`s; CI's 20 minutes (2026-11-28: a fresh clone took 1,204 s)
 def test_run_chooses_activities_and_turns_mstx_off(tmp_path):
     result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "10",
                         options=["--no-parse", "--activities", "CPU", "--no-mstx"])
@@ -302,7 +304,9 @@ def test_storage_limit_below_the_seed_minimum_is_refused():
     assert RunOptions(storage_limit="1GB").storage_limit_bytes == 2**30
 
 
-@pytest.mark.parametrize("job_profiler_from_step", [0, 7], ids=["job-profiler-first", "mlprof-window-first"])
+# The job's profiler first runs with MLPROF_LONG_TESTS=1 (tests/run/test_job_profiler.py covers that order too).
+@pytest.mark.parametrize("job_profiler_from_step", [pytest.param(0, marks=pytest.mark.long), 7],
+                         ids=["job-profiler-first", "mlprof-window-first"])
 def test_a_job_with_its_own_torch_profiler_is_not_crashed(tmp_path, job_profiler_from_step):
     # torch runs one profiler session per process; a second one beside the
     # job's own crashed the job (exit 139) when its trace was exported.
