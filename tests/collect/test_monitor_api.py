@@ -19,6 +19,22 @@ def _monitored(out, **kwargs):
                           experimental_config=mlprof.ExperimentalConfig(monitor=True), **kwargs)
 
 
+def _train(out, steps, stall_s=lambda step: 0.0):
+    """A tiny model's steps under monitor mode (``stall_s(step)``: a sleep in the step); the profiler."""
+    import time as time_module
+
+    model = torch.nn.Linear(16, 16)
+    x = torch.randn(8, 16)
+    with _monitored(out) as prof:
+        for step in range(steps):
+            model(x).sum().backward()
+            if stall_s(step):
+                time_module.sleep(stall_s(step))
+            prof.step()
+        assert prof.step_num == steps
+    return prof
+
+
 def test_monitor_mode_decides_its_windows_and_needs_a_capture(tmp_path):
     with pytest.raises(ConfigError, match="give no schedule"):
         _monitored(tmp_path, schedule=mlprof.schedule(wait=1, active=1))
@@ -27,13 +43,7 @@ def test_monitor_mode_decides_its_windows_and_needs_a_capture(tmp_path):
 
 
 def test_every_step_is_in_the_series_and_a_baseline_window_is_recorded_at_level1(tmp_path):
-    model = torch.nn.Linear(16, 16)
-    x = torch.randn(8, 16)
-    with _monitored(tmp_path) as prof:
-        for _ in range(90):
-            model(x).sum().backward()
-            prof.step()
-    capture = prof.capture_dir
+    capture = _train(tmp_path, 90).capture_dir
     records = read_series(capture / "job_steps.bin")
     assert [r[0] for r in records] == list(range(90)) and all(r[1] == 1 for r in records)
     info = json.loads((capture / "job_monitor.json").read_text())
@@ -71,14 +81,8 @@ def test_short_steps_between_windows_share_one_reading_and_every_step_is_still_r
     torch's step count and the profile's step numbers stay right, and a stop mid-batch loses no step."""
     from mlprof.collect import monitor as monitor_module
 
-    model = torch.nn.Linear(16, 16)
-    x = torch.randn(8, 16)
     steps = 301  # ends mid-batch
-    with _monitored(tmp_path) as prof:
-        for _ in range(steps):
-            model(x).sum().backward()
-            prof.step()
-        assert prof.step_num == steps
+    prof = _train(tmp_path, steps)  # prof.step_num counts the fast path's steps all along
     info = json.loads((prof.capture_dir / "job_monitor.json").read_text())
     records = read_series(prof.capture_dir / "job_steps.bin")
     assert [r[0] for r in records] == list(range(steps)) and info["steps"] == steps
@@ -100,16 +104,7 @@ def test_short_steps_between_windows_share_one_reading_and_every_step_is_still_r
 
 def test_a_window_still_opens_on_a_stall_seen_inside_a_batch(tmp_path):
     """Triggers judge each step of a batch as if alone: stalls among short steps open a window."""
-    import time as time_module
-
-    model = torch.nn.Linear(16, 16)
-    x = torch.randn(8, 16)
-    with _monitored(tmp_path) as prof:
-        for step in range(400):
-            model(x).sum().backward()
-            if step >= 200 and step % 5 == 0:
-                time_module.sleep(0.02)
-            prof.step()
+    prof = _train(tmp_path, 400, stall_s=lambda step: 0.02 if step >= 200 and step % 5 == 0 else 0.0)
     info = json.loads((prof.capture_dir / "job_monitor.json").read_text())
     assert info["batched_steps"] > 0
     triggered = [w for w in info["windows"] if w["reason"] != "baseline"]
