@@ -207,29 +207,28 @@ class JobMonitor:
         on1, wait1 = self._last_read = on_cpu_and_delay_ns(self._fd)
         cpu = -1 if on0 is None or on1 is None else on1 - on0
         wait = -1 if wait0 is None or wait1 is None else wait1 - wait0
-        if not marks:
-            if self.steps % RSS_EVERY == 0:
-                self._rss = self._read_rss()
-            self._record(step, start_ns, now_ns - start_ns, cpu, wait, last[1] - data0, last[2] - gc0, covered)
-            return
-        rss = self._rss = self._read_rss()
-        self.batched_steps += len(marks) + 1
-        self.max_batch_steps = max(self.max_batch_steps, len(marks) + 1)
+        if marks:  # a batch: one reading of RSS for it, and its CPU time and wait shared out below
+            self._rss = self._read_rss()
+            self.batched_steps += len(marks) + 1
+            self.max_batch_steps = max(self.max_batch_steps, len(marks) + 1)
+        elif self.steps % RSS_EVERY == 0:
+            self._rss = self._read_rss()
+        rss = self._rss
         marks.append(last)
         span = max(now_ns - start_ns, 1)
         judge = not covered and self._judge_from is not None and step >= self._judge_from and self._window is None
-        observe = self.triggers.observe
         rows = []
         t0, d0, g0 = start_ns, data0, gc0
         for i, (t, d, g) in enumerate(marks):
-            # Cumulative shares: the steps' CPU times and waits add up to the batch's exactly.
+            # Cumulative shares: the steps' CPU times and waits add up to the batch's exactly (a step alone
+            # gets all of it).
             before, after = t0 - start_ns, t - start_ns
             wall = t - t0
             step_cpu = -1 if cpu < 0 else cpu * after // span - cpu * before // span
             step_wait = -1 if wait < 0 else wait * after // span - wait * before // span
             trigger = 0
             if judge and self._pending is None:
-                found = observe(step + i, wall, step_wait, rss)
+                found = self.triggers.observe(step + i, wall, step_wait, rss)
                 if found is not None:
                     trigger = self._pend(found, step + i)
             rows.append((step + i, 1, t0, wall, step_cpu, step_wait, d - d0, g - g0, rss, covered, trigger))
@@ -244,17 +243,6 @@ class JobMonitor:
             return 0
         self._pending = (*found, step)
         return _CODES[found[0]]
-
-    def _record(self, step: int, start_ns: int, wall: int, cpu: int, wait: int, data: int, gc_ns: int,
-                covered: int) -> None:
-        self.steps += 1
-        trigger = 0
-        if not covered and self._judge_from is not None and step >= self._judge_from and self._pending is None \
-                and self._window is None:
-            found = self.triggers.observe(step, wall, wait, self._rss)
-            if found is not None:
-                trigger = self._pend(found, step)
-        self._writer.add(step, start_ns, wall, cpu, wait, data, gc_ns, self._rss, covered, trigger)
 
     def _read_rss(self) -> int:
         if self._statm is None:

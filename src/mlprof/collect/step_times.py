@@ -63,20 +63,10 @@ class StepTimer:
 
     def idle_steps(self, ends_ns: list[int]) -> None:
         """Steps under NONE, ending one after the other at ``ends_ns``, each starting where the last ended (monitor
-        mode's fast path hands them over in batches): as ``end`` then ``begin(end, None)`` for each, in one pass."""
-        start = self._start
-        if not ends_ns or start is None or start[1] != "NONE" or self._ended < COLD_STEPS:
-            for end_ns in ends_ns:
-                self.end(end_ns)
-                self.begin(end_ns, None)
-            return
-        starts = [start[0], *ends_ns[:-1]]
-        room = MAX_STEPS - len(self.unprofiled_ns)
-        if room > 0:
-            self.unprofiled_ns.extend(end - begin for begin, end in zip(starts[:room], ends_ns[:room]))
-        self._ended += len(ends_ns)
-        self.last_end_ns = ends_ns[-1]
-        self._start = (ends_ns[-1], "NONE")
+        mode's fast path hands them over in batches): ``end`` then ``begin(end, None)`` for each."""
+        for end_ns in ends_ns:
+            self.end(end_ns)
+            self.begin(end_ns, None)
 
     def begin(self, now_ns: int, action: object) -> None:
         """A step starts at ``now_ns``, under the schedule's ``action`` (a ProfilerAction, or None when off)."""
