@@ -226,7 +226,7 @@ def test_gzip_bomb_is_refused_by_its_ratio_so_far_not_at_its_end(tmp_path):
     import gzip
     import io
 
-    from mlprof.parse.kineto_stream import gunzip_blocks
+    from mlprof.parse.trace_blocks import gunzip_blocks
 
     event = (_EV % "").replace('"a"', '"' + os.urandom(2**19).hex() + '"')
     data = (gzip.compress(b'{"traceEvents":[' + b" " * 64 * 2**20, compresslevel=6)

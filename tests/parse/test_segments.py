@@ -15,7 +15,7 @@ import random
 import pytest
 
 from mlprof.errors import MlprofError
-from mlprof.parse import ParseOptions, kineto_ranges, kineto_stream, parse_path, segment_joins, segments, spill
+from mlprof.parse import ParseOptions, kineto_ranges, kineto_stream, parse_path, segment_joins, segments, spill, trace_blocks
 from mlprof.parse.kineto import StringPool, read_kineto
 from mlprof.parse.segments import SEGMENT_EVENTS_ENV, plan_segments, wants_spill
 from mlprof.parse.spill import Spill, SpilledTrace
@@ -336,7 +336,7 @@ def test_the_events_a_trace_holds_are_estimated_from_a_sample_of_its_text(tmp_pa
     plain = tmp_path / "plain.json"
     plain.write_bytes(text)
     for path in (packed, plain):
-        assert abs(kineto_stream.events_in_trace(path) - events) <= 0.10 * events
+        assert abs(trace_blocks.events_in_trace(path) - events) <= 0.10 * events
 
 
 @pytest.mark.parametrize("trailer_mib, by_ratio_mib, expected_mib", [
@@ -349,7 +349,7 @@ def test_a_gzip_files_expanded_size_comes_from_its_trailer(tmp_path, trailer_mib
     path = tmp_path / "t.gz"
     path.write_bytes(b"\x1f\x8b" + bytes(30) + (trailer_mib * 2**20 % 2**32).to_bytes(4, "little"))
     with open(path, "rb") as fh:
-        got = kineto_stream._expanded_size(fh, path.stat().st_size, by_ratio_mib * 2**20)
+        got = trace_blocks._expanded_size(fh, path.stat().st_size, by_ratio_mib * 2**20)
     assert got == expected_mib * 2**20
 
 

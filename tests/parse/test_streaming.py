@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mlprof.errors import TraceFormatError
-from mlprof.parse import kineto_cuts, kineto_ranges, kineto_stream
+from mlprof.parse import kineto_cuts, kineto_ranges, kineto_stream, trace_blocks
 from mlprof.parse.kineto import StringPool, _read, read_kineto
 
 _BLOCK = 4096
@@ -21,8 +21,8 @@ _BLOCK = 4096
 def small_blocks(monkeypatch):
     """Blocks of 4 KiB, so a trace of a few hundred events spans many of them; pieces decoded in
     parts of 1,000 bytes, so parts cut inside names holding "}, {" too."""
-    monkeypatch.setattr(kineto_stream, "_MIN_BLOCK", _BLOCK)
-    monkeypatch.setattr(kineto_stream, "_MAX_BLOCK", _BLOCK)
+    monkeypatch.setattr(trace_blocks, "_MIN_BLOCK", _BLOCK)
+    monkeypatch.setattr(trace_blocks, "_MAX_BLOCK", _BLOCK)
     monkeypatch.setattr(kineto_stream, "_LOCAL_PIECE_BYTES", 1000)
     # Plain traces are first read by offsets (kineto_ranges): pieces of a block's size there too.
     monkeypatch.setattr(kineto_ranges, "_PIECE_BYTES", _BLOCK)

@@ -36,7 +36,8 @@ from mlprof.parse.kineto_events import (
 from mlprof.parse.kineto_ranges import read_ranges
 from mlprof.parse.spill import Spill, SpilledTrace
 from mlprof.parse.kineto_cuts import BAD_INPUT
-from mlprof.parse.kineto_stream import NotStreamable, gunzip_blocks, read_stream
+from mlprof.parse.kineto_stream import NotStreamable, read_stream
+from mlprof.parse.trace_blocks import gunzip_blocks
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["KinetoColumns", "StringPool", "read_kineto", "MISSING", "FLOW_START", "FLOW_END"]

@@ -25,7 +25,8 @@ from mlprof.parse.kineto_events import KinetoColumns, StringPool
 from mlprof.parse.spill import Spill, SpilledTrace, kept
 from mlprof.parse.kineto_cuts import BAD_INPUT, trusted_cuts
 from mlprof.parse.kineto_stream import (
-    NotStreamable, decode_piece, decode_tail, events_in_file, find_head, columns_of, take_worker_pieces)
+    NotStreamable, decode_piece, decode_tail, find_head, columns_of, take_worker_pieces)
+from mlprof.parse.trace_blocks import events_in_file
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 
 __all__ = ["read_ranges"]

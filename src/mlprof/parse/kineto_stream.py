@@ -17,7 +17,8 @@ The fast path never decides an error: a layout it does not expect (no
 every malformed event make it give up with :class:`NotStreamable`, and the
 caller reads the file whole (:mod:`mlprof.parse.kineto`), which names the
 problem exactly as it always has. Only gzip errors (a bomb, a truncated
-member) are raised here, by the block reader that both paths share.
+member) are raised here, by the block reader that both paths share
+(:mod:`mlprof.parse.trace_blocks`).
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ import os
 import re
 import select
 import struct
-import zlib
 from collections.abc import Callable, Iterator
 from functools import partial
 
 import msgspec
 import numpy as np
 
-from mlprof.errors import CaptureError, TraceFormatError
+from mlprof.errors import CaptureError
 from mlprof.parse.kineto_cuts import BAD_INPUT, as_array, decoded_cut, proven_cut, trusted_cuts
 from mlprof.parse.kineto_events import (
     EVENTS_DECODER, LIST_DECODER, TOP_DECODER, TS_TEXT_EVENTS_DECODER, Accumulator, KinetoColumns, StringPool, TopLevel,
@@ -41,22 +41,17 @@ from mlprof.parse.kineto_events import (
 from mlprof.parse.kineto_times import exact_times, exact_ts_ns, exact_ts_of_raws, ts_ns_need_text, ts_texts_to_ns
 from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.spill import Spill, SpilledTrace, as_in_trace, kept
+from mlprof.parse.trace_blocks import block_bytes_for, events_in_file, gunzip_blocks, plain_blocks
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
-from mlprof.tables.budget import memory_budget_bytes
 
-__all__ = ["NotStreamable", "read_stream", "gunzip_blocks", "MAX_EXPANDED_ENV", "block_bytes_for",
-           "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "events_in_file", "events_in_trace", "load_spilled", "take_worker_pieces",
-           "decode_piece", "decode_tail", "find_head"]
+__all__ = ["NotStreamable", "read_stream", "ACCUMULATED", "CHUNK_EVENTS", "columns_of", "load_spilled",
+           "take_worker_pieces", "decode_piece", "decode_tail", "find_head"]
 
 # Events decoded per msgspec call: small enough to stay in cache.
 CHUNK_EVENTS = 10_000
 ACCUMULATED = ("host", "runtime", "device", "collectives", "flows", "memory", "instants",
                "device_annotations", "counters")
 
-# Text held per block: a 64th of the budget (blocks, the piece being cut and
-# the workers' copies stay a small part of it), between 1 and 32 MiB.
-_BLOCK_SHARE = 64
-_MIN_BLOCK, _MAX_BLOCK = 2**20, 32 * 2**20
 # How far into the file the "traceEvents" key is looked for, and the most
 # text one event may span before streaming gives up (the whole-file reader
 # then decides).
@@ -66,141 +61,8 @@ _LOCAL_PIECE_BYTES = 4 * 2**20
 _REST_LIMIT = 256 * 2**20
 
 
-# Kineto's JSON text per event (348-364 bytes on CPU traces) and gzip's ratio on it (10-17x on the
-# shared traces: the highest, so that a gzip trace is not taken for a small one).
-_TEXT_BYTES_PER_EVENT = 350
-_GZIP_RATIO = 17
-
-
-def events_in_file(size: int, gz: bool) -> int:
-    """About how many events a trace file of ``size`` bytes holds (before it is read)."""
-    return size * (_GZIP_RATIO if gz else 1) // _TEXT_BYTES_PER_EVENT
-
-
-# A plain trace's sample: windows across the file; a gzip trace's: the text its start expands to.
-_SAMPLE_WINDOWS, _SAMPLE_WINDOW_BYTES, _GZIP_SAMPLE_BYTES = 16, 64 * 2**10, 4 * 2**20
-
-
-def _expanded_size(fh, size: int, by_ratio: float) -> float:
-    """A gzip file's expanded size: its trailer's (the size modulo 4 GiB), taken with the multiple of
-    4 GiB nearest ``by_ratio`` (estimated from the compression of its head, which differs from the
-    whole file's by 5-10% on the shared traces); ``by_ratio`` itself when the two disagree by half
-    (a file of several gzip members, whose trailer holds the last member's size alone)."""
-    if size < 18:
-        return by_ratio
-    fh.seek(size - 4)
-    trailer = int.from_bytes(fh.read(4), "little")
-    expanded = trailer + round(max(0.0, by_ratio - trailer) / 2**32) * 2**32
-    return expanded if abs(expanded - by_ratio) <= by_ratio / 2 else by_ratio
-
-
-def events_in_trace(path) -> int:
-    """About how many events the trace file ``path`` holds, from a sample of its text: every event
-    has one ``"ph"`` key, and events differ in size by kind (a GPU trace's average 220-230 bytes, a
-    CPU trace's 350). A gzip file is sampled at its head, and its expanded size read from its
-    trailer. Without a usable sample, :func:`events_in_file`."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-        fh.seek(0)
-        if gz:
-            inflate, text, used = zlib.decompressobj(16 + zlib.MAX_WBITS), b"", 0
-            while len(text) < _GZIP_SAMPLE_BYTES and not inflate.eof:
-                chunk = fh.read(2**16)
-                if not chunk:
-                    break
-                try:
-                    text += inflate.decompress(chunk, _GZIP_SAMPLE_BYTES - len(text))
-                except zlib.error:
-                    break  # the reader names the problem
-                used += len(chunk) - len(inflate.unconsumed_tail)
-            expanded = _expanded_size(fh, size, size * len(text) / max(1, used))
-        else:
-            step = max(_SAMPLE_WINDOW_BYTES, size // _SAMPLE_WINDOWS)
-            windows = []
-            for at in range(0, size, step):
-                fh.seek(at)
-                windows.append(fh.read(_SAMPLE_WINDOW_BYTES))
-            text, expanded = b"".join(windows), size
-    count = text.count(b'"ph"')
-    if count < 16:
-        return events_in_file(size, gz)
-    return int(expanded * count / len(text))
-
-
-def block_bytes_for(budget_bytes: int | None) -> int:
-    budget = memory_budget_bytes(budget_bytes)
-    return int(min(_MAX_BLOCK, max(_MIN_BLOCK, budget // _BLOCK_SHARE)))
-
-
 class NotStreamable(Exception):
     """The streaming path cannot decide this file: read it whole instead."""
-
-
-# -- blocks of text --------------------------------------------------------------
-# Caps on what a gzip trace may expand to: a decompression bomb (a small file
-# of ever-repeating bytes) must not fill memory or disk. Real Kineto traces
-# compress about 20:1.
-MAX_EXPANDED_ENV = "MLPROF_MAX_TRACE_BYTES"
-_DEFAULT_MAX_EXPANDED = 32 * 2**30
-# The ratio is that of the text so far to the compressed bytes read so far: a
-# bomb is refused after its first 16 MiB of text (a 1 GiB one had been read
-# to its end: 11-40 s and 650 MB). Deflate cannot pass about 1032x, and only a
-# long run of one repeated pattern comes near it.
-_MAX_RATIO = 1000
-_RATIO_FROM = 16 * 2**20
-
-
-def _max_expanded() -> tuple[int, int]:
-    """(size cap, ratio cap); an explicit MLPROF_MAX_TRACE_BYTES replaces both."""
-    try:
-        return max(1, int(os.environ[MAX_EXPANDED_ENV])), 2**62
-    except (KeyError, ValueError):
-        return _DEFAULT_MAX_EXPANDED, _MAX_RATIO
-
-
-def gunzip_blocks(path, fh, size: int, block: int) -> Iterator[tuple[bytes, int]]:
-    """(expanded text, compressed bytes read so far) of a gzip file, all members.
-
-    Refuses (naming the cap) output beyond the size cap, or, from 16 MiB on,
-    beyond 1000x the compressed bytes read so far; a member cut short is a
-    truncated file.
-    """
-    cap, ratio = _max_expanded()
-    written = 0
-    inflater, fresh, data = zlib.decompressobj(wbits=31), True, b""
-    try:
-        while True:
-            if not data:
-                data = fh.read(block)
-                if not data:
-                    if not fresh:
-                        raise TraceFormatError(f"{path}: corrupt or truncated gzip data (ends inside a member)")
-                    return
-            piece = inflater.decompress(data, block)
-            fresh = False
-            written += len(piece)
-            if inflater.eof:  # another gzip member may follow
-                data = inflater.unused_data
-                inflater, fresh = zlib.decompressobj(wbits=31), True
-            else:
-                data = inflater.unconsumed_tail
-            read = fh.tell() - len(data)
-            if written > cap or (written > _RATIO_FROM and written > ratio * max(read, 1)):
-                limit = f"{cap:,} bytes" if written > cap else f"{ratio}x the compressed bytes read"
-                raise TraceFormatError(f"{path}: gzip data expands beyond {limit}: a decompression bomb or "
-                                       f"not a trace; refused (set {MAX_EXPANDED_ENV} to allow more)")
-            if piece:
-                yield piece, read
-    except (zlib.error, EOFError) as exc:
-        raise TraceFormatError(f"{path}: corrupt or truncated gzip data ({exc})") from None
-
-
-def _plain_blocks(fh, block: int) -> Iterator[tuple[bytes, int]]:
-    done = 0
-    while data := fh.read(block):
-        done += len(data)
-        yield data, done
 
 
 # -- the head and the tail of the events array ---------------------------------
@@ -508,7 +370,7 @@ def read_stream(path, pool: StringPool, progress: Callable[[int, int], None] | N
         size = os.fstat(fh.fileno()).st_size
         gz = fh.read(2) == b"\x1f\x8b"
         fh.seek(0)
-        blocks = gunzip_blocks(path, fh, size, block) if gz else _plain_blocks(fh, block)
+        blocks = gunzip_blocks(path, fh, size, block) if gz else plain_blocks(fh, block)
         events_guess = events_in_file(size, gz)
         return _read_blocks(blocks, size, events_guess, pool, progress, spill)
 
