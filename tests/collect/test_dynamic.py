@@ -237,6 +237,7 @@ def captures_by_rank(prof_dir: Path) -> dict[int, list[list[int]]]:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a 2-rank torchrun job, 32 s; the rank list is test_rank_filter_keeps_other_ranks_idle's; CI's 20 minutes (2026-11-29)
 def test_two_rank_gloo_job_captures_aligned_steps_and_honours_rank_list(tmp_path):
     cfg, prof_dir = tmp_path / "cfg", tmp_path / "prof"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",

@@ -150,6 +150,7 @@ def _run(*args: str, timeout: int = 300, cwd: Path | None = None) -> subprocess.
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 23 s; the per-rank layout is test_profile_from_config_numbers_steps_from_one_and_writes_per_rank's (2026-11-29)
 def test_mlprof_run_with_a_config_profiles_its_steps_into_the_rank_layout(tmp_path, private_locks):
     pytest.importorskip("torch")
     config = tmp_path / "train.yaml"

@@ -55,6 +55,7 @@ def test_a_full_disk_is_reported_as_the_failure_and_recorded(full_disk):
         assert not list((capture / "raw").glob(".partial_*")), "a half-written window is removed"
 
 
+@pytest.mark.long  # 17 s; tests/collect/test_sigkill.py kills a real job in CI (2026-11-29)
 def test_a_job_killed_during_a_capture_is_reported_with_its_signal(tmp_path):
     out = tmp_path / "out"
     result = mlprof_run(out, sys.executable, str(SCRIPT), "14", "--kill-at", "4",

@@ -72,6 +72,7 @@ def test_a_job_profiling_itself_keeps_its_exit_code_and_its_trace(tmp_path, orde
             assert result.stderr.count("nothing was captured: the job started its own torch profiler") == 1
 
 
+@pytest.mark.long  # 22 s; the job-profiler runs above keep the own-profiler path in CI (2026-11-29)
 def test_a_repeating_job_profiler_under_repeat_0_gets_every_trace(tmp_path):
     trace = tmp_path / "own.json"
     result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "30", "2", str(trace), "--build-at", "0",

@@ -347,6 +347,7 @@ def test_the_default_window_closes_itself_once_its_steps_are_evidence_enough(tmp
     assert info["last_step_end_ns"] > info["windows"][-1]["end_ns"]
 
 
+@pytest.mark.long  # 17 s; test_failing_command_returns_its_exit_code_and_keeps_partial_data keeps exit codes in CI (2026-11-29)
 def test_a_failure_after_the_job_is_one_line_and_the_jobs_exit_code_wins(tmp_path, monkeypatch):
     import errno
 
