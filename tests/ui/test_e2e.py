@@ -86,6 +86,19 @@ def test_op_table_sorts_filters_and_drills_down_to_the_clicked_call(page, base_u
     assert page.inner_text("#tl-details h2") == "aten::conv2d"
     assert page.evaluate("Timeline.state.selected.id") == op_id
     assert f'"op_id": {op_id}' in page.text_content("#tl-details pre")
+    # Back: the table as it was left (its sort and filter are in the URL) with the op drilled into ...
+    page.go_back()
+    wait_page(page, "operators")
+    assert "ops_filter=conv2d" in page.url and "ops_sort=name" in page.url and "op=aten%3A%3Aconv2d" in page.url
+    assert page.input_value(table + "input[type=search]") == "conv2d"
+    assert [r.inner_text() for r in page.query_selector_all(table + "tbody tr td:first-child")] == ["aten::conv2d"]
+    page.wait_for_selector("#op-drill tbody tr")
+    assert page.inner_text(table + "tbody tr.selected td:first-child") == "aten::conv2d"
+    # ... and Back once more leaves the drill-down, not the table's filter.
+    page.go_back()
+    page.wait_for_function("() => !document.querySelector('#op-drill tbody tr')")  # the page drawn again
+    wait_page(page, "operators")
+    assert "op=" not in page.url.replace("ops_", "") and page.input_value(table + "input[type=search]") == "conv2d"
 
 
 def test_cpu_run_greys_out_pages_it_has_no_data_for(page, tmp_path):
@@ -237,6 +250,14 @@ def test_advisor_evidence_links_open_the_exact_slice(page, base_url, run_id):
     link.click()
     page.wait_for_selector("#tl-event-table")
     assert page.inner_text("#tl-details h2") == name
+    # Its other link, "in the operator table": the op's row is marked and scrolled into view.
+    page.go_back()
+    wait_page(page, "advisor")
+    page.eval_on_selector("#advisor-all a.ev-op", "a => a.parentElement.querySelector('a:not(.ev-op)').click()")
+    row = page.wait_for_selector("#page-operators table.data tr.selected")
+    page.wait_for_selector("#op-drill tbody tr")  # the drill-down opened too, and left the row in view
+    assert row.query_selector("td").inner_text() == name
+    assert page.evaluate("r => { const b = r.getBoundingClientRect(); return b.top >= 0 && b.bottom <= innerHeight; }", row)
 
 
 def test_compare_states_its_metric_and_draws_where_the_change_comes_from(page, base_url, run_id, slow_run_id):
@@ -285,3 +306,35 @@ def test_the_memory_timeline_page_renders_from_disk_offline(page, tmp_path):
     page.wait_for_function("() => echarts.getInstanceByDom(document.getElementById('chart'))")
     n = page.evaluate("echarts.getInstanceByDom(document.getElementById('chart')).getOption().series.length")
     assert n == len(TORCH_CATEGORIES)
+
+
+SERIES_COLOURS = """() => [...document.querySelectorAll('.chart')].flatMap(el => echarts.getInstanceByDom(el).getOption().series
+    .flatMap(s => s.type === 'pie' ? s.data.map(d => [d.name, d.itemStyle.color]) : s.name ? [[s.name, s.itemStyle.color]] : []))"""
+
+
+def test_one_colour_per_concept_on_every_page(page, base_url, run_id):
+    """Data loading is one colour on the overview's categories, the step trace's host phases and its idle
+    causes; so is communication; within a view, no two phases share one."""
+    phases = api(base_url, f"/api/features?run={q(run_id)}")["phases"]
+    overview = api(base_url, f"/api/overview?run={q(run_id)}")
+    concept = {}  # (view, label) -> concept key
+    for view, rows in phases.items():
+        concept.update({(view, label): key for _, label, key in rows})
+    concept.update({("category", c["label"]): c["key"] for c in overview["categories"]})
+    seen = {}
+    for name in ("overview", "step_trace"):
+        page.goto(run_url(base_url, run_id, name))
+        wait_page(page, name)
+        for label, colour in page.evaluate(SERIES_COLOURS):
+            for (view, known), key in concept.items():
+                if known == label:
+                    seen.setdefault((view, key), set()).add(colour)
+    assert all(len(c) == 1 for c in seen.values()), seen
+    colour = {k: next(iter(c)) for k, c in seen.items()}
+    for view in ("host", "idle", "device", "category"):
+        mine = [c for (v, _), c in colour.items() if v == view]
+        assert len(set(mine)) == len(mine), (view, colour)
+    loading = {c for (v, k), c in colour.items() if k == "data_loading"}
+    comm = {c for (v, k), c in colour.items() if k in ("communication", "host_communication")}
+    assert len(loading) == 1 and len(comm) <= 1, colour
+    assert {v for (v, k) in colour if k == "data_loading"} >= {"host", "category"}

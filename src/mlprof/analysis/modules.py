@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from mlprof.tables.store import TableStore
 
-__all__ = ["ModuleStat", "module_tree"]
+__all__ = ["ModuleStat", "module_tree", "module_steps"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,15 @@ def _self_by_path(store: TableStore, source: str, value: str) -> dict[str, int]:
         WITH x AS ({source}), inner_most AS ({_INNERMOST.format(source='x')})
         SELECT i.path, sum(x.{value}) FROM x JOIN inner_most i USING (key) GROUP BY i.path""")
     return {path: int(total) for path, total in rows}
+
+
+def module_steps(store: TableStore, step: int | None = None) -> int:
+    """How many steps :func:`module_tree`'s sums are over (the steps with module calls; 1 for one step): the
+    divisor of its per-step figures, the same for the CLI and the dashboard."""
+    if step is not None:
+        return 1
+    (n,) = store.rows("SELECT count(DISTINCT (window_index, step)) FROM module_calls WHERE step IS NOT NULL")[0]
+    return max(int(n), 1)
 
 
 def module_tree(store: TableStore, step: int | None = None) -> list[ModuleStat]:

@@ -30,14 +30,13 @@ def _ms(ns: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlprof.analysis.modules import module_tree
+    from mlprof.analysis.modules import module_steps, module_tree
 
     results = []
     for source, out in parsed_outputs(args.paths, None, progress_for(args)):
         with TableStore(out / TABLES_DIR) as store:
             tree = module_tree(store, args.step)
-            steps = 1 if args.step is not None else max(store.rows(
-                "SELECT count(DISTINCT (window_index, step)) FROM module_calls WHERE step IS NOT NULL")[0][0], 1)
+            steps = module_steps(store, args.step)
         rows = [m.to_dict() for m in tree if args.depth is None or m.depth <= args.depth]
         results.append({"source": source, "steps": steps, "modules": rows})
     if args.json:

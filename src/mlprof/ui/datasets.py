@@ -16,7 +16,7 @@ from mlprof.analysis import api_statistic, kernel_statistic, op_statistic, opera
 from mlprof.analysis import drilldowns
 from mlprof.analysis.call_sites import call_sites
 from mlprof.analysis.drilldowns import ANY_SHAPES
-from mlprof.analysis.modules import module_tree
+from mlprof.analysis.modules import module_steps, module_tree
 from mlprof.analysis.monitor import job_step_series, monitor_overview
 from mlprof.analysis.step_categories import step_categories
 from mlprof.analysis.training import metrics_by_step
@@ -191,7 +191,9 @@ def _step_categories(store: TableStore, p: Params) -> list[dict]:
 
 
 def _modules(store: TableStore, p: Params) -> list[dict]:
-    return [m.to_dict() for m in module_tree(store, p.step)]
+    # Each row says the steps its sums are over, so the page shows the CLI's per-step figures.
+    steps = module_steps(store, p.step)
+    return [{**m.to_dict(), "steps": steps} for m in module_tree(store, p.step)]
 
 
 def _call_sites(store: TableStore, p: Params) -> list[dict]:

@@ -36,7 +36,7 @@
         f.ranks.map(x => h("option", { value: x.id, selected: x.id === run, "data-rank": x.rank }, String(x.rank)))));
     const steps = f.summary.step_numbers || [];
     const stepSel = steps.length ? h("label", { class: "switch" }, "step ", h("select", { id: "step-switch", "aria-label": "step",
-      onchange: e => { location.hash = U.runHref(run, page, { ...query, step: e.target.value }); } },
+      onchange: e => { location.hash = U.runHref(run, page, { ...U.hashParams(), step: e.target.value }); } },
       h("option", { value: "" }, `all ${steps.length}`), steps.map(s => h("option", { value: s, selected: String(s) === String(query.step) }, `#${s}`)))) : null;
     U.fill(switchers, runSel, ranks, stepSel);
   }
@@ -77,7 +77,8 @@
     const el = h("div", { id: `page-${entry.key}`, class: "page" });
     const feature = f.features[entry.key] || { available: true };
     const go = (extra, to) => {
-      const q = { ...query, ...extra };
+      // The URL's query now: a table's filter and sort, an op drilled into, kept since the page drew.
+      const q = { ...U.hashParams(), ...extra };
       for (const k of Object.keys(q)) if (q[k] === null || q[k] === undefined || q[k] === "") delete q[k];
       location.hash = U.runHref(run, to || entry.key, q);
     };

@@ -48,8 +48,10 @@
       h("div", { class: "row" },
         card(ranks.length > shownRanks.length ? `Mean step of the ${shownRanks.length} slowest of ${ranks.length} ranks, by step time less the wait for the others (click a rank for its run)`
           : "Mean step per rank (click a rank for its run)", "/api/cluster/ranks", params,
-          Charts.bars(shownRanks, [{ key: "compute_ns", name: "compute", color: "#4e79a7" }, { key: "transit_ns", name: "communication (transit)", color: "#e15759" },
-            { key: "wait_ns", name: "communication (waiting for other ranks)", color: "#f28e2b" }, { key: "free_ns", name: "device idle", color: "#bab0ac" }],
+          Charts.bars(shownRanks, [{ key: "compute_ns", name: "compute", color: U.conceptColor("compute") },
+            { key: "transit_ns", name: "communication (transit)", color: U.conceptColor("communication") },
+            { key: "wait_ns", name: "communication (waiting for other ranks)", color: U.conceptColor("wait") },
+            { key: "free_ns", name: "device idle", color: U.conceptColor("idle") }],
           { xName: "rank", yName: "time per step", onClick: r => { if (runOf(r.rank)) location.hash = U.runHref(runOf(r.rank), "overview"); } })),
         many ? card(`Step time per step across ${ranks.length} ranks (click a step for its slowest rank's timeline)`, "/api/cluster/step_rows", params,
           h("div", { id: "cluster-step-spread" }, Charts.bars(spread, [{ key: "min_ns", name: "fastest rank", color: "#9ecae9" },

@@ -30,7 +30,8 @@
       { key: "avg_self_ns", label: "avg self", kind: "ns" }, { key: "max_self_ns", label: "max self", kind: "ns" },
       ...(device ? [{ key: "device_self_ns", label: "device self", kind: "ns" }, { key: "device_total_ns", label: "device total", kind: "ns" }] : []),
       { key: "ratio_pct", label: "host self %", kind: "pct" }];
-    const showDrill = r => opDrill(ctx, r.name, drill, device);
+    // A click drills down and is a step in the history: Back returns to the table, a reload keeps the drill-down.
+    const showDrill = r => { U.setHashParams({ op: r.name }, true); opDrill(ctx, r.name, drill, device); };
     const pick = device ? h("label", {}, "rank by ", h("select", { id: "op-metric", onchange: e => ctx.go({ metric: e.target.value }) },
       metrics.map(([k, label]) => h("option", { value: k, selected: k === metric[0] }, label)))) : null;
     const annotations = ops.length - opsOnly.length;
@@ -43,12 +44,14 @@
           top.length ? Charts.hbars(top.map(r => ({ name: r.name, value: r[metric[0]], note: `${U.fmtNum(r.count)} calls` })),
             { xName: metric[1], onClick: showDrill }) : U.naBox("No op time."))),
       card("All operators (click one for its input shapes and calls)", "op_statistic", { run, step },
-        DataTable(ops, cols, { sortKey: metric[0], onRowClick: showDrill, rowKey: r => r.name })),
+        DataTable(ops, cols, { sortKey: metric[0], onRowClick: showDrill, rowKey: r => r.name, selected: query.op ?? null, reveal: true,
+          stateKey: "ops" })),
       drill);
-    if (query.op) { const r = ops.find(x => x.name === query.op); if (r) showDrill(r); }
+    // From the URL (a link, Back, a reload): the table's row is revealed, so the drill-down does not scroll.
+    if (query.op && ops.some(x => x.name === query.op)) opDrill(ctx, query.op, drill, device, false);
   }
 
-  async function opDrill(ctx, name, el, device) {
+  async function opDrill(ctx, name, el, device, scroll = true) {
     const { run, step } = ctx;
     const { rows: shapes } = await load("operator_details", run, { step, name });
     const calls = h("div", { id: "op-calls" });
@@ -60,7 +63,7 @@
         ...(device ? [{ key: "device_self_ns", label: "device self", kind: "ns" }, { key: "device_total_ns", label: "device total", kind: "ns" }] : [])],
         { sortKey: "host_total_ns", onRowClick: r => opCalls(ctx, name, r.input_dims, calls) })), calls);
     if (shapes.length === 1) opCalls(ctx, name, shapes[0].input_dims, calls);
-    el.scrollIntoView({ block: "nearest" });
+    if (scroll) el.scrollIntoView({ block: "nearest" });
   }
 
   async function opCalls(ctx, name, dims, el) {
@@ -103,7 +106,7 @@
           DataTable(ks, [{ key: "name", label: "name", fmt: (v, r) => r.short }, { key: "kind", label: "kind" }, { key: "count", label: "calls", kind: "count" },
             { key: "total_ns", label: "total", kind: "ns" }, { key: "avg_ns", label: "avg", kind: "ns" },
             { key: "min_ns", label: "min", kind: "ns" }, { key: "max_ns", label: "max", kind: "ns" },
-            { key: "ratio_pct", label: "% of device time", kind: "pct" }], { sortKey: "total_ns", onRowClick: showCalls, rowKey: r => r.name + r.kind })),
+            { key: "ratio_pct", label: "% of device time", kind: "pct" }], { sortKey: "total_ns", onRowClick: showCalls, rowKey: r => r.name + r.kind, stateKey: "kernels" })),
         drill) : U.naBox("No device kernels or copies in this run.", "no-kernels"),
       card("Runtime API calls", "api_statistic", { run, step }, apis.length ? DataTable(apis, [{ key: "name", label: "API" },
         { key: "count", label: "calls", kind: "count" }, { key: "total_ns", label: "total", kind: "ns" },

@@ -17,7 +17,7 @@
   function categoryCards(ctx, o) {
     const { run, step } = ctx;
     const cats = o.categories.filter(c => c.mean_ns > 0);
-    const color = c => U.SERIES_COLORS[c.key];
+    const color = c => U.conceptColor(c.key);
     const view = o.category_view === "device" ? "device view: what the device did, or why it idled"
       : "host view: no device work in this run";
     const perStep = o.step_categories.map(r => ({ ...r, label: `#${r.step}` }));
@@ -34,7 +34,7 @@
             { xName: "step", yName: "step time", height: 260, onClick: r => { location.hash = U.timelineHref(run, { step: r.step }); } })),
         card("The step thread's phases (mean per step)", "steps", { run, step },
           Charts.hbars(o.host_phases.filter(p => p.mean_ns > 0).map((p, i) => ({ name: p.label, value: p.mean_ns,
-            color: U.PALETTE[o.host_phases.indexOf(p) % 10], key: p.key })), { xName: "time per step",
+            color: U.conceptColor(p.key), key: p.key })), { xName: "time per step",
             onClick: p => { location.hash = U.runHref(run, ctx.features.callsites.available ? "callsites" : "step_trace", { phase: p.key }); } }),
           h("p", { class: "muted" }, ctx.features.callsites.available ? "Click a phase for the lines of your code it was spent in."
             : "Phases from the attribution (docs/attribution.md)."))));

@@ -4,7 +4,7 @@
 (() => {
   const { h, getRows, dataUrl, card, fmtNs, fmtShare } = U;
   const load = (name, run, extra) => getRows(dataUrl(name, { run, ...extra })).then(x => x.rows);
-  const series = defs => defs.map(([key, name], i) => ({ key, name, color: U.PALETTE[i % U.PALETTE.length] }));
+  const series = defs => defs.map(([key, name, concept]) => ({ key, name, color: U.conceptColor(concept || key) }));
 
   async function stepTrace(ctx) {
     const { run, el, step } = ctx;
@@ -29,12 +29,12 @@
         Charts.bars(rows, series(P.idle), { xName: "step", yName: "device idle", onClick: toTimeline })) : null,
       card("Host view per step: the step thread's phases", "steps", { run },
         Charts.bars(rows, series(P.host), { xName: "step", yName: "step time", onClick: toTimeline })),
-      card("Steps", "steps", { run }, DataTable(steps, cols, { sortKey: "step", sortDir: 1, rowKey: r => r.step,
+      card("Steps", "steps", { run }, DataTable(steps, cols, { sortKey: "step", sortDir: 1, rowKey: r => r.step, stateKey: "steps",
         onRowClick: r => ctx.go({ step: r.step }) })));
   }
 
   function stepDetail(ctx, r, P, device) {
-    const items = defs => defs.map(([k, l], i) => ({ name: l, value: r[k] || 0, color: U.PALETTE[i % U.PALETTE.length] })).filter(x => x.value > 0);
+    const items = defs => defs.map(([k, l, concept]) => ({ name: l, value: r[k] || 0, color: U.conceptColor(concept || k) })).filter(x => x.value > 0);
     return card(`Step ${r.step}: ${fmtNs(r.dur_ns)}`, "steps", { run: ctx.run, step: r.step },
       h("p", {}, h("a", { href: U.timelineHref(ctx.run, { step: r.step }), id: "step-timeline" }, "open this step on the timeline"), " · ",
         h("a", { href: U.runHref(ctx.run, "operators", { step: r.step }) }, "its operators"), " · ",
@@ -53,7 +53,7 @@
           dl > 0 ? "the step that waited longest" : "no step waited for data", "dl-worst"]]) : null,
       rows.length ? card("Data loading per step (click a step for its timeline)", "data_loading", { run },
         Charts.bars(rows.map(r => ({ label: `#${r.step}`, step: r.step, dl: r.data_loading_ns, rest: r.step_ns - r.data_loading_ns })),
-          [{ key: "dl", name: "data loading", color: "#f28e2b" }, { key: "rest", name: "rest of the step", color: "#c9ced8" }],
+          [{ key: "dl", name: "data loading", color: U.conceptColor("data_loading") }, { key: "rest", name: "rest of the step", color: "#c9ced8" }],
           { xName: "step", yName: "step time", onClick: r => { location.hash = U.timelineHref(run, { step: r.step }); } }),
         DataTable(rows, [{ key: "step", label: "step", num: true }, { key: "step_ns", label: "step", kind: "ns" },
           { key: "data_loading_ns", label: "data loading", kind: "ns" }, { key: "data_loading_pct", label: "share (%)", kind: "pct" }],

@@ -3,16 +3,28 @@
 // columns: [{key, label, kind?: "ns"|"bytes"|"pct"|"share"|"count", fmt?, num?, wide?}]; a column with a
 // kind shows every value in one unit, chosen from the column's largest value and named in its header.
 // setRows() replaces the rows and keeps the filter, the sort and the selection (the run list refreshes this way).
+// opts.selected marks the row whose rowKey it is; with opts.reveal the table scrolls it into view.
+// opts.stateKey keeps the filter and the sort in the page's URL (Back and a reload keep them).
 function DataTable(rows, allColumns, opts = {}) {
   let columns = allColumns;
   const limit = opts.limit || 1000;
+  // opts.stateKey: the table's filter and sort live in the page's URL as <key>_filter and <key>_sort.
+  const kept = opts.stateKey ? U.hashParams() : {};
+  const keptSort = kept[`${opts.stateKey}_sort`];
+  if (keptSort && allColumns.some(c => c.key === keptSort.replace(/^-/, ""))) {
+    opts = { ...opts, sortKey: keptSort.replace(/^-/, ""), sortDir: keptSort.startsWith("-") ? -1 : 1 };
+  }
+  if (kept[`${opts.stateKey}_filter`] !== undefined) opts = { ...opts, filter: kept[`${opts.stateKey}_filter`] };
+  const remember = () => {
+    if (opts.stateKey) U.setHashParams({ [`${opts.stateKey}_filter`]: search.value, [`${opts.stateKey}_sort`]: sortKey ? `${sortDir < 0 ? "-" : ""}${sortKey}` : null });
+  };
   let sortKey = opts.sortKey || null, sortDir = opts.sortDir || -1, filter = (opts.filter || "").toLowerCase();
   let selectedKey = opts.selected ?? null;
   let total = opts.total ?? rows.length;
   const tbody = U.h("tbody"), headRow = U.h("tr");
   const info = U.h("span", { class: "muted table-info" });
   const search = U.h("input", { type: "search", placeholder: "filter…", "aria-label": "filter rows", value: opts.filter || null,
-    oninput: e => { filter = e.target.value.toLowerCase(); render(); } });
+    oninput: e => { filter = e.target.value.toLowerCase(); render(); remember(); } });
   const table = U.h("table", { class: "data" }, U.h("thead", {}, headRow), tbody);
   const keyOf = opts.rowKey || (r => JSON.stringify(r));
   const isNum = c => c.num || ["ns", "bytes", "bytes_per_s", "pct", "share", "count"].includes(c.kind);
@@ -36,7 +48,7 @@ function DataTable(rows, allColumns, opts = {}) {
     headRow.replaceChildren(...columns.map((c, i) => U.h("th", {
       class: (isNum(c) ? "num " : "") + (c.key === sortKey ? (sortDir > 0 ? "sorted-asc" : "sorted-desc") : ""),
       "data-key": c.key, title: c.title || null,
-      onclick: () => { sortDir = sortKey === c.key ? -sortDir : (isNum(c) ? -1 : 1); sortKey = c.key; render(); } }, fm[i].label)));
+      onclick: () => { sortDir = sortKey === c.key ? -sortDir : (isNum(c) ? -1 : 1); sortKey = c.key; render(); remember(); } }, fm[i].label)));
     let shown = rows;
     if (filter) shown = rows.filter(r => columns.some(c => String(r[c.key] ?? "").toLowerCase().includes(filter)));
     if (sortKey) {
@@ -69,6 +81,11 @@ function DataTable(rows, allColumns, opts = {}) {
   render();
   const el = U.h("div", { class: "data-table" }, U.h("div", { class: "table-tools" }, search, info),
     U.h("div", { class: "table-wrap" }, table));
+  // A row asked for by a link (an advisor finding's op, call site or module) is shown, not only marked.
+  if (selectedKey !== null && opts.reveal) requestAnimationFrame(() => {
+    const row = tbody.querySelector("tr.selected");
+    if (row) row.scrollIntoView({ block: "center" });
+  });
   el.setRows = (next, nextTotal) => { rows = next; total = nextTotal ?? next.length; render(); };
   return el;
 }

@@ -18,7 +18,8 @@ const Timeline = (() => {
     const searchBox = h("input", { type: "search", id: "tl-search", placeholder: "search names…", "aria-label": "search slices by name" });
     const searchInfo = h("span", { id: "tl-search-info", class: "muted" });
     const viewInfo = h("span", { id: "tl-view", class: "muted" });
-    const flowsBox = h("input", { type: "checkbox", id: "tl-flows", checked: true });
+    // Every flow at once is a web of lines over a busy run: by default only the selected slice's are drawn.
+    const flowsBox = h("input", { type: "checkbox", id: "tl-flows", checked: false });
     const stepBox = h("select", { id: "tl-step", "aria-label": "show one step" }, h("option", { value: "" }, "all captured steps"));
     // The answer behind the current picture, as JSON (what the canvas shows, merged blocks included).
     const download = h("a", { id: "tl-download", download: "timeline_window.json", "data-format": "json" }, "JSON");
@@ -31,7 +32,7 @@ const Timeline = (() => {
       h("button", { onclick: () => pan(-0.25), title: "pan left (A)" }, "◀"), h("button", { onclick: () => pan(0.25), title: "pan right (D)" }, "▶"),
       h("button", { onclick: reset, id: "tl-reset", title: "the captured steps (0)" }, "fit steps"),
       h("button", { onclick: wholeJob, id: "tl-whole", title: "everything recorded, host samples of the whole job included" }, "whole job"),
-      stepBox, h("label", {}, flowsBox, " flows"), searchBox,
+      stepBox, h("label", { title: "the selected slice's flows are drawn whenever at most 500 are in view" }, flowsBox, " all flows"), searchBox,
       h("button", { onclick: () => runSearch(searchBox.value), id: "tl-find" }, "find"),
       h("button", { onclick: () => stepHit(-1), title: "previous match" }, "‹"), h("button", { onclick: () => stepHit(1), title: "next match" }, "›"),
       searchInfo, viewInfo, h("span", { class: "downloads" }, "download view", downloadCsv, download));
@@ -227,7 +228,7 @@ const Timeline = (() => {
         }
       }
       drawCounters(c, a, scale);
-      if (st.flowsBox.checked && a.flows) drawFlows(c, a, scale);
+      if (a.flows) drawFlows(c, a, scale, !st.flowsBox.checked);
     }
     drawSelection(c);
     // Track labels over the left column.
@@ -268,9 +269,13 @@ const Timeline = (() => {
     void scale;
   }
 
-  function drawFlows(c, a, scale) {
+  function drawFlows(c, a, scale, selectedOnly) {
+    const sel = st.selected;
+    if (selectedOnly && !sel) return;
+    const touches = (track, depth, start) => track === sel.track && depth === sel.depth && a.t0 + start === sel.start;
     c.strokeStyle = "rgba(80,80,80,0.55)"; c.fillStyle = "rgba(80,80,80,0.7)"; c.lineWidth = 1;
     for (const [ft, fd, fs, tt, td, ts] of a.flows) {
+      if (selectedOnly && !touches(ft, fd, fs) && !touches(tt, td, ts)) continue;
       const A = st.byTrack.get(ft), B = st.byTrack.get(tt); if (!A || !B) continue;
       const x0 = LABEL_W + (a.t0 + fs - st.view.t0) * scale, x1 = LABEL_W + (a.t0 + ts - st.view.t0) * scale;
       const y0 = A.y + fd * ROW_H + ROW_H / 2, y1 = B.y + td * ROW_H + ROW_H / 2;

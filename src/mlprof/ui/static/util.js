@@ -126,18 +126,43 @@ const U = (() => {
     return `hsl(${hue}, ${light ? 45 : 58}%, ${light ? 78 : 58}%)`;
   }
   const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
-  // One colour per step category and phase, the same on every page.
-  const SERIES_COLORS = {
-    kernel: "#4e79a7", memcpy: "#76b7b2", memset: "#9c755f", communication: "#e15759", runtime: "#edc948",
-    data_loading: "#f28e2b", cpu_exec: "#59a14f", other: "#bab0ac",
-    forward: "#4e79a7", backward: "#e15759", optimizer: "#59a14f", host_communication: "#b07aa1", gc: "#9c755f",
-    python: "#edc948", other_ops: "#bab0ac", computing: "#4e79a7", communication_not_overlapped: "#e15759",
-    preparing: "#f28e2b", free: "#bab0ac",
+  // One colour per concept, the same on every chart of every page: a phase of the step, a device category,
+  // a cause of device idle. Names that are one concept share an entry (host and device communication; a
+  // kernel and device computing are compute; the runtime category is device idle while the host synchronizes),
+  // and no two concepts share a colour.
+  const CONCEPT_COLORS = {
+    data_loading: "#f28e2b", forward: "#4e79a7", backward: "#86bcb6", optimizer: "#59a14f",
+    communication: "#b07aa1", communication_not_overlapped: "#7a4f78", gc: "#9d7660", python: "#edc948",
+    synchronization: "#d37295", launch: "#79706e", compute: "#2c8c99", memcpy: "#ff9d9a", memset: "#d7b5a6",
+    preparing: "#ffbe7d", idle: "#d3d0cc", wait: "#b6992d", cpu_exec: "#8cd17d", other: "#bab0ac",
   };
+  const SAME_CONCEPT = {
+    host_communication: "communication", other_ops: "other", kernel: "compute", computing: "compute",
+    runtime: "synchronization", free: "idle",
+  };
+  // A concept's colour ("forward", "forward_ns", "kernel"); a name that is no concept gets its stable hash colour.
+  function conceptColor(key) {
+    const k = String(key).replace(/_ns$/, "");
+    return CONCEPT_COLORS[SAME_CONCEPT[k] || k] || colorOf(k);
+  }
 
   function runHref(run, page, params) {
     const q = query(params || {});
     return `#/run/${encodeURIComponent(run)}/${page}${q ? "?" + q : ""}`;
+  }
+  // What a page's user chose (a table's filter and sort, an op drilled into) kept in the page's URL, so Back,
+  // a reload and a shared link show it again. replace: the current entry (typing a filter); push: a new one
+  // (a drill-down, which Back leaves). Changing the hash this way does not render the page again.
+  function hashParams() { return Object.fromEntries(new URLSearchParams(location.hash.split("?")[1] || "")); }
+  function setHashParams(params, push = false) {
+    const [path, q] = location.hash.split("?");
+    const next = new URLSearchParams(q || "");
+    for (const [k, v] of Object.entries(params)) {
+      if (v === null || v === undefined || v === "") next.delete(k); else next.set(k, v);
+    }
+    const s = next.toString(), url = `${path}${s ? "?" + s : ""}`;
+    if (url === location.hash) return;
+    if (push) history.pushState(null, "", url); else history.replaceState(null, "", url);
   }
   // The timeline at one slice ({src, id}), the longest call of a name ({name, step}), or a step ({step}).
   function timelineHref(run, target) { return runHref(run, "timeline", target); }
@@ -166,6 +191,6 @@ const U = (() => {
   function pageList() { return ORDER.filter(k => pages.has(k)).map(k => pages.get(k)); }
 
   return { h, append, fill, getJSON, getRows, query, dataUrl, scaleFor, sig, fmtUnit, fmtNs, fmtBytes, fmtPct, fmtShare,
-    fmtNum, columnUnit, fixed, fmtTime, shorten, shortNames, colorOf, PALETTE, SERIES_COLORS, runHref, timelineHref, downloads, card, naBox,
-    tiles, page, pageList };
+    fmtNum, columnUnit, fixed, fmtTime, shorten, shortNames, colorOf, PALETTE, conceptColor, runHref, timelineHref, downloads, card, naBox,
+    tiles, page, pageList, hashParams, setHashParams };
 })();
