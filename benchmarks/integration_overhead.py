@@ -35,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     import mlprof
     from mlprof.collect.trainer_session import TrainerSession
-    from mlprof.profile_config import trainer_run_options
+    from mlprof.collect.training_config import trainer_run_options
 
     n = args.calls
     print(f"log_scalar, no session:         {per_call_ns(lambda: mlprof.log_scalar('loss', 1.0), n):8.0f} ns/call")

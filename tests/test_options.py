@@ -13,8 +13,8 @@ import pytest
 import mlprof
 from mlprof.collect.dynamic_config import DynamicConfig, template
 from mlprof.collect.run_options import RunOptions
-from mlprof.config import CollectOptions
-from mlprof.options import DYNAMIC, EXPERIMENTAL, PROFILE, RUN, markdown_table, options_for
+from mlprof.settings.profiler_config import CollectOptions
+from mlprof.settings.options import DYNAMIC, EXPERIMENTAL, PROFILE, RUN, markdown_table, options_for
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

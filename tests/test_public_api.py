@@ -100,7 +100,8 @@ def test_building_a_profiler_without_torch_says_what_is_missing():
 
 
 def test_import_mlprof_never_imports_the_trainer_libraries():
-    result = subprocess.run([sys.executable, "-c", "import sys, mlprof, mlprof.integrations, mlprof.profile_config\n"
+    result = subprocess.run([sys.executable, "-c", "import sys, mlprof, mlprof.integrations, "
+                             "mlprof.collect.training_config\n"
                              "print(sorted(m for m in ('torch', 'transformers', 'lightning', 'pytorch_lightning', "
                              "'accelerate', 'yaml') if m in sys.modules))"],
                             capture_output=True, text=True, timeout=60)
@@ -125,7 +126,7 @@ def test_configs_and_scalars_work_without_torch():
     result = run_without_torch(
         """
         import mlprof
-        from mlprof.profile_config import load_profile_config
+        from mlprof.collect.training_config import load_profile_config
         cfg = load_profile_config({"profile": True, "profile_start_step": 3, "profile_stop_step": 4,
                                    "init_start_profile": False})
         assert cfg.options.active == 2

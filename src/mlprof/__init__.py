@@ -9,7 +9,7 @@ from typing import Any
 
 from . import dynamic, mstx
 from ._version import __version__
-from .config import (
+from mlprof.settings.profiler_config import (
     ExperimentalConfig,
     ExportType,
     HostSystem,
@@ -22,7 +22,7 @@ from .config import (
 from .collect.handler import tensorboard_trace_handler
 from .collect.scalars import log_scalar
 from .errors import MlprofError
-from .schedule import ProfilerAction, schedule
+from mlprof.settings.schedule import ProfilerAction, schedule
 
 __all__ = [
     "__version__",
@@ -66,7 +66,7 @@ __all__ = [
 _LAZY = {
     "profile": "mlprof.collect.profiler",
     "_KinetoProfile": "mlprof.collect.profiler",
-    "profile_from_config": "mlprof.collect.config_profile",
+    "profile_from_config": "mlprof.collect.profile_builder",
     "parse_path": "mlprof.parse",
     "ParseOptions": "mlprof.parse",
     "ParseResult": "mlprof.parse",

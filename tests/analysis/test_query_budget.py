@@ -14,7 +14,7 @@ import pytest
 
 from mlprof.errors import ConfigError
 from mlprof.parse import ParseOptions, parse_path
-from mlprof.options import parse_size
+from mlprof.settings.options import parse_size
 from mlprof.tables.budget import MEMORY_BUDGET_ENV, memory_budget_bytes
 from mlprof.tables.store import TableStore
 from tests.parse.test_streaming import _events, _write

@@ -10,8 +10,8 @@ import itertools
 import pytest
 
 from mlprof.errors import ConfigError
-from mlprof.options import AUTO_ACTIVE
-from mlprof.schedule import (MIN_STEPS, RECOMMENDED_STEPS, WINDOW_TARGETS, ProfilerAction, WindowTargets,
+from mlprof.settings.options import AUTO_ACTIVE
+from mlprof.settings.schedule import (MIN_STEPS, RECOMMENDED_STEPS, WINDOW_TARGETS, ProfilerAction, WindowTargets,
                              evidence_schedule, schedule)
 
 MS = 1_000_000
@@ -112,7 +112,7 @@ def test_bad_cycles_are_refused():
 
 
 def test_run_options_take_auto_by_default_and_numbers_still():
-    from mlprof.collect.config_profile import run_schedule
+    from mlprof.collect.profile_builder import run_schedule
     from mlprof.collect.run_options import RunOptions
 
     assert RunOptions().active == AUTO_ACTIVE

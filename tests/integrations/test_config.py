@@ -12,7 +12,7 @@ import pytest
 import mlprof
 from mlprof.collect.run_options import RunOptions
 from mlprof.errors import ConfigError
-from mlprof.profile_config import first_recorded_step, load_profile_config
+from mlprof.collect.training_config import first_recorded_step, load_profile_config
 
 from .conftest import captures, window_steps
 
@@ -99,7 +99,7 @@ def test_bad_files_are_refused_with_the_reason(tmp_path):
 
 
 def test_integration_keywords_become_run_options_with_start_step_counted_from_one():
-    from mlprof.profile_config import trainer_run_options
+    from mlprof.collect.training_config import trainer_run_options
 
     o = trainer_run_options("prof", start_step=5, active=3)
     assert (o.skip_first, o.warmup, o.active) == (3, 1, 3) and first_recorded_step(o) == 5

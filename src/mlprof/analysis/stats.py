@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from mlprof.schedule import MIN_STEPS, RECOMMENDED_STEPS
+from mlprof.settings.schedule import MIN_STEPS, RECOMMENDED_STEPS
 
 __all__ = ["Distribution", "Shift", "Verdict", "describe", "shift", "relative_verdict",
            "MIN_STEPS", "RECOMMENDED_STEPS", "CONFIDENCE", "MIN_CHANGE", "CPU_MIN_CHANGE"]

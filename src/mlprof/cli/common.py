@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from mlprof._argparse import ListOption, finite_float
+from mlprof.settings._argparse import ListOption, finite_float
 from mlprof.outputs import parsed_outputs as parsed_outputs_of
 from mlprof.cli.exit_codes import exit_code_for
 from mlprof.cli.progress import ProgressBar

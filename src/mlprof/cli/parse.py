@@ -13,7 +13,7 @@ from mlprof.batch import InternalError
 from mlprof.errors import ConfigError, printable
 from mlprof.export import (PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
                            ExportOptions)
-from mlprof.options import parse_size
+from mlprof.settings.options import parse_size
 
 __all__ = ["register", "run", "summary_line"]
 

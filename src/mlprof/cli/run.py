@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _with_config(path: Path, flags: RunOptions) -> tuple[RunOptions, str | None]:
     """The config's options, with the flags that differ from their defaults on top; and why profiling is off."""
-    from mlprof.profile_config import load_profile_config
+    from mlprof.collect.training_config import load_profile_config
 
     config = load_profile_config(path)
     defaults = RunOptions()

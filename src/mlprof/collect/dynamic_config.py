@@ -13,10 +13,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import IGNORED_EXPERIMENTAL_KEYS, CollectOptions, ExperimentalConfig, ProfilerActivity
-from ..errors import ConfigError
-from ..options import DYNAMIC, EXPERIMENTAL, PROFILE, check_activities, check_fields, option_field, options_for, \
-    reject_unknown
+from mlprof.errors import ConfigError
+from mlprof.settings.profiler_config import (IGNORED_EXPERIMENTAL_KEYS, CollectOptions, ExperimentalConfig,
+                                             ProfilerActivity)
+from mlprof.settings.options import (DYNAMIC, EXPERIMENTAL, PROFILE, check_activities, check_fields, option_field,
+                                     options_for, reject_unknown)
 
 __all__ = ["DynamicConfig", "CONFIG_FILE_NAME", "read_config_file", "read_config_bytes", "parse_config",
            "template", "MAX_ACTIVE_STEPS", "MAX_WARMUP_STEPS", "MAX_START_STEP", "MAX_METADATA_DEPTH",
@@ -51,7 +52,7 @@ def _field(key: str) -> Any:
 
 @dataclass(frozen=True)
 class DynamicConfig:
-    """profiler_config.json's keys: every field's default, help and check come from mlprof.options."""
+    """profiler_config.json's keys: every field's default, help and check come from mlprof.settings.options."""
 
     activities: tuple[str, ...] = _field("activities")
     prof_dir: str = _field("prof_dir")
@@ -200,7 +201,7 @@ def read_config_file(path: Path) -> DynamicConfig:
 
 def template() -> dict[str, Any]:
     """Every key with its default, as written by mlprof.dynamic.init()."""
-    from ..config import supported_activities
+    from mlprof.settings.profiler_config import supported_activities
 
     data = DynamicConfig(activities=tuple(a.name for a in supported_activities() if a.name != "NPU")).to_json()
     data["experimental_config"] = ExperimentalConfig(**EXPERIMENTAL_DEFAULTS).to_dict()

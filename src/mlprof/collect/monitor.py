@@ -11,7 +11,7 @@ record to the capture's series (:mod:`mlprof.capture.job_series`, bounded).
 This object is also the profile's schedule: a baseline window opens after
 ``BASELINE_AT_STEP`` steps, and a window opens after any step on which
 :class:`~mlprof.collect.monitor_triggers.Triggers` fires, sized by evidence
-(:class:`mlprof.schedule.evidence_schedule`, one warm-up step, then
+(:class:`mlprof.settings.schedule.evidence_schedule`, one warm-up step, then
 ``MONITOR_TARGETS``), at most ``max_windows`` in all, none while the capture
 holds ``DISK_LIMIT_BYTES``, and the same reason not again within
 ``COOLDOWN_STEPS`` steps of its last window (a periodic stall would otherwise
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..capture.job_series import DEFAULT_CAP_RECORDS, MONITOR_FILE, SERIES_FILE, TRIGGERS, SeriesWriter
-from ..schedule import ProfilerAction, WindowTargets, evidence_schedule
+from mlprof.settings.schedule import ProfilerAction, WindowTargets, evidence_schedule
 from .storage import dir_size_bytes
 from .monitor_triggers import Triggers
 from .schedstat import on_cpu_and_delay_ns, open_schedstat

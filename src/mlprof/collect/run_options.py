@@ -1,4 +1,4 @@
-"""Options of ``mlprof run`` and of ``MLPROF_PROFILING_OPTIONS``: the ``run`` surface of mlprof.options.
+"""Options of ``mlprof run`` and of ``MLPROF_PROFILING_OPTIONS``: the ``run`` surface of mlprof.settings.options.
 
 The fields, their defaults and help, the CLI flags (``--kebab-case``) and the
 JSON keys (``snake_case``) all come from the option model, validated once.
@@ -11,9 +11,9 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ..config import CollectOptions, ExperimentalConfig
+from mlprof.settings.profiler_config import CollectOptions, ExperimentalConfig
 from ..errors import ConfigError
-from ..options import (EXPERIMENTAL, PROFILE, RUN, add_arguments, check_fields, storage_limit_bytes,
+from mlprof.settings.options import (EXPERIMENTAL, PROFILE, RUN, add_arguments, check_fields, storage_limit_bytes,
                        option_field, options_for, reject_unknown)
 
 __all__ = ["RunOptions", "OPTIONS_ENV", "RUN_SAMPLES_ENV", "TRAINER_STEPS_ENV"]
@@ -31,7 +31,7 @@ def _field(key: str) -> Any:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """``mlprof run``'s options; every field's default, help and check come from mlprof.options."""
+    """``mlprof run``'s options; every field's default, help and check come from mlprof.settings.options."""
 
     activities: tuple[str, ...] | None = _field("activities")
     record_shapes: bool = _field("record_shapes")

@@ -18,8 +18,8 @@ from torch.profiler import ProfilerAction as TorchAction
 from torch.profiler import ProfilerActivity as TorchActivity
 from torch.profiler import profile as TorchProfile
 
-from ..config import CollectOptions, ProfilerActivity, ProfilerLevel
-from ..schedule import ProfilerAction
+from mlprof.settings.profiler_config import CollectOptions, ProfilerActivity, ProfilerLevel
+from mlprof.settings.schedule import ProfilerAction
 from .job_profilers import announce_job_profiler, own_session
 
 __all__ = ["WindowHooks", "ScheduledBackend", "torch_profile_kwargs", "job_profiler_running"]

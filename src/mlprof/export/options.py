@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlprof.errors import ConfigError
-from mlprof.options import ExportType
+from mlprof.settings.options import ExportType
 
 __all__ = ["ExportOptions", "SUMMARY_FORMATS", "EXPORT_TYPES", "DEFAULT_EXPORT_TYPES", "PARSE_TRACE_VIEW_MAX_EVENTS", "TRACE_VIEW_FILE"]
 

@@ -21,7 +21,7 @@ from mlprof._version import __version__
 from mlprof.batch import InternalError, run_batch
 from mlprof.capture import layout
 from mlprof.errors import CaptureError, ConfigError, MlprofError, TraceFormatError
-from mlprof.options import ExportType
+from mlprof.settings.options import ExportType
 from mlprof.parse.build import WindowData, build_tables
 from mlprof.parse.attribution import write_attribution
 from mlprof.parse.table_writer import write_tables_and_attribution

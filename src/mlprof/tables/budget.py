@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from mlprof.errors import ConfigError
-from mlprof.options import parse_size
+from mlprof.settings.options import parse_size
 
 __all__ = ["DEFAULT_MEMORY_BUDGET_BYTES", "MIN_MEMORY_BUDGET_BYTES", "MEMORY_BUDGET_ENV",
            "memory_budget_bytes", "query_memory_bytes"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Finding
-from mlprof.schedule import MIN_STEPS, RECOMMENDED_STEPS
+from mlprof.settings.schedule import MIN_STEPS, RECOMMENDED_STEPS
 
 __all__ = ["mark_thin_call_sites", "window_notes", "CALL_SITE_MIN_SAMPLES", "WINDOW_MIN_SAMPLES"]
 

@@ -29,10 +29,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .capture.output_path import check_output_template
-from .collect.run_options import RunOptions
-from .errors import ConfigError
-from .options import AUTO_ACTIVE, _int_at_least, check_bool
+from mlprof.capture.output_path import check_output_template
+from mlprof.collect.run_options import RunOptions
+from mlprof.errors import ConfigError
+from mlprof.settings.options import AUTO_ACTIVE, _int_at_least, check_bool
 
 __all__ = ["ProfileConfig", "load_profile_config", "trainer_run_options", "first_recorded_step", "SECTION_DEFAULTS"]
 

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import ConfigError
-from .options import AUTO_ACTIVE, check_int
+from mlprof.errors import ConfigError
+from mlprof.settings.options import AUTO_ACTIVE, check_int
 
 __all__ = ["ProfilerAction", "schedule", "evidence_schedule", "WindowTargets", "WINDOW_TARGETS", "MIN_STEPS",
            "RECOMMENDED_STEPS"]

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..capture.output_path import rank_output_dir
-from ..config import CollectOptions
-from ..options import AUTO_ACTIVE
-from ..schedule import ProfilerAction, evidence_schedule, schedule
-from .environment import rank_info
-from .run_options import RUN_SAMPLES_ENV, RunOptions
+from mlprof.capture.output_path import rank_output_dir
+from mlprof.settings.profiler_config import CollectOptions
+from mlprof.settings.options import AUTO_ACTIVE
+from mlprof.settings.schedule import ProfilerAction, evidence_schedule, schedule
+from mlprof.collect.environment import rank_info
+from mlprof.collect.run_options import RUN_SAMPLES_ENV, RunOptions
 
 __all__ = ["make_profile", "build_profile", "profile_from_config", "DisabledProfile", "run_schedule"]
 
@@ -53,7 +53,7 @@ def make_profile(options: CollectOptions, *, schedule: Any, on_trace_ready: Any,
                  first_step: int | None = None) -> Any:
     """The one place options become an ``mlprof.profile`` (not started): for ``mlprof run``,
     MLPROF_PROFILING_OPTIONS, the training config's profile section and dynamic profiling."""
-    from .profiler import profile
+    from mlprof.collect.profiler import profile
 
     prof = profile(schedule=schedule, on_trace_ready=on_trace_ready, **options.profile_kwargs())
     if first_step is not None:
@@ -64,7 +64,7 @@ def make_profile(options: CollectOptions, *, schedule: Any, on_trace_ready: Any,
 def build_profile(options: RunOptions, output_dir: Path, *, numbered_from: int | None = None, analyse: bool = True,
                   worker_name: str | None = None) -> Any:
     """An ``mlprof.profile`` (not started) following ``options``' schedule, writing under ``output_dir``."""
-    from .handler import tensorboard_trace_handler
+    from mlprof.collect.handler import tensorboard_trace_handler
 
     # Monitor mode's windows are its own (collect/monitor.py): no schedule.
     sched = None if options.monitor else run_schedule(options)
@@ -122,7 +122,7 @@ def profile_from_config(config: str | os.PathLike | Mapping) -> Any:
     ``profile: false`` the object returned does nothing. A bad key or value
     raises ``mlprof.MlprofError`` (a ConfigError) naming it.
     """
-    from ..profile_config import load_profile_config
+    from mlprof.collect.training_config import load_profile_config
 
     cfg = load_profile_config(config)
     if not cfg.enabled:

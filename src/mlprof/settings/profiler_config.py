@@ -3,7 +3,7 @@
 These are plain Python (no torch) so that configs can be built, validated and
 serialised on any machine; ``mlprof.collect`` maps them onto torch.profiler.
 Every field's type, default, help and check come from the option model
-(:mod:`mlprof.options`), shared with ``mlprof run``, ``MLPROF_PROFILING_OPTIONS``,
+(:mod:`mlprof.settings.options`), shared with ``mlprof run``, ``MLPROF_PROFILING_OPTIONS``,
 the dynamic config file and the training config's profile section.
 """
 
@@ -14,10 +14,10 @@ import logging
 from dataclasses import InitVar, dataclass, field, fields
 from typing import Any
 
-from .errors import ConfigError
-from .options import (EXPERIMENTAL, PROFILE, ExportType, HostSystem, ProfilerActivity, ProfilerLevel,
+from mlprof.errors import ConfigError
+from mlprof.settings.options import (EXPERIMENTAL, PROFILE, ExportType, HostSystem, ProfilerActivity, ProfilerLevel,
                       check_activities, check_fields, option_field, options_for, reject_unknown)
-from .options import supported_activities
+from mlprof.settings.options import supported_activities
 
 __all__ = [
     "ProfilerActivity",
@@ -47,7 +47,7 @@ def _ignored(name: str, value: Any) -> None:
 class ExperimentalConfig:
     """Extended collection options (the Ascend PyTorch Profiler's ``_ExperimentalConfig``).
 
-    Every field's default, help and check come from mlprof.options.
+    Every field's default, help and check come from mlprof.settings.options.
     """
 
     profiler_level: ProfilerLevel = option_field(EXPERIMENTAL, "profiler_level")
