@@ -150,5 +150,7 @@ def test_plain_python_between_ops_gets_samples():
     inner = [out["frames"][out["stacks"][stack][-1]][2] for _, stack in out["samples"]]
     spinning, released = inner.count("_spin_python"), inner.count("_release_gil")
     assert spinning + released > 150
-    # Half of the Python's time share at least (0 of 400 samples at the default switch interval).
-    assert spinning / (spinning + released) > 0.5 * spin_s / total_s, (spinning, released, spin_s, total_s)
+    # A quarter of the Python's time share at least: 0 of 400 samples at the default switch interval. Measured
+    # on the 2-core VM: 36-40% of the samples for 50% of the time (2026-11-27), 19-23% (2026-11-29): a sample
+    # taken while Python holds the GIL waits up to the 0.5 ms switch interval, and the sleeps' wake-ups win it.
+    assert spinning / (spinning + released) > 0.25 * spin_s / total_s, (spinning, released, spin_s, total_s)
