@@ -322,6 +322,7 @@ def test_a_job_with_its_own_torch_profiler_is_not_crashed(tmp_path, job_profiler
     assert json.loads(trace.read_text())["traceEvents"], "the job's own trace must still be written"
 
 
+@pytest.mark.long  # 17 s; CI's 20 minutes (a fresh clone took 1,142 s, 2026-11-29)
 def test_a_job_shorter_than_the_window_says_what_to_change(tmp_path):
     result = mlprof_run(tmp_path / "out", sys.executable, str(SCRIPT), "4")
     assert result.returncode == 0, result.stderr
