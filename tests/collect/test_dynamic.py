@@ -195,6 +195,7 @@ def test_running_job_edit_during_a_capture_gives_a_second_capture_after_it(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 16 s; CI's 20 minutes (a fresh clone took 1,142-1,226 s, 2026-11-29)
 def test_env_var_mode_profiles_an_unmodified_script(tmp_path):
     from mlprof.collect import autostart
 

@@ -39,6 +39,7 @@ def full_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.long  # 21 s; CI's 20 minutes (a fresh clone took 1,142-1,226 s, 2026-11-29)
 def test_a_full_disk_is_reported_as_the_failure_and_recorded(full_disk):
     out = full_disk / "out"
     # --host-sys "": the run's sampler must not take the free space first.

@@ -174,6 +174,7 @@ def test_torchrun_ddp_job_gives_one_capture_per_rank(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 16 s; CI's 20 minutes (a fresh clone took 1,142-1,226 s, 2026-11-29)
 def test_sigint_stops_the_job_and_keeps_finished_windows(tmp_path):
     out = tmp_path / "out"
     runner = subprocess.Popen(
