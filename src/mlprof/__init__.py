@@ -9,7 +9,7 @@ from typing import Any
 
 from . import dynamic, mstx
 from ._version import __version__
-from mlprof.settings.profiler_config import (
+from .settings.profiler_config import (
     ExperimentalConfig,
     ExportType,
     HostSystem,
@@ -22,7 +22,7 @@ from mlprof.settings.profiler_config import (
 from .collect.handler import tensorboard_trace_handler
 from .collect.scalars import log_scalar
 from .errors import MlprofError
-from mlprof.settings.schedule import ProfilerAction, schedule
+from .settings.schedule import ProfilerAction, schedule
 
 __all__ = [
     "__version__",

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..capture.output_path import rank_output_dir
-from mlprof.collect.profile_builder import build_profile
+from .profile_builder import build_profile
 from .environment import rank_info
 from .failsafe import FailSafe
 from .job_profilers import guard_job_profilers, on_job_profiler_start

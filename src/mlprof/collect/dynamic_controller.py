@@ -47,8 +47,8 @@ class _Capture:
     monitor mode (collect/monitor.py) from ``first_step`` until an edit stops it or the job ends."""
 
     def __init__(self, config: DynamicConfig, first_step: int) -> None:
-        from mlprof.settings.schedule import schedule
-        from mlprof.collect.profile_builder import make_profile
+        from ..settings.schedule import schedule
+        from .profile_builder import make_profile
         from .handler import tensorboard_trace_handler
 
         self.config = config

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from mlprof.settings.options import check_bool
+from ..settings.options import check_bool
 
 __all__ = ["TraceHandler", "tensorboard_trace_handler"]
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..capture.job_series import DEFAULT_CAP_RECORDS, MONITOR_FILE, SERIES_FILE, TRIGGERS, SeriesWriter
-from mlprof.settings.schedule import ProfilerAction, WindowTargets, evidence_schedule
+from ..settings.schedule import ProfilerAction, WindowTargets, evidence_schedule
 from .storage import dir_size_bytes
 from .monitor_triggers import Triggers
 from .schedstat import on_cpu_and_delay_ns, open_schedstat

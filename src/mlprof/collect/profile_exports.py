@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from mlprof.settings.profiler_config import ProfilerLevel
+from ..settings.profiler_config import ProfilerLevel
 from ..errors import ConfigError
 from . import chrome_events
 

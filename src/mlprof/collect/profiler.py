@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..capture import layout
-from mlprof.settings.profiler_config import CollectOptions, ExperimentalConfig, ProfilerLevel, check_activities
+from ..settings.profiler_config import CollectOptions, ExperimentalConfig, ProfilerLevel, check_activities
 from ..errors import ConfigError, MlprofError, TorchUnavailableError
-from mlprof.settings.schedule import ProfilerAction, always_record
+from ..settings.schedule import ProfilerAction, always_record
 from .step_times import StepTimer
 from .analysis_child import flush_analysis, spawn_analysis
 from ..capture.files import write_json_atomic

@@ -11,9 +11,9 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from mlprof.settings.profiler_config import CollectOptions, ExperimentalConfig
+from ..settings.profiler_config import CollectOptions, ExperimentalConfig
 from ..errors import ConfigError
-from mlprof.settings.options import (EXPERIMENTAL, PROFILE, RUN, add_arguments, check_fields, storage_limit_bytes,
+from ..settings.options import (EXPERIMENTAL, PROFILE, RUN, add_arguments, check_fields, storage_limit_bytes,
                        option_field, options_for, reject_unknown)
 
 __all__ = ["RunOptions", "OPTIONS_ENV", "RUN_SAMPLES_ENV", "TRAINER_STEPS_ENV"]

@@ -24,7 +24,7 @@ from ..capture import layout
 from ..capture.output_path import capture_search_dirs, output_root
 from ..capture.records import Manifest, read_manifest
 from ..errors import CommandStartError, ConfigError, MlprofError
-from mlprof.collect.training_config import recorded_steps_text
+from .training_config import recorded_steps_text
 from ..capture.files import make_private_dir, write_json_atomic
 from .device_lock import DeviceLock, devices_of
 from .run_options import OPTIONS_ENV, RUN_SAMPLES_ENV, TRAINER_STEPS_ENV, RunOptions

@@ -18,8 +18,8 @@ from torch.profiler import ProfilerAction as TorchAction
 from torch.profiler import ProfilerActivity as TorchActivity
 from torch.profiler import profile as TorchProfile
 
-from mlprof.settings.profiler_config import CollectOptions, ProfilerActivity, ProfilerLevel
-from mlprof.settings.schedule import ProfilerAction
+from ..settings.profiler_config import CollectOptions, ProfilerActivity, ProfilerLevel
+from ..settings.schedule import ProfilerAction
 from .job_profilers import announce_job_profiler, own_session
 
 __all__ = ["WindowHooks", "ScheduledBackend", "torch_profile_kwargs", "job_profiler_running"]

@@ -25,9 +25,9 @@ from typing import Any, Callable
 
 from ..capture import layout
 from ..capture.output_path import rank_output_dir
-from mlprof.collect.training_config import first_recorded_step, last_recorded_step, recorded_steps_text
+from .training_config import first_recorded_step, last_recorded_step, recorded_steps_text
 from .capture_writer import default_worker_name
-from mlprof.collect.profile_builder import build_profile
+from .profile_builder import build_profile
 from .environment import rank_info
 from .failsafe import FailSafe
 from .run_options import RunOptions

@@ -13,7 +13,7 @@ from typing import Any
 from ..collect.failsafe import never_raises
 from ..collect.run_options import RunOptions
 from ..errors import ConfigError, MissingDependencyError
-from mlprof.collect.training_config import load_profile_config, trainer_run_options
+from ..collect.training_config import load_profile_config, trainer_run_options
 
 __all__ = ["require", "IntegrationOptions", "integration_options", "never_raises"]
 
