@@ -234,7 +234,8 @@ def run_one(run: Run, workdir: Path, timeout_s: int = 600, threads: int | None =
     """Profile one run unmodified under `mlprof run`, then `mlprof advise --json --no-write` its output."""
     base = workdir / run.label
     output = base / "result"
-    env = {**os.environ, "MLPROF_LOCK_DIR": str(base / "locks")}  # runs in parallel never share a lock
+    # Runs in parallel never share a lock; a crash names its Python frames (every thread's) in the kept stderr.
+    env = {**os.environ, "MLPROF_LOCK_DIR": str(base / "locks"), "PYTHONFAULTHANDLER": "1"}
     start = time.perf_counter()
     busy = start_busy(2 * (os.cpu_count() or 1), seconds=120) if run.case.busy_harness else None
     try:
@@ -242,8 +243,11 @@ def run_one(run: Run, workdir: Path, timeout_s: int = 600, threads: int | None =
             done = subprocess.run(profile_command(run, output, base / f"job_out{i}", threads), env=env,
                                   capture_output=True, text=True, timeout=timeout_s)
             if done.returncode != 0:
+                base.mkdir(parents=True, exist_ok=True)
+                (base / f"run{i}_stderr.txt").write_text(done.stderr)  # whole: a crash's frames come before its tail
                 return Verdict(run, ok=False, wall_s=time.perf_counter() - start,
-                               error=f"mlprof run exit {done.returncode}: {done.stderr.strip()[-400:]}")
+                               error=f"mlprof run exit {done.returncode} (stderr: {base / f'run{i}_stderr.txt'}): "
+                                     f"{done.stderr.strip()[-400:]}")
     except subprocess.TimeoutExpired:
         return Verdict(run, ok=False, wall_s=time.perf_counter() - start, error=f"timed out after {timeout_s}s")
     finally:

@@ -27,12 +27,17 @@ from mlprof.tables.store import TableStore
 
 __all__ = ["Trend", "trend", "increase_p_value", "RssGrowth", "rss_growth", "AllocatorGrowth",
            "allocator_growth", "step_time_series", "step_time_trend", "phase_trends", "op_time_trends", "MIN_TREND_POINTS",
-           "MIN_RSS_SAMPLES", "StepChange", "step_change"]
+           "MIN_RSS_SAMPLES", "MIN_RSS_STEPS", "StepChange", "step_change"]
 
 # Fewer points than this make no trend (a Mann-Kendall p below 0.01 needs 5 rising points and no fall).
 MIN_TREND_POINTS = 5
 # Host samples after the window needed to judge the process's memory (0.8 s at the default 10 Hz).
 MIN_RSS_SAMPLES = 8
+# Steps after the window needed to judge it: right after a window the process's memory still settles
+# (the allocator's caches and the malloc arenas fill after the profiler's buffers go), and in the diagnosis
+# benchmark a leak-free job (optimizer_loop, fixed) rose 1.8 MB a step over the 12 steps it ran after its
+# window (21 MB: a warning), where every leaking job was judged over 77-105 steps.
+MIN_RSS_STEPS = 20
 # Points a trend is fitted on at most (Theil-Sen is quadratic in them): longer series are thinned evenly.
 _MAX_POINTS = 400
 # A level of a step change that rises with this confidence is part of a ramp, not a flat stretch.
@@ -214,9 +219,9 @@ def rss_growth(store: TableStore) -> RssGrowth:
                            "and mlprof.profile say it)")
     steps_after = job_steps - window_step
     span_ns = last_step_end - window_end
-    if steps_after < MIN_TREND_POINTS or span_ns <= 0:
-        return _not_judged(f"{max(steps_after, 0)} steps ran after the profiled window: too few to see a trend "
-                           f"in the process's memory (>= {MIN_TREND_POINTS})")
+    if steps_after < MIN_RSS_STEPS or span_ns <= 0:
+        return _not_judged(f"{max(steps_after, 0)} steps ran after the profiled window: too few to tell a trend "
+                           f"in the process's memory from its settling (>= {MIN_RSS_STEPS})")
     samples = store.rows("""
         SELECT ts_ns, max(value) FILTER (WHERE series = 'job_rss_bytes'),
                max(value) FILTER (WHERE series = 'available_bytes')

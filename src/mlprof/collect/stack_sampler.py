@@ -1,10 +1,11 @@
 """Sampled Python stacks of the training thread, for one capture window.
 
-A daemon thread reads the training thread's innermost frame from
-``sys._current_frames()`` every ``interval_ns`` and walks it outwards. Frames
-and whole stacks are interned, so a sample costs two ints once its stack has
-been seen; the result is python_samples.json (docs/capture_format.md).
-Nothing here imports torch.
+A daemon thread reads the training thread's stack every ``interval_ns``
+(``thread_stacks.ThreadStacks``: in one C call holding the GIL, since walking
+another thread's frames from Python crashes CPython 3.11). Frames and whole
+stacks are interned, so a sample costs two ints once its stack has been seen;
+the result is python_samples.json (docs/capture_format.md). Nothing here
+imports torch.
 
 A sample shows where the thread is, not what it spent the interval doing:
 when other processes hold the cores, a preempted thread stays on the line it
@@ -26,7 +27,7 @@ So while it samples, the sampler lowers the switch interval to
 job changed it meanwhile). Two Python threads spinning side by side ran as many
 iterations at 0.5 ms as at 5 ms.
 
-The sampler must never hurt the job: it only reads frames, its buffer is
+The sampler must never hurt the job: it only reads stacks, its buffer is
 bounded, and any exception stops sampling for the window (logged at debug
 level, never printed into the job's output).
 """
@@ -41,6 +42,7 @@ import time
 from typing import Any
 
 from mlprof.collect.schedstat import open_schedstat, run_delay_ns
+from mlprof.collect.thread_stacks import ThreadStacks
 
 __all__ = ["StackSampler", "MAX_STACK_DEPTH", "MAX_SAMPLES", "THREAD_NAME", "SWITCH_INTERVAL_S", "mostly_waited"]
 
@@ -70,10 +72,10 @@ class StackSampler:
         self.dropped = 0
         self.waited = 0  # samples left out: the thread waited for a core most of the interval before them
         self.error: str | None = None
-        self._frame_index: dict[tuple[int, int], int] = {}  # (id(code), f_lasti) -> frame index
         self._line_index: dict[tuple[str, int, str], int] = {}  # (file, line, function) -> frame index
-        self._codes: dict[int, Any] = {}
         self._stack_index: dict[tuple[int, ...], int] = {}
+        self._by_frames: dict[tuple, int] = {}  # the reader's frames (innermost first) -> stack index
+        self._reader: ThreadStacks | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._switch_interval_s: float | None = None  # the job's, while ours is set
@@ -123,49 +125,42 @@ class StackSampler:
         finally:
             if sched is not None:
                 os.close(sched)
+            reader, self._reader = self._reader, None
+            if reader is not None:
+                reader.close()
 
     def _sample_once(self) -> None:
         """Take one sample; once the buffer is full, only count what is missed."""
         if len(self._samples) >= 2 * self.max_samples:
             self.dropped += 1
             return
-        frame = sys._current_frames().get(self.target_ident)
-        ts_ns = time.time_ns()
-        if frame is None:  # the thread is gone or has no Python frame: nothing to write
+        if self._reader is None:
+            self._reader = ThreadStacks(self.target_ident)
+        ts_ns = time.time_ns()  # the read's moment: the dump holds the GIL, so the stack cannot move during it
+        frames = self._reader.read()
+        if not frames:  # the thread is gone or has no Python frame: nothing to write
             return
-        frame_index = self._frame_index
+        stack = self._by_frames.get(frames)
+        if stack is None:
+            stack = self._by_frames[frames] = self._intern_stack(frames)
+        self._samples.append(ts_ns)
+        self._samples.append(stack)
+
+    def _intern_stack(self, frames: tuple) -> int:
+        """The index of the stack of ``frames`` (innermost first), its innermost ``MAX_STACK_DEPTH`` kept."""
         indices = []
-        depth = 0
-        while frame is not None and depth < MAX_STACK_DEPTH:
-            # Keyed by the code object's id and the bytecode offset: hashing a code
-            # object hashes its bytecode, and f_lineno searches the line table.
-            key = (id(frame.f_code), frame.f_lasti)
-            index = frame_index.get(key)
+        for frame in reversed(frames[:MAX_STACK_DEPTH]):  # outermost first
+            index = self._line_index.get(frame)
             if index is None:
-                index = frame_index[key] = self._intern_frame(frame)
+                index = self._line_index[frame] = len(self.frames)
+                self.frames.append(frame)
             indices.append(index)
-            frame = frame.f_back
-            depth += 1
-        del frame  # hold no frame of the training thread between samples
-        indices.reverse()  # outermost first
         key = tuple(indices)
         stack = self._stack_index.get(key)
         if stack is None:
             stack = self._stack_index[key] = len(self.stacks)
             self.stacks.append(key)
-        self._samples.append(ts_ns)
-        self._samples.append(stack)
-
-    def _intern_frame(self, frame: Any) -> int:
-        code = frame.f_code
-        line = frame.f_lineno or 0
-        self._codes[id(code)] = code  # alive for the window, so its id is not reused
-        key = (code.co_filename, line, code.co_name)
-        index = self._line_index.get(key)
-        if index is None:
-            index = self._line_index[key] = len(self.frames)
-            self.frames.append(key)
-        return index
+        return stack
 
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
