@@ -338,3 +338,61 @@ def test_one_colour_per_concept_on_every_page(page, base_url, run_id):
     comm = {c for (v, k), c in colour.items() if k in ("communication", "host_communication")}
     assert len(loading) == 1 and len(comm) <= 1, colour
     assert {v for (v, k) in colour if k == "data_loading"} >= {"host", "category"}
+
+
+NEAR_HUE_PAIR = """() => {
+  // Two op-like names whose own (hash) colours are within a few degrees of hue: they would read as one slice.
+  const hue = n => +/^hsl\\((\\d+)/.exec(U.colorOf(n))[1];
+  const names = Array.from({ length: 400 }, (_, i) => `aten::op_${i}`);
+  for (const a of names) for (const b of names)
+    if (a < b && Math.min(Math.abs(hue(a) - hue(b)), 360 - Math.abs(hue(a) - hue(b))) < 6)
+      return { a, b, own: [U.colorOf(a), U.colorOf(b)], distinct: U.distinctColors([a, b, "forward"]) };
+  return null;
+}"""
+
+OPS_CHART_COLOURS = """() => [...document.querySelectorAll('#page-operators .chart')].map(el => {
+  const s = echarts.getInstanceByDom(el).getOption().series[0];
+  return { type: s.type, colours: s.data.map(d => d.itemStyle.color),
+           names: s.type === 'pie' ? s.data.map(d => d.name) : null };
+})"""
+
+
+def test_slices_of_one_chart_never_share_a_hue_and_an_op_keeps_its_colour_across_charts(page, base_url, run_id):
+    page.goto(run_url(base_url, run_id, "operators"))
+    wait_page(page, "operators")
+    pair = page.evaluate(NEAR_HUE_PAIR)
+    assert pair is not None
+    first, second, concept = pair["distinct"]
+    assert first == pair["own"][0]  # the larger keeps its own colour
+    assert second != pair["own"][1] and second.split(",")[0] == pair["own"][1].split(",")[0]  # same hue, other lightness
+    assert concept == page.evaluate("U.conceptColor('forward')")  # concepts keep theirs
+    pie, bars = page.evaluate(OPS_CHART_COLOURS)
+    assert pie["type"] == "pie" and bars["type"] == "bar"
+    ops = [c for n, c in zip(pie["names"], pie["colours"]) if not n.startswith("other ops")]
+    assert ops == bars["colours"][:len(ops)]  # the same op, the same colour on the pie and the bars
+    assert len(set(ops)) == len(ops)
+
+
+TRACKS = "Timeline.state.layout.map(t => ({id: t.id, name: t.name, y: t.y, height: t.height, depth: t.max_depth}))"
+
+
+def test_a_python_track_opens_folded_and_its_name_folds_and_unfolds_it(page, base_url, run_id):
+    page.goto(run_url(base_url, run_id, "timeline"))
+    page.wait_for_selector("#tl-canvas[data-answers]")
+    tracks = page.evaluate(TRACKS)
+    python = next(t for t in tracks if t["name"].endswith(" python"))
+    after = next(t for t in tracks if t["y"] > python["y"])
+    assert python["depth"] >= 1 and python["height"] == 16  # one row, however deep the stack
+    box = page.query_selector("#tl-canvas").bounding_box()
+    page.mouse.click(box["x"] + 40, box["y"] + python["y"] + 8)  # its name, in the label column
+    unfolded = {t["name"]: t for t in page.evaluate(TRACKS)}
+    assert unfolded[python["name"]]["height"] == 16 * (python["depth"] + 1)
+    assert unfolded[after["name"]]["y"] == after["y"] + 16 * python["depth"]  # the tracks below make room
+    assert page.evaluate("Timeline.state.selected") is None  # a click on a name selects nothing
+    page.mouse.click(box["x"] + 40, box["y"] + python["y"] + 8)
+    assert {t["name"]: t for t in page.evaluate(TRACKS)}[python["name"]]["height"] == 16
+    # A slice found under the folded row unfolds its track.
+    page.fill("#tl-search", "_call_impl")
+    page.press("#tl-search", "Enter")
+    page.wait_for_function("() => Timeline.state.selected && Timeline.state.selected.name.includes('_call_impl')")
+    assert {t["name"]: t for t in page.evaluate(TRACKS)}[python["name"]]["height"] == 16 * (python["depth"] + 1)

@@ -95,16 +95,18 @@ const Charts = (() => {
       on: opts.onClick ? { click: p => opts.onClick(items[p.dataIndex]) } : {} });
   }
 
-  // A donut with its legend; slices keep the colour their name has elsewhere.
+  // A donut with its legend; slices keep the colour their name has elsewhere, made lighter or darker where two
+  // slices' colours would be nearly the same hue (U.distinctColors).
   function pie(items, opts = {}) {
     const kind = opts.kind || "ns", total = items.reduce((a, i) => a + Math.max(0, i.value || 0), 0);
+    const own = U.distinctColors(items.map(i => i.name));
     return mount({
       tooltip: { ...TOOLTIP, trigger: "item", formatter: p => `${p.name}\n${fmtUnit(p.value, kind)} (${sig(p.percent)} %)` },
       legend: legend({ orient: "vertical", left: "52%", top: "middle", formatter: n => {
         // The share first, so a long name cut at the card's edge never hides it.
         const it = items.find(i => i.name === n); return `${total ? sig(100 * Math.max(0, it.value || 0) / total) : 0} %  ${shorten(n, 30)}`; } }),
       series: [{ type: "pie", radius: ["38%", "72%"], center: ["26%", "50%"], avoidLabelOverlap: true, label: { show: false },
-        data: items.map(i => ({ name: i.name, value: Math.max(0, i.value || 0), itemStyle: { color: i.color || U.colorOf(i.name) } })) }],
+        data: items.map((i, k) => ({ name: i.name, value: Math.max(0, i.value || 0), itemStyle: { color: i.color || own[k] } })) }],
     }, { kind: "pie", height: opts.height || 260, on: opts.onClick ? { click: p => opts.onClick(items[p.dataIndex]) } : {} });
   }
 

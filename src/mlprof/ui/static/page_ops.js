@@ -21,7 +21,9 @@
     const opsOnly = ops.filter(r => r.kind === "op");
     const ranked = opsOnly.slice().sort((a, b) => (b[metric[0]] || 0) - (a[metric[0]] || 0)).filter(r => r[metric[0]] > 0);
     const top = ranked.slice(0, TOP), rest = ranked.slice(9);
-    const pieItems = [...ranked.slice(0, 9).map(r => ({ name: r.name, value: r[metric[0]] })),
+    // One colour per op on both charts, told apart where two ops' own colours are nearly one hue.
+    const colours = U.distinctColors(ranked.slice(0, Math.max(TOP, 9)).map(r => r.name));
+    const pieItems = [...ranked.slice(0, 9).map((r, k) => ({ name: r.name, value: r[metric[0]], color: colours[k] })),
       ...(rest.length ? [{ name: `other ops (${rest.length})`, value: rest.reduce((a, r) => a + r[metric[0]], 0), color: "#c9ced8" }] : [])];
     const drill = h("div", { id: "op-drill" });
     const cols = [{ key: "name", label: "operator" }, { key: "kind", label: "kind", title: "annotation: a record_function range; its self time is Python between the ops it encloses" },
@@ -41,7 +43,7 @@
       h("div", { class: "row" },
         card(`Share of ${metric[1]} (top 9 ops + other)`, "op_statistic", { run, step }, ranked.length ? Charts.pie(pieItems) : U.naBox("No op time.")),
         card(`Top ${top.length} ops by ${metric[1]}`, "op_statistic", { run, step },
-          top.length ? Charts.hbars(top.map(r => ({ name: r.name, value: r[metric[0]], note: `${U.fmtNum(r.count)} calls` })),
+          top.length ? Charts.hbars(top.map((r, k) => ({ name: r.name, value: r[metric[0]], note: `${U.fmtNum(r.count)} calls`, color: colours[k] })),
             { xName: metric[1], onClick: showDrill }) : U.naBox("No op time."))),
       card("All operators (click one for its input shapes and calls)", "op_statistic", { run, step },
         DataTable(ops, cols, { sortKey: metric[0], onRowClick: showDrill, rowKey: r => r.name, selected: query.op ?? null, reveal: true,

@@ -26,7 +26,7 @@ const Timeline = (() => {
     const downloadCsv = h("a", { id: "tl-download-csv", download: "timeline_window.csv", "data-format": "csv" }, "CSV");
     st = { run, canvas, axis, wrap, details, searchInfo, viewInfo, flowsBox, stepBox, jumpTo, download, downloadCsv, meta: null, layout: [], byTrack: new Map(),
       view: { t0: 0, t1: 1 }, answer: null, ctrl: null, requests: 0, answers: 0, selected: null, hits: null, hit: -1,
-      mouseX: null, drag: null, timer: null, listeners: [] };
+      mouseX: null, drag: null, timer: null, listeners: [], collapsed: new Set() };
     const toolbar = h("div", { id: "tl-toolbar" },
       h("button", { onclick: () => zoom(0.5), title: "zoom in (W)" }, "+"), h("button", { onclick: () => zoom(2), title: "zoom out (S)" }, "−"),
       h("button", { onclick: () => pan(-0.25), title: "pan left (A)" }, "◀"), h("button", { onclick: () => pan(0.25), title: "pan right (D)" }, "▶"),
@@ -37,7 +37,7 @@ const Timeline = (() => {
       h("button", { onclick: () => stepHit(-1), title: "previous match" }, "‹"), h("button", { onclick: () => stepHit(1), title: "next match" }, "›"),
       searchInfo, viewInfo, h("span", { class: "downloads" }, "download view", downloadCsv, download));
     el.replaceChildren(h("h1", {}, "Timeline"), toolbar,
-      h("p", { class: "hint" }, "W/S or Ctrl+wheel: zoom · A/D, drag or Shift+wheel: pan · click: details · 0: the captured steps · F: frame selection"),
+      h("p", { class: "hint" }, "W/S or Ctrl+wheel: zoom · A/D, drag or Shift+wheel: pan · click: details · click a track's name: fold or unfold it · 0: the captured steps · F: frame selection"),
       axis, wrap, details);
     searchBox.addEventListener("keydown", e => { if (e.key === "Enter") runSearch(searchBox.value); });
     flowsBox.addEventListener("change", draw);
@@ -53,6 +53,7 @@ const Timeline = (() => {
     getJSON(`/api/timeline/meta?${query({ run })}`).then(meta => {
       if (st !== s0) return;
       st.meta = meta;
+      st.collapsed = new Set(meta.tracks.filter(collapsesByDefault).map(t => t.id));
       for (const x of meta.steps) stepBox.append(h("option", { value: x.step, selected: q && String(q.step) === String(x.step) }, `step ${x.step}`));
       buildLayout();
       requestAnimationFrame(() => {
@@ -76,13 +77,19 @@ const Timeline = (() => {
     st = null;
   }
 
+  // A Python track nests as deep as the job's call stack (24 levels on an Ascend run, above the device
+  // streams): it opens collapsed to its outermost row. A click on a track's name folds or unfolds it.
+  const collapsesByDefault = t => t.kind !== "counter" && t.max_depth > 0 && / python$/.test(t.name);
+  const foldable = t => t.kind !== "counter" && t.max_depth > 0;
+
   function buildLayout() {
     let y = 0, group = null;
     st.layout = []; st.byTrack = new Map(); st.groups = [];
     for (const t of st.meta.tracks) {
       if (t.group !== group) { group = t.group; st.groups.push({ name: group, y }); y += GROUP_H; }
-      const height = t.kind === "counter" ? COUNTER_H : (t.max_depth + 1) * ROW_H;
-      const item = { ...t, y, height };
+      const rows = t.kind === "counter" ? 0 : st.collapsed.has(t.id) ? 1 : t.max_depth + 1;
+      const height = t.kind === "counter" ? COUNTER_H : rows * ROW_H;
+      const item = { ...t, y, height, rows };
       st.layout.push(item); st.byTrack.set(t.id, item);
       y += height + TRACK_GAP;
     }
@@ -209,7 +216,7 @@ const Timeline = (() => {
       c.font = "11px system-ui"; c.textBaseline = "middle";
       for (let i = 0; i < s.track.length; i++) {
         const tr = st.byTrack.get(s.track[i]);
-        if (!tr) continue;
+        if (!tr || s.depth[i] >= tr.rows) continue;  // under a folded track's first row
         const y = tr.y + s.depth[i] * ROW_H;
         if (y + ROW_H < top || y > bottom) continue;
         const start = a.t0 + s.start[i];
@@ -237,7 +244,9 @@ const Timeline = (() => {
     for (const g of st.groups) { c.fillStyle = "#1d2330"; c.font = "bold 12px system-ui"; c.fillText(g.name.slice(0, 34), 6, g.y + GROUP_H / 2); }
     c.font = "12px system-ui";
     for (const t of st.layout) {
-      c.fillStyle = "#445"; c.fillText(t.name.slice(0, 32), 14, t.y + ROW_H / 2);
+      const mark = foldable(t) ? (st.collapsed.has(t.id) ? `▸ ` : `▾ `) : "";
+      const levels = foldable(t) && st.collapsed.has(t.id) ? ` (${t.max_depth + 1} levels)` : "";
+      c.fillStyle = "#445"; c.fillText(mark + t.name.slice(0, 30 - levels.length) + levels, 4, t.y + ROW_H / 2);
       c.strokeStyle = "#eef0f3"; c.beginPath(); c.moveTo(0, t.y + t.height + TRACK_GAP / 2); c.lineTo(W, t.y + t.height + TRACK_GAP / 2); c.stroke();
     }
     st.canvas.dataset.drawn = String(drawn);
@@ -278,7 +287,7 @@ const Timeline = (() => {
       if (selectedOnly && !touches(ft, fd, fs) && !touches(tt, td, ts)) continue;
       const A = st.byTrack.get(ft), B = st.byTrack.get(tt); if (!A || !B) continue;
       const x0 = LABEL_W + (a.t0 + fs - st.view.t0) * scale, x1 = LABEL_W + (a.t0 + ts - st.view.t0) * scale;
-      const y0 = A.y + fd * ROW_H + ROW_H / 2, y1 = B.y + td * ROW_H + ROW_H / 2;
+      const y0 = A.y + Math.min(fd, A.rows - 1) * ROW_H + ROW_H / 2, y1 = B.y + Math.min(td, B.rows - 1) * ROW_H + ROW_H / 2;
       if (Math.max(x0, x1) < LABEL_W) continue;
       c.beginPath(); c.moveTo(x0, y0); c.lineTo(x1, y1); c.stroke();
       const ang = Math.atan2(y1 - y0, x1 - x0);
@@ -296,7 +305,7 @@ const Timeline = (() => {
 
   function hitTest(x, y) {
     const a = st.answer; if (!a || x < LABEL_W) return null;
-    const tr = st.layout.find(t => y >= t.y && y < t.y + t.height); if (!tr || tr.kind === "counter") return null;
+    const tr = trackAt(y); if (!tr || tr.kind === "counter") return null;
     const depth = Math.floor((y - tr.y) / ROW_H), s = a.slices, tol = 2 * (st.view.t1 - st.view.t0) / plotW();
     const t = tOf(x);
     let best = null;
@@ -309,7 +318,18 @@ const Timeline = (() => {
     return best;
   }
 
+  // Folds or unfolds a track; the canvas grows or shrinks with it.
+  function setFolded(track, folded) {
+    if (folded === st.collapsed.has(track.id)) return;
+    if (folded) st.collapsed.add(track.id); else st.collapsed.delete(track.id);
+    buildLayout(); sizeCanvas(); draw(); fetchView();
+  }
+  function trackAt(y) { return st.layout.find(t => y >= t.y && y < t.y + t.height); }
+
   async function select(sel) {
+    // A slice found by search or a link may lie under a folded track's first row: unfold it.
+    const home = sel && st.byTrack.get(sel.track);
+    if (home && sel.depth >= home.rows) setFolded(home, false);
     st.selected = sel; draw();
     const d = st.details;
     if (!sel) { d.replaceChildren(h("span", { class: "muted" }, "Click a slice for its details.")); return; }
@@ -392,7 +412,13 @@ const Timeline = (() => {
     const rect = st.canvas.getBoundingClientRect();
     if (e.clientX < rect.left || e.clientY < rect.top || e.clientX > rect.right || e.clientY > rect.bottom) return;
     st.canvas.focus();
-    select(hitTest(e.clientX - rect.left, e.clientY - rect.top));
+    const x = e.clientX - rect.left, y = e.clientY - rect.top;
+    if (x < LABEL_W) {
+      const tr = trackAt(y);
+      if (tr && foldable(tr)) setFolded(tr, !st.collapsed.has(tr.id));
+      return;
+    }
+    select(hitTest(x, y));
   }
 
   return { mount, unmount, get state() { return st; }, SOURCES };

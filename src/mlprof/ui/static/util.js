@@ -146,6 +146,24 @@ const U = (() => {
     return CONCEPT_COLORS[SAME_CONCEPT[k] || k] || colorOf(k);
   }
 
+  // The colours of one chart's items, in order (largest first): each name's own colour (conceptColor), unless
+  // an item before it already has a hash colour of nearly its hue (two ops 10 degrees apart read as one slice);
+  // then the same hue darker or lighter, so the colour still reads as that name's family.
+  const NEAR_HUE = 24, LIGHTNESS = [58, 38, 76, 28, 86];
+  function distinctColors(names) {
+    const used = [];
+    return names.map(n => {
+      const c = conceptColor(n), m = /^hsl\((\d+), \d+%, \d+%\)$/.exec(c);
+      if (!m) return c;
+      const hue = +m[1];
+      const taken = used.filter(u => Math.min(Math.abs(u.hue - hue), 360 - Math.abs(u.hue - hue)) < NEAR_HUE)
+        .map(u => u.light);
+      const light = LIGHTNESS.find(l => !taken.includes(l)) ?? LIGHTNESS[0];
+      used.push({ hue, light });
+      return `hsl(${hue}, 58%, ${light}%)`;
+    });
+  }
+
   function runHref(run, page, params) {
     const q = query(params || {});
     return `#/run/${encodeURIComponent(run)}/${page}${q ? "?" + q : ""}`;
@@ -191,6 +209,6 @@ const U = (() => {
   function pageList() { return ORDER.filter(k => pages.has(k)).map(k => pages.get(k)); }
 
   return { h, append, fill, getJSON, getRows, query, dataUrl, scaleFor, sig, fmtUnit, fmtNs, fmtBytes, fmtPct, fmtShare,
-    fmtNum, columnUnit, fixed, fmtTime, shorten, shortNames, colorOf, PALETTE, conceptColor, runHref, timelineHref, downloads, card, naBox,
+    fmtNum, columnUnit, fixed, fmtTime, shorten, shortNames, colorOf, PALETTE, conceptColor, distinctColors, runHref, timelineHref, downloads, card, naBox,
     tiles, page, pageList, hashParams, setHashParams };
 })();
