@@ -95,3 +95,30 @@ def test_a_stack_seen_before_is_not_parsed_again(monkeypatch):
         thread.join(10)
     assert first == second and len(calls) == 1
     reader.close()
+
+
+def test_dumps_follow_each_other_in_the_file_and_it_starts_over_past_its_limit(monkeypatch):
+    import os
+    import time
+
+    import mlprof.collect.thread_stacks as mod
+
+    monkeypatch.setattr(mod, "_REWIND_BYTES", 4096)
+
+    def waiting(ready, release):
+        ready.set()
+        release.wait(10)
+
+    thread, release = _in_thread(waiting)
+    try:
+        reader = ThreadStacks(thread.ident)
+        before = time.time_ns()
+        reads = [reader.read() for _ in range(50)]
+        sizes = os.fstat(reader._file.fileno()).st_size
+    finally:
+        release.set()
+        thread.join(10)
+    assert all(r == reads[0] and "waiting" in [f[2] for f in r] for r in reads)
+    assert sizes < 4096 + 20_000  # started over instead of growing by a dump per read
+    assert before <= reader.read_ns <= time.time_ns()
+    reader.close()

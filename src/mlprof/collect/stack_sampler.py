@@ -136,8 +136,9 @@ class StackSampler:
             return
         if self._reader is None:
             self._reader = ThreadStacks(self.target_ident)
-        ts_ns = time.time_ns()  # the read's moment: the dump holds the GIL, so the stack cannot move during it
         frames = self._reader.read()
+        # The dump's moment: the read lets the GIL go before it (the job's thread may run meanwhile), not during it.
+        ts_ns = self._reader.read_ns
         if not frames:  # the thread is gone or has no Python frame: nothing to write
             return
         stack = self._by_frames.get(frames)

@@ -23,6 +23,7 @@ import faulthandler
 import os
 import re
 import tempfile
+import time
 
 __all__ = ["ThreadStacks", "Frame"]
 
@@ -31,6 +32,8 @@ Frame = tuple[str, int, str]  # (file, line, function); line 0 where faulthandle
 _FRAME_LINE = re.compile(r'^  File "(.*)", line (\d+|\?\?\?) in (.*)$')
 # Distinct stack texts kept parsed; past it each new text is parsed again (runaway recursion, generated code).
 _MAX_CACHED = 20_000
+# The scratch file is written from its start again past this size.
+_REWIND_BYTES = 1 << 20
 
 
 class ThreadStacks:
@@ -41,13 +44,21 @@ class ThreadStacks:
         self._marks = tuple(f"0x{ident:0{width}x}".encode() for width in (16, 8))
         self._file = _scratch_file()
         self._parsed: dict[bytes, tuple[Frame, ...]] = {}
+        self.read_ns = 0
+        self._end = 0  # where the next dump starts in the file
 
     def read(self) -> tuple[Frame, ...] | None:
-        """The thread's frames, innermost first; None when it is gone; () when it runs no Python."""
+        """The thread's frames, innermost first; None when it is gone; () when it runs no Python.
+        ``read_ns`` is then the wall-clock time of the dump."""
         fd = self._file.fileno()
-        os.lseek(fd, 0, os.SEEK_SET)
+        # Each dump goes after the one before: a seek back first would let the GIL go, and the job's thread run,
+        # between the caller's decision to sample and the dump. Back to the start only now and then.
+        if self._end > _REWIND_BYTES:
+            self._end = os.lseek(fd, 0, os.SEEK_SET)
         faulthandler.dump_traceback(fd, all_threads=True)
-        text = os.pread(fd, os.lseek(fd, 0, os.SEEK_CUR), 0)
+        self.read_ns = time.time_ns()
+        start, self._end = self._end, os.lseek(fd, 0, os.SEEK_CUR)
+        text = os.pread(fd, self._end - start, start)
         block = self._block(text)
         if block is None:
             return None
