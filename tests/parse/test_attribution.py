@@ -5,6 +5,9 @@ Times are microseconds in the traces (Kineto's unit), nanoseconds in the tables.
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 from shared_data import H200_TRACE, SHARED_TRACES
 
@@ -277,3 +280,23 @@ def test_steps_attributed_one_chunk_at_a_time_give_the_same_phases(tmp_path, mon
     query = "SELECT * FROM phase_spans ORDER BY ALL"
     assert whole.rows(query) == chunked.rows(query) and whole.count("phase_spans") > 0
     assert len(whole.rows("SELECT * FROM steps")) > 1
+
+
+def test_a_comprehensions_samples_are_the_function_that_holds_it():
+    # Python 3.11 gives a list comprehension (and a generator expression) a frame of its own; 3.12+ inlines
+    # it: either way its time is the enclosing function's, at the comprehension's line.
+    from mlprof.parse.capture_files import PythonSamplesFile
+    from mlprof.parse.python_and_modules import python_tables
+
+    frames = [["/home/u/train.py", 30, "main"], ["/home/u/train.py", 12, "metrics"],
+              ["/home/u/train.py", 13, "<listcomp>"], ["/home/u/train.py", 14, "<genexpr>"],
+              ["/usr/lib/python3.11/statistics.py", 200, "mean"], ["/home/u/other.py", 3, "<listcomp>"]]
+    data = PythonSamplesFile(interval_ns=1000, tid=1, frames=frames, dropped=0, waited=0,
+                             stacks=[[0, 1, 2], [0, 1, 2, 3], [0, 1, 3, 4], [0, 5]],
+                             samples=[[10, 0], [20, 1], [30, 2], [40, 3]])
+    stacks = python_tables(data, "t", lambda ts: np.zeros(len(ts), dtype=np.int64))["python_stacks"]
+    assert list(stacks["call_site"]) == ["/home/u/train.py:13 metrics", "/home/u/train.py:14 metrics",
+                                         "/home/u/train.py:14 metrics", "/home/u/other.py:3 <listcomp>"]
+    assert list(stacks["leaf"])[2].endswith("statistics.py:200 mean")  # the leaf stays the real frame
+    # The stack reads as on Python 3.12: the comprehension's line in the function, no frame of its own.
+    assert json.loads(stacks["frames"][0]) == ["/home/u/train.py:30 main", "/home/u/train.py:13 metrics"]

@@ -34,6 +34,24 @@ def _site(frame: tuple[str, int, str]) -> str:
     return f"{frame[0]}:{frame[1]} {frame[2]}"
 
 
+# Frames of their own before Python 3.12 (PEP 709 inlined list, dict and set comprehensions into the function
+# that holds them); a generator expression still has one, called by whoever iterates it.
+_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+
+
+def _inline_comprehensions(frames: list) -> list:
+    """The stack as Python 3.12+ reports it: a comprehension's frame becomes its enclosing function at the
+    comprehension's line (its caller in the same file, dropped), so the same code is one function on every
+    Python and a comprehension's time is the function's that holds it."""
+    out: list = []
+    for frame in frames:
+        file, line, function = frame
+        while function in _COMPREHENSIONS and out and out[-1][0] == file and not is_library_file(file):
+            function = out.pop()[2]
+        out.append((file, line, function))
+    return out
+
+
 def python_tables(data: PythonSamplesFile, path: str, step_of) -> dict[str, dict[str, np.ndarray]]:
     """``python_stacks`` and ``python_samples`` columns of one window (stack ids from 0)."""
     n_frames = len(data.frames)
@@ -41,7 +59,7 @@ def python_tables(data: PythonSamplesFile, path: str, step_of) -> dict[str, dict
     for stack in data.stacks:
         if any(not 0 <= i < n_frames for i in stack):
             raise CaptureError(f"{path}: a stack refers to a frame that does not exist")
-        frames = [data.frames[i] for i in stack]
+        frames = _inline_comprehensions([data.frames[i] for i in stack])
         user = next((f for f in reversed(frames) if not is_library_file(f[0])), None)
         site = user or (frames[-1] if frames else ("<unknown>", 0, "<unknown>"))
         sites.append(_site(site))

@@ -268,7 +268,7 @@ TABLES: dict[str, TableSchema] = {
             ("call_site_function", "VARCHAR", "function of call_site"),
             ("leaf", "VARCHAR", "innermost frame of any code: 'file:line function'"),
             ("user_frames", "VARCHAR", "the user's frames only (library frames folded), outermost first, JSON list"),
-            ("frames", "VARCHAR", "every frame, outermost first, as a JSON list of 'file:line function'"),
+            ("frames", "VARCHAR", "every frame, outermost first, as a JSON list of 'file:line function' (a comprehension's frame is its enclosing function at the comprehension's line, as Python 3.12+ reports it)"),
         ),
         _t(
             "python_samples",
