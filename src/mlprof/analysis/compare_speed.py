@@ -49,20 +49,21 @@ def speed_steps(store: TableStore) -> SpeedSteps | None:
     return steps_at_one_speed(store.rows("SELECT start_ns, dur_ns, cpu_wait_ns, speed_probe_ns FROM steps"))
 
 
-def steps_at_one_speed(rows: list[tuple]) -> SpeedSteps | None:
-    """:func:`speed_steps` on ``(start_ns, dur_ns, cpu_wait_ns, speed_probe_ns)`` rows (Nones where not measured)."""
+def steps_at_one_speed(rows: list[tuple], neighbours: int = NEIGHBOURS) -> SpeedSteps | None:
+    """:func:`speed_steps` on ``(start_ns, dur_ns, cpu_wait_ns, speed_probe_ns)`` rows (Nones where not measured).
+    ``neighbours``: probes each side of a step in its local speed (fewer follow a steady drift more closely)."""
     rows = sorted(rows, key=lambda r: r[0])
     probed = [(start, probe) for start, _, _, probe in rows if probe is not None and probe > 0]
     if len(probed) < MIN_PROBES:
         return None
     starts = [start for start, _ in probed]
-    width = 2 * NEIGHBOURS + 1
+    width = 2 * neighbours + 1
     per_probe = []
     for start, dur, wait, _ in rows:
         if dur is None or dur <= 0:
             continue
         i = min(bisect_left(starts, start), len(probed) - 1)
-        lo = max(0, min(i - NEIGHBOURS, len(probed) - width))
+        lo = max(0, min(i - neighbours, len(probed) - width))
         local = statistics.median(p for _, p in probed[lo:lo + width])
         per_probe.append(max(dur - (wait or 0), 1) / local)
     return SpeedSteps(per_probe, statistics.median(p for _, p in probed), len(probed))

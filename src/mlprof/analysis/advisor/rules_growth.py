@@ -18,7 +18,9 @@ from mlprof.analysis.growth import (
     step_change,
     step_time_series,
     step_time_trend,
+    trend,
 )
+from mlprof.analysis.compare_speed import steps_at_one_speed
 from mlprof.analysis.steps import HOST_FIELDS
 
 __all__ = ["memory_growth", "work_growth", "growing_step_time"]
@@ -164,7 +166,29 @@ def growing_step_time(ctx: AdvisorContext, th: Thresholds) -> Trend | None:
     base = t.at(t.first_x) if t else 0
     if t is None or t.slope <= 0 or t.p_value >= th.growth_p_value or base <= 0 or not t.still_growing(0.25):
         return None
-    return t if t.growth / base >= th.work_growth_warn_share else None
+    if t.growth / base < th.work_growth_warn_share or _host_slowed(ctx, th):
+        return None
+    return t
+
+
+def _host_slowed(ctx: AdvisorContext, th: Thresholds) -> bool:
+    """The steps do not grow once each is divided by the host's speed around it (the speed probe timed
+    between a window's steps, analysis/compare_speed.py): the host slowed, the work did not grow. A shared
+    VM runs the same code up to 40% slower for seconds at a time; a clean 10-step run's matmuls "grew" 37%
+    that way (aten::mm in backward, 14 -> 21 ms steps, nothing else running beside it)."""
+    rows = ctx.store.rows("SELECT start_ns, dur_ns, cpu_wait_ns, speed_probe_ns, step FROM steps "
+                          "WHERE dur_ns > 0 ORDER BY start_ns")
+    # Each step against the 3 probes nearest it: compare's 9 smooth a steady drift away at a window's ends,
+    # which a trend would read as growth.
+    at_speed = steps_at_one_speed([r[:4] for r in rows], neighbours=1)
+    if at_speed is None or len(at_speed.per_probe) != len(rows):
+        return False  # no probes (older captures, imported traces): the wall-time trend stands
+    judged = trend([float(r[4]) for r in rows], at_speed.per_probe)
+    if judged is None:
+        return False
+    base = judged.at(judged.first_x)
+    return (judged.slope <= 0 or judged.p_value >= th.growth_p_value or base <= 0
+            or judged.growth / base < th.work_growth_warn_share)
 
 
 def _mostly_growth(pt: Trend) -> bool:
