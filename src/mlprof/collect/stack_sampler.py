@@ -137,7 +137,7 @@ class StackSampler:
         if self._reader is None:
             self._reader = ThreadStacks(self.target_ident)
         frames = self._reader.read()
-        # The dump's moment: the read lets the GIL go before it (the job's thread may run meanwhile), not during it.
+        # The dump's moment, taken right after it: the stack it shows.
         ts_ns = self._reader.read_ns
         if not frames:  # the thread is gone or has no Python frame: nothing to write
             return

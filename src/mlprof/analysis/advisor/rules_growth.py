@@ -163,12 +163,16 @@ def growing_step_time(ctx: AdvisorContext, th: Thresholds) -> Trend | None:
     if len(ctx.steps) < MIN_TREND_POINTS:
         return None
     t = step_time_trend(ctx.steps, ctx.cpu_wait_ns)
-    base = t.at(t.first_x) if t else 0
-    if t is None or t.slope <= 0 or t.p_value >= th.growth_p_value or base <= 0 or not t.still_growing(0.25):
-        return None
-    if t.growth / base < th.work_growth_warn_share or _host_slowed(ctx, th):
+    if not _grows(t, th) or not t.still_growing(0.25) or _host_slowed(ctx, th):
         return None
     return t
+
+
+def _grows(t: Trend | None, th: Thresholds) -> bool:
+    """A steady rise (Mann-Kendall p under ``growth_p_value``) of ``work_growth_warn_share`` of its start."""
+    base = t.at(t.first_x) if t else 0
+    return (t is not None and t.slope > 0 and t.p_value < th.growth_p_value and base > 0
+            and t.growth / base >= th.work_growth_warn_share)
 
 
 def _host_slowed(ctx: AdvisorContext, th: Thresholds) -> bool:
@@ -181,14 +185,10 @@ def _host_slowed(ctx: AdvisorContext, th: Thresholds) -> bool:
     # Each step against the 3 probes nearest it: compare's 9 smooth a steady drift away at a window's ends,
     # which a trend would read as growth.
     at_speed = steps_at_one_speed([r[:4] for r in rows], neighbours=1)
-    if at_speed is None or len(at_speed.per_probe) != len(rows):
+    if at_speed is None:
         return False  # no probes (older captures, imported traces): the wall-time trend stands
     judged = trend([float(r[4]) for r in rows], at_speed.per_probe)
-    if judged is None:
-        return False
-    base = judged.at(judged.first_x)
-    return (judged.slope <= 0 or judged.p_value >= th.growth_p_value or base <= 0
-            or judged.growth / base < th.work_growth_warn_share)
+    return judged is not None and not _grows(judged, th)
 
 
 def _mostly_growth(pt: Trend) -> bool:
