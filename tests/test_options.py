@@ -126,8 +126,9 @@ def test_host_sys_freq_is_an_api_option_too():
 
 
 def test_export_types_are_one_list_for_every_surface():
-    """`mlprof run`, `parse` and `export` offer the option table's export types, and only options.py spells them
-    (export/options.py, the parse pipeline and two hand-written flags each had their own copy)."""
+    """`mlprof run`, `parse` and `export` offer the option table's export types, and only settings/options.py
+    spells them (export/options.py, the parse pipeline and two hand-written flags each had their own copy), as a
+    list or as one type tested by its literal."""
     import ast
 
     from mlprof.cli.main import build_parser
@@ -137,7 +138,15 @@ def test_export_types_are_one_list_for_every_surface():
                if "--export-type" in a.option_strings}
     assert offered == dict.fromkeys(("run", "parse", "export"), tuple(t.value for t in mlprof.ExportType))
     src = Path(mlprof.__file__).parent
-    copies = sorted(str(f.relative_to(src)) for f in src.rglob("*.py") if f.name != "options.py" or f.parent != src
-                    for node in ast.walk(ast.parse(f.read_text())) if isinstance(node, (ast.Tuple, ast.Set, ast.List))
+    spelled = src / "settings" / "options.py"
+    trees = {f.relative_to(src).as_posix(): ast.parse(f.read_text()) for f in src.rglob("*.py") if f != spelled}
+    copies = sorted(name for name, tree in trees.items() for node in ast.walk(tree)
+                    if isinstance(node, (ast.Tuple, ast.Set, ast.List))
                     and {getattr(e, "value", None) for e in node.elts} == {"text", "db"})
     assert copies == []
+    # `"db" in options.export_types`: one type by its literal.
+    tested = sorted(name for name, tree in trees.items() for node in ast.walk(tree)
+                    if isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.In, ast.NotIn))
+                    and isinstance(node.left, ast.Constant) and node.left.value in ("text", "db")
+                    and "export_type" in ast.unparse(node.comparators[0]))
+    assert tested == []

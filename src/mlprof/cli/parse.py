@@ -13,7 +13,7 @@ from mlprof.batch import InternalError
 from mlprof.errors import ConfigError, printable
 from mlprof.export import (PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
                            ExportOptions)
-from mlprof.settings.options import parse_size
+from mlprof.settings.options import ExportType, parse_size
 
 __all__ = ["register", "run", "summary_line"]
 
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
                 options = replace(options, export_types=tuple(dict.fromkeys(
                     options.export_types + tuple(result.requested_export_types))))
             entry["exports"] = [p.name for p in run_exports(Path(result.output_dir), options)]
-            if "text" in options.export_types and TRACE_VIEW_FILE not in entry["exports"]:
+            if ExportType.Text.value in options.export_types and TRACE_VIEW_FILE not in entry["exports"]:
                 entry["deferred"] = [TRACE_VIEW_FILE]
         report.append(entry)
     # Some inputs failed: "partial" (6); all failed: the first failure's own code.

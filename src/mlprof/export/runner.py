@@ -7,6 +7,7 @@ from pathlib import Path
 from mlprof.analysis.communication import communication_matrix, communication_summary, rank_of
 from mlprof.errors import ConfigError
 from mlprof.export.options import ExportOptions
+from mlprof.settings.options import ExportType
 from mlprof.export.csv_summaries import write_summaries
 from mlprof.export.sqlite import write_sqlite
 from mlprof.export.trace_view import write_trace_view
@@ -46,7 +47,7 @@ def run_exports(output_dir: Path, options: ExportOptions = ExportOptions()) -> l
             steps = [r[0] for r in store.rows("SELECT DISTINCT step FROM steps ORDER BY 1")]
             raise ConfigError(f"{output_dir}: no step {options.step} (steps: "
                               f"{', '.join(map(str, steps)) or 'none recorded'})")
-        if "text" in options.export_types:
+        if ExportType.Text.value in options.export_types:
             if not trace_view_deferred(store, options):
                 written.append(write_trace_view(store, target, options.step))
             written += write_summaries(store, target, options.summary_format, options.step)
@@ -55,6 +56,6 @@ def run_exports(output_dir: Path, options: ExportOptions = ExportOptions()) -> l
                                             _json(communication_summary(store, options.step))))
                 written.append(atomic_write(target / "communication_matrix.json",
                                             _json(communication_matrix(store, options.step))))
-        if "db" in options.export_types:
+        if ExportType.Db.value in options.export_types:
             written.append(write_sqlite(store, target, rank_of(store)))
     return written
