@@ -3,7 +3,7 @@ collectives, data loading, the optimizer, backward nodes, kernel launches or syn
 
 Five spellings of "host communication op" had drifted apart (an ``hccl:`` op was communication for the
 cluster analysis and not for the phases); this scan keeps a sixth from appearing. It reads the string
-constants that code matches names with: arguments of startswith/endswith/re.compile/match/search, operands
+constants that code matches names with: arguments of startswith/endswith/removeprefix/re.compile/match/search, operands
 of ``in``/``==``, SQL text with LIKE / regexp_matches / IN (...), and regex alternations."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def _matching_constants(tree: ast.AST):
         if isinstance(node, ast.Call):
             f = node.func
             called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-            if called in ("startswith", "endswith", "compile", "match", "search", "fullmatch"):
+            if called in ("startswith", "endswith", "removeprefix", "removesuffix", "compile", "match", "search",
+                          "fullmatch"):
                 for arg in node.args:
                     yield from (c for c in ast.walk(arg) if isinstance(c, ast.Constant))
         elif isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn, ast.Eq, ast.NotEq))

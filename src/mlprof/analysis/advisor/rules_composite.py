@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
-from mlprof.tables.names import HOST_COMMUNICATION_REGEX, OPTIMIZER_PREFIX, backward_node_sql, data_loading_sql
+from mlprof.tables.names import (BACKWARD_NODE_PREFIX, HOST_COMMUNICATION_REGEX, OPTIMIZER_PREFIX, backward_node_sql,
+                                 data_loading_sql)
 
 __all__ = ["composite_ops", "composite_finding"]
 
@@ -71,7 +72,7 @@ def composite_finding(ctx: AdvisorContext, th: Thresholds, leaf_rows: list[dict]
              or ctx.sampled_call_sites(f"name = ? AND {op_filter_sql}", [top["name"]]))
     site = (sites[0].get("call_site") or sites[0].get("module")) if sites else None
     spread = [r["name"] for r in leaf_rows[:4]]
-    node = (top["top_node"] or "").removeprefix("autograd::engine::evaluate_function: ")
+    node = (top["top_node"] or "").removeprefix(f"{BACKWARD_NODE_PREFIX}: ")
     backward = f" with its backward ({node})" if top["backward_ns"] else ""
     return Finding(
         id="dominant_op", severity=severity, share=round(share, 4), impact_ns=int(top["cost_ns"]),
