@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-T0 = 1_700_000_000_000_000_000
+from trace_events import BASE_NS
+
+T0 = BASE_NS
 
 
 def write_steps_capture(root: Path, steps: list[dict]) -> None:

@@ -21,7 +21,7 @@ from mlprof.analysis.stats import MIN_STEPS, describe, relative_verdict, shift
 from mlprof.cli.exit_codes import EXIT_INCONCLUSIVE, EXIT_SLOWER
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
-from trace_events import BASE_NS
+from trace_events import BASE_NS, X
 
 MS = 1_000  # trace times are in us
 
@@ -97,22 +97,15 @@ def test_noisy_steps_do_not_hide_a_99pct_data_loading_drop():
 
 # -- compare() over parsed inline traces ----------------------------------------------------------
 
-def _event(name, ts, dur, cat="cpu_op", **args):
-    ev = {"ph": "X", "cat": cat, "name": name, "pid": 10, "tid": 11, "ts": ts, "dur": dur}
-    if args:
-        ev["args"] = args
-    return ev
-
-
 def _trace(path: Path, steps: list[tuple[float, float]], batch: int = 64, **top) -> Path:
     """One ProfilerStep per (data loading us, forward us): a DataLoader span, then a forward annotation."""
     events, t = [], 1_000.0
     for i, (load, fwd) in enumerate(steps):
         events += [
-            _event(f"ProfilerStep#{i + 1}", t, load + fwd + 2, cat="user_annotation"),
-            _event("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 1, load, cat="user_annotation"),
-            _event("## forward ##", t + 1 + load, fwd, cat="user_annotation"),
-            _event("aten::linear", t + 1.5 + load, fwd - 1, **{"Input Dims": [[batch, 64], [256, 64]]}),
+            X(f"ProfilerStep#{i + 1}", t, load + fwd + 2, cat="user_annotation"),
+            X("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 1, load, cat="user_annotation"),
+            X("## forward ##", t + 1 + load, fwd, cat="user_annotation"),
+            X("aten::linear", t + 1.5 + load, fwd - 1, **{"Input Dims": [[batch, 64], [256, 64]]}),
         ]
         t += load + fwd + 10
     path.parent.mkdir(parents=True, exist_ok=True)

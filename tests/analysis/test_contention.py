@@ -8,7 +8,9 @@ from mlprof.analysis.advisor import advise
 from mlprof.parse import ParseOptions, parse_path
 from mlprof.tables.store import TableStore
 
-T0 = 1_700_000_000_000_000_000
+from trace_events import BASE_NS
+
+T0 = BASE_NS
 MS = 1_000_000
 
 

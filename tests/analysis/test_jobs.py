@@ -6,7 +6,9 @@ import pytest
 
 from mlprof.analysis.jobs import SAME_LAUNCH_WINDOW_NS, RunIdentity, group_jobs
 
-T0 = 1_700_000_000_000_000_000
+from trace_events import BASE_NS
+
+T0 = BASE_NS
 
 
 def rid(source, rank=0, world=1, launch=None, start=T0, pid=1):
