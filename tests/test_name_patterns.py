@@ -1,5 +1,6 @@
 """Op and call names are matched in one place (mlprof.tables.names): no other module spells a pattern for
-collectives, data loading, the optimizer, backward nodes, kernel launches or synchronising calls.
+collectives, data loading, the optimizer, backward nodes, kernel launches, synchronising calls,
+step spans (ProfilerStep#N) or module frames (nn.Module:).
 
 Five spellings of "host communication op" had drifted apart (an ``hccl:`` op was communication for the
 cluster analysis and not for the phases); this scan keeps a sixth from appearing. It reads the string
@@ -16,7 +17,8 @@ import mlprof
 
 SRC = Path(mlprof.__file__).parent
 
-NAME_WORDS = re.compile(r"DataLoader|gloo|nccl|hccl|c10d|record_param_comms|Optimizer\.|evaluate_function|"
+NAME_WORDS = re.compile(r"ProfilerStep#|nn\.Module:|"
+                        r"DataLoader|gloo|nccl|hccl|c10d|record_param_comms|Optimizer\.|evaluate_function|"
                         r"Synchronize|LaunchKernel|cuLaunch|hipLaunch", re.I)
 # The one definition; the collector (hooks on torch's own classes and modules, environment variable
 # prefixes); the Ascend readers, whose "HCCL" is a process name and table of the vendor's file format.

@@ -35,6 +35,7 @@ from mlprof.analysis.stats import CPU_MIN_CHANGE, MIN_CHANGE, Distribution, Shif
 from mlprof.analysis.steps import DEVICE_FIELDS, HOST_FIELDS, StepBreakdown, step_breakdown
 from mlprof.analysis.training import RateChange, throughput_changes
 from mlprof.errors import MlprofError
+from mlprof.tables.names import step_span_sql
 from mlprof.tables.store import TableStore
 
 __all__ = ["Delta", "StepPair", "Comparison", "Gate", "compare", "align_steps", "BREAKDOWN_FIELDS",
@@ -215,7 +216,7 @@ def _op_types(store: TableStore, n: int, only: str = "TRUE") -> dict:
         {DEVICE_NS_PER_OP}
         SELECT h.name AS key_name, count(*) AS count, sum(h.folded_self_ns) AS host_self_ns,
                coalesce(sum(d.device_ns), 0) AS device_ns
-        FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%' AND {only}) h
+        FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND NOT {step_span_sql()} AND {only}) h
         {_JOIN} LEFT JOIN dev d ON d.host_op_id = h.op_id GROUP BY h.name""", n)
 
 
@@ -224,7 +225,7 @@ def _ops(store: TableStore, n: int, only: str = "TRUE") -> dict:
         {DEVICE_NS_PER_OP}
         SELECT h.name AS key_name, coalesce(h.input_dims, '') AS key_dims, count(*) AS count,
                sum(h.folded_self_ns) AS host_self_ns, coalesce(sum(d.device_ns), 0) AS device_ns
-        FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND name NOT LIKE 'ProfilerStep#%' AND {only}) h
+        FROM (SELECT * FROM host_ops WHERE {HOST_OP_FILTER} AND NOT {step_span_sql()} AND {only}) h
         {_JOIN} LEFT JOIN dev d ON d.host_op_id = h.op_id GROUP BY h.name, h.input_dims""", n)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlprof.tables.names import step_span_sql
 from mlprof.tables.store import TableStore
 
 __all__ = ["op_statistic", "operator_details", "kernel_statistic", "api_statistic",
@@ -37,7 +38,7 @@ DEVICE_NS_PER_OP = """
 
 
 # key_averages() shows every ProfilerStep#N span as one "ProfilerStep*" row.
-STEP_FOLD = "CASE WHEN h.name LIKE 'ProfilerStep#%' THEN 'ProfilerStep*' ELSE h.name END"
+STEP_FOLD = f"CASE WHEN {step_span_sql('h.name')} THEN 'ProfilerStep*' ELSE h.name END"
 
 
 def device_time_per_op(store: TableStore) -> tuple[dict[int, int], dict[int, int]]:

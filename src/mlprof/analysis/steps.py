@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from mlprof.tables.names import step_span_sql
 from mlprof.tables.phases import HOST_PHASES, IDLE_CAUSES
 from mlprof.tables.store import TableStore
 
@@ -137,7 +138,7 @@ def data_loading_spans(store: TableStore, step: int | None = None) -> list[dict]
         SELECT p.step, coalesce(min(h.name), '(no op: Python)') AS name, p.tid, p.start_ns, p.dur_ns
         FROM phase_spans p LEFT JOIN host_ops h
           ON h.window_index = p.window_index AND h.tid = p.tid AND h.start_ns = p.start_ns
-         AND h.name NOT LIKE 'ProfilerStep#%'
+         AND NOT {step_span_sql('h.name')}
         WHERE p.view = 'host' AND p.phase = 'data_loading' {cond}
         GROUP BY p.window_index, p.step, p.tid, p.start_ns, p.dur_ns
         ORDER BY p.start_ns, p.window_index, p.tid""", [] if step is None else [step])

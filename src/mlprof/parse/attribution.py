@@ -40,7 +40,7 @@ from mlprof.parse.backward_links import BACKWARD_LINKS_TABLE, write_backward_lin
 from mlprof.parse.host_view import (
     NEUTRAL, PHASE_CODE, StepSegments, covered, disjoint_runs, host_segments, sorted_unique, union_intervals)
 from mlprof.parse.phase_rules import idle_cause, span_phase
-from mlprof.tables.names import is_sync_call
+from mlprof.tables.names import is_sync_call, module_frame_sql, step_span_sql
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count
 from mlprof.tables.phases import HOST_PHASES, window_extents
 from mlprof.tables.budget import memory_budget_bytes
@@ -162,7 +162,7 @@ def _step_threads(store: TableStore) -> dict[int, int]:
         out.setdefault(window, tid)
     # ProfilerStep#N is opened by step() on the training thread: the strongest sign.
     for window, tid in store.rows(
-            "SELECT window_index, mode(tid) FROM host_ops WHERE name LIKE 'ProfilerStep#%' GROUP BY window_index"):
+            f"SELECT window_index, mode(tid) FROM host_ops WHERE {step_span_sql()} GROUP BY window_index"):
         out[window] = tid
     return out
 
@@ -179,8 +179,8 @@ def _window_inputs(store: TableStore, window: int, tid: int | None, lo: int | No
                    hi: int | None = None) -> tuple[dict, dict, dict]:
     """The spans the host view of the window's steps in [lo, hi) uses (None: all its steps)."""
     during, when = _during(lo, hi, "h.start_ns", "h.start_ns + h.dur_ns")
-    where = f"""h.window_index = ? AND h.name NOT LIKE 'ProfilerStep#%' AND h.dur_ns >= 0
-               AND (h.category <> 'python_function' OR h.name LIKE 'nn.Module:%'){during}"""
+    where = f"""h.window_index = ? AND NOT {step_span_sql('h.name')} AND h.dur_ns >= 0
+               AND (h.category <> 'python_function' OR {module_frame_sql('h.name')}){during}"""
     # Phases are decided per distinct (name, annotation) here, then joined in
     # SQL: a million ops never come back as a million Python strings, and only
     # the spans the sweep uses are fetched. "Child of a step" is a semi-join on
@@ -199,7 +199,7 @@ def _window_inputs(store: TableStore, window: int, tid: int | None, lo: int | No
         WHERE {where} AND (
             ({on_thread} AND (coalesce(h.depth = 0, false) OR f.phase >= 0
                               OR coalesce(h.parent_op_id IN (SELECT op_id FROM host_ops
-                                                             WHERE name LIKE 'ProfilerStep#%'), false)))
+                                                             WHERE {step_span_sql()}), false)))
             OR (NOT {on_thread} AND coalesce(h.depth = 0, false) AND f.phase IN ({PHASE_CODE["backward"]},
                                                                                {PHASE_CODE["communication"]})))
         ORDER BY h.op_id""", [tid, window, *when, tid, tid])

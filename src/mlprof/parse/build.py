@@ -18,13 +18,13 @@ from mlprof.parse.hierarchy import assign_steps, fold_duplicates, nest_host_even
 from mlprof.parse.memory import release_freed_memory
 from mlprof.parse.kineto_events import FLOW_END, FLOW_START, MISSING, KinetoColumns, StringPool
 from mlprof.parse.python_and_modules import module_call_table, python_tables
-from mlprof.tables.names import BACKEND_COLLECTIVE
+from mlprof.tables.names import BACKEND_COLLECTIVE, STEP_SPAN
 
 __all__ = ["WindowData", "build_tables", "TableParts", "build_host_side", "build_flows", "build_misc", "step_table",
            "new_offsets", "add_capture_metadata", "add_steps", "STEP_NAME", "step_number", "strings_matching",
            "build_collectives", "build_capture_files"]
 
-STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+STEP_NAME = STEP_SPAN
 
 
 def step_number(match: re.Match) -> int:

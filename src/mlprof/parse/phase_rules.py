@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from mlprof.tables.names import (ANNOTATION_WORDS, is_backward, is_data_loading, is_host_communication,
-                                 is_optimizer)
+                                 is_module_frame, is_optimizer, is_step_span)
 
 __all__ = ["span_phase", "idle_cause"]
 
@@ -42,7 +42,7 @@ def span_phase(name: str, annotation: bool) -> str | None:
     ``annotation`` is True for user annotations and mstx ranges, whose words
     are read; framework op names are matched by their fixed forms only.
     """
-    if name.startswith("ProfilerStep#"):
+    if is_step_span(name):
         return None
     if is_data_loading(name):
         return "data_loading"
@@ -52,7 +52,7 @@ def span_phase(name: str, annotation: bool) -> str | None:
         return "backward"
     if is_host_communication(name):
         return "communication"
-    if name.startswith("nn.Module:"):
+    if is_module_frame(name):
         return "forward"
     if annotation and not name.startswith("aten::"):
         return _annotation_phase(name)

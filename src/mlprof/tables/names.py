@@ -1,7 +1,8 @@
 """What op and call names mean: the one list of name patterns.
 
-Collectives (per framework and device), data loading, the optimizer, backward
-nodes, kernel launches and synchronising calls are recognised by their names in
+Steps (ProfilerStep#N), module frames (nn.Module:), collectives (per framework
+and device), data loading, the optimizer, backward nodes, kernel launches and
+synchronising calls are recognised by their names in
 the parser (phases, collective names), the analyses (cluster, jobs) and the
 advisor's rules. Each kind is spelled here once, as a Python test and, where
 SQL reads it, as the SQL condition derived from the same text, so an op never
@@ -12,13 +13,42 @@ from __future__ import annotations
 
 import re
 
+from mlprof.capture.trace_names import STEP_EVENT_PREFIX
+
 __all__ = [
+    "STEP_EVENT_PREFIX", "STEP_SPAN", "is_step_span", "step_span_sql", "MODULE_FRAME_PREFIX", "is_module_frame",
+    "module_frame_sql",
     "COMMUNICATION_BACKENDS", "BACKEND_COLLECTIVE", "BACKEND_COLLECTIVE_REGEX", "HOST_COMMUNICATION",
     "HOST_COMMUNICATION_REGEX", "is_host_communication", "COMMUNICATION_KERNEL",
     "DATA_LOADING_MARK", "is_data_loading", "data_loading_sql", "data_loader_kind", "OPTIMIZER_PREFIX", "is_optimizer",
     "BACKWARD_NODE_PREFIX", "backward_node_sql", "is_backward", "SYNC_CALLS", "is_sync_call",
     "KERNEL_LAUNCH_SQL", "ANNOTATION_WORDS",
 ]
+
+# A training step as torch's profiler records it: ProfilerStep#12 (the prefix is the capture's own spelling,
+# which mlprof's steps are written under too).
+STEP_SPAN = re.compile(rf"^{re.escape(STEP_EVENT_PREFIX)}(\d+)$")
+
+
+def is_step_span(name: str) -> bool:
+    return name.startswith(STEP_EVENT_PREFIX)
+
+
+def step_span_sql(column: str = "name") -> str:
+    return f"{column} LIKE '{STEP_EVENT_PREFIX}%'"
+
+
+# A module's forward as torch's Python tracer records it (with_stack): "nn.Module: Linear_0".
+MODULE_FRAME_PREFIX = "nn.Module:"
+
+
+def is_module_frame(name: str) -> bool:
+    return name.startswith(MODULE_FRAME_PREFIX)
+
+
+def module_frame_sql(column: str = "name") -> str:
+    return f"{column} LIKE '{MODULE_FRAME_PREFIX}%'"
+
 
 # Communication backends whose host ops torch names `<backend>:<collective>`
 # (nccl:all_reduce, gloo:broadcast, hccl:allreduce on Ascend, xccl on Intel GPUs).

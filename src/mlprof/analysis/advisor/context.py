@@ -8,6 +8,7 @@ from functools import cached_property
 from mlprof.analysis.communication import rank_of
 from mlprof.analysis.host import step_cpu_waits_by_step
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
+from mlprof.tables.names import module_frame_sql
 from mlprof.tables.store import TableStore
 
 __all__ = ["AdvisorContext", "USER_FRAME_SQL", "innermost_sql"]
@@ -26,7 +27,7 @@ def innermost_sql(frame: str) -> str:
 USER_FRAME_SQL = ("category = 'python_function' AND name NOT LIKE '<built-in%' "
                   "AND name NOT LIKE 'torch/%' AND name NOT LIKE '%site-packages/%' "
                   "AND name NOT LIKE 'mlprof/%' AND name NOT LIKE '%/mlprof/%' "
-                  "AND name NOT LIKE 'nn.Module:%' AND name NOT LIKE 'threading.py%' "
+                  f"AND NOT {module_frame_sql()} AND name NOT LIKE 'threading.py%' "
                   "AND name NOT LIKE '<frozen%' AND name NOT LIKE 'contextlib.py%'")
 
 
@@ -116,8 +117,8 @@ class AdvisorContext:
             WITH o AS (SELECT op_id, window_index, tid, start_ns, start_ns + dur_ns AS end_ns,
                               folded_self_ns FROM host_ops WHERE {op_filter_sql}),
             frames AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name,
-                              name LIKE 'nn.Module:%' AS is_module
-                       FROM host_ops WHERE ({USER_FRAME_SQL}) OR name LIKE 'nn.Module:%'),
+                              {module_frame_sql()} AS is_module
+                       FROM host_ops WHERE ({USER_FRAME_SQL}) OR {module_frame_sql()}),
             hit AS (
                 SELECT o.op_id, o.folded_self_ns,
                        {innermost_sql("f")} FILTER (WHERE NOT f.is_module) AS call_site,

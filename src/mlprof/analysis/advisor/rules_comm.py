@@ -7,7 +7,7 @@ import numpy as np
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.intervals import union_length
-from mlprof.tables.names import BACKEND_COLLECTIVE_REGEX, HOST_COMMUNICATION_REGEX
+from mlprof.tables.names import BACKEND_COLLECTIVE_REGEX, HOST_COMMUNICATION_REGEX, STEP_EVENT_PREFIX, step_span_sql
 
 __all__ = ["communication_overlap", "exposed_by_step", "host_exposed_communication", "split_waiting"]
 
@@ -34,9 +34,9 @@ def host_exposed_communication(ctx: AdvisorContext) -> dict[tuple[int, int], tup
         SELECT h.window_index AS win, h.step, h.start_ns, h.start_ns + h.dur_ns AS end_ns,
                regexp_matches(h.name, '{HOST_COMMUNICATION_REGEX}') AS is_comm,
                h.tid = st.tid AS on_step_thread
-        FROM host_ops h JOIN (SELECT window_index, tid, name FROM host_ops WHERE name LIKE 'ProfilerStep#%') st
-             ON st.window_index = h.window_index AND st.name = 'ProfilerStep#' || h.step
-        WHERE h.step IS NOT NULL AND h.category <> 'python_function' AND h.name NOT LIKE 'ProfilerStep#%'
+        FROM host_ops h JOIN (SELECT window_index, tid, name FROM host_ops WHERE {step_span_sql()}) st
+             ON st.window_index = h.window_index AND st.name = '{STEP_EVENT_PREFIX}' || h.step
+        WHERE h.step IS NOT NULL AND h.category <> 'python_function' AND NOT {step_span_sql('h.name')}
           AND (regexp_matches(h.name, '{HOST_COMMUNICATION_REGEX}') OR coalesce(h.depth, 0) <= 1)""").fetchnumpy()
     out = {}
     arr = {k: np.asarray(v) for k, v in q.items()}

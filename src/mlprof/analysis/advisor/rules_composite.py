@@ -8,7 +8,7 @@ from __future__ import annotations
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.tables.names import (BACKWARD_NODE_PREFIX, HOST_COMMUNICATION_REGEX, OPTIMIZER_PREFIX, backward_node_sql,
-                                 data_loading_sql)
+                                 data_loading_sql, step_span_sql)
 
 __all__ = ["composite_ops", "composite_finding"]
 
@@ -24,7 +24,7 @@ def composite_ops(ctx: AdvisorContext) -> list[dict]:
             SELECT h.window_index, h.tid, h.name, h.start_ns, h.start_ns + h.dur_ns AS end_ns, h.dur_ns, h.step
             FROM host_ops h LEFT JOIN host_ops p ON p.window_index = h.window_index AND p.op_id = h.parent_op_id
             WHERE h.category = 'cpu_op' AND h.step IS NOT NULL AND coalesce(p.category, '') <> 'cpu_op'
-              AND NOT {backward_node_sql("h.name")} AND h.name NOT LIKE 'ProfilerStep#%'
+              AND NOT {backward_node_sql("h.name")} AND NOT {step_span_sql('h.name')}
               AND NOT starts_with(h.name, '{OPTIMIZER_PREFIX}') AND NOT {data_loading_sql("h.name")}
               -- A framework op (namespace::op), not a region or annotation (Torch-Compiled Region: 0/0 is
               -- the whole compiled model), nor a collective (communication_overlap's).

@@ -22,6 +22,7 @@ from mlprof.analysis.growth import (
 )
 from mlprof.analysis.compare_speed import steps_at_one_speed
 from mlprof.analysis.steps import HOST_FIELDS
+from mlprof.tables.names import step_span_sql
 
 __all__ = ["memory_growth", "work_growth", "growing_step_time"]
 
@@ -30,7 +31,7 @@ _MB = 2**20
 _RETAINED_STEPS_SHARE = 0.75
 # Host ops judged for growing work: the model's ops, as dominant_op counts them.
 _OP_FILTER = ("category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL "
-              "AND name NOT LIKE 'ProfilerStep#%'")
+              f"AND NOT {step_span_sql()}")
 # An op (or phase) whose growth is at least this share of the step's growth is what grows ...
 _OWNS_GROWTH = 0.5
 # ... and a phase owns its whole time only when its time grows by at least this share of where it started.

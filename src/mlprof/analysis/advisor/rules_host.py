@@ -11,7 +11,7 @@ from mlprof.analysis.advisor.loops import backward_causes
 from mlprof.analysis.advisor.rules_composite import composite_finding
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.ops import DEVICE_NS_PER_OP
-from mlprof.tables.names import data_loader_kind, data_loading_sql, is_host_communication
+from mlprof.tables.names import data_loader_kind, data_loading_sql, is_host_communication, step_span_sql
 
 __all__ = ["dominant_op", "data_loading", "gc_pauses", "step_outliers", "host_outside_ops"]
 
@@ -52,7 +52,7 @@ def standard_layer(op_name: str) -> str | None:
 # Ops that are not "the model's ops" for this rule: step spans, optimizer and
 # DataLoader annotations have their own rules.
 _OP_FILTER = ("category = 'cpu_op' AND NOT coalesce(folded, false) AND step IS NOT NULL "
-              f"AND name NOT LIKE 'ProfilerStep#%' AND NOT {data_loading_sql()}")
+              f"AND NOT {step_span_sql()} AND NOT {data_loading_sql()}")
 
 
 _STORM_FIX = ("Vectorise the loop (model(x) on the batch instead of model(x[i:i+1]), torch.vmap for per-sample "

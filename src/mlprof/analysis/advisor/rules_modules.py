@@ -12,6 +12,7 @@ from __future__ import annotations
 from mlprof.analysis.advisor.context import AdvisorContext, innermost_sql
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.advisor.rules_host import EXPECTED_COMPUTE
+from mlprof.tables.names import MODULE_FRAME_PREFIX, module_frame_sql
 
 __all__ = ["dominant_module"]
 
@@ -20,7 +21,7 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if not ctx.total_step_ns:
         return []
     has_modules = ctx.store.rows("SELECT count(*) FROM host_ops WHERE category = 'python_function' "
-                                 "AND name LIKE 'nn.Module:%' AND step IS NOT NULL")[0][0]
+                                 f"AND {module_frame_sql()} AND step IS NOT NULL")[0][0]
     if not has_modules:
         return []
     rows = ctx.store.dicts(f"""
@@ -32,7 +33,7 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                    FROM host_ops h LEFT JOIN backward_links b ON b.op_id = h.op_id AND b.forward_op_id IS NOT NULL
                    WHERE h.category = 'cpu_op' AND NOT coalesce(h.folded, false) AND h.step IS NOT NULL),
         m AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name FROM host_ops
-              WHERE category = 'python_function' AND name LIKE 'nn.Module:%' AND step IS NOT NULL),
+              WHERE category = 'python_function' AND {module_frame_sql()} AND step IS NOT NULL),
         inner_most AS (
             SELECT o.op_id, o.window_index, o.step, o.name AS op, o.folded_self_ns,
                    {innermost_sql("m")} AS module
@@ -66,7 +67,7 @@ def dominant_module(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         compute_bound = m["compute_ns"] >= 0.5 * m["self_ns"]
         # A Linear/Conv layer spending its time in its matmul is doing its job.
         severity = "info" if compute_bound else severity_for(judged, th.dominant_op_warn_share, th)
-        name = m["module"].removeprefix("nn.Module: ")
+        name = m["module"].removeprefix(f"{MODULE_FRAME_PREFIX} ")
         ops = sorted(m["ops"].values(), key=lambda o: (-(o["self_ns"] or 0), o["name"]))[:8]
         findings.append(Finding(
             id="dominant_module", severity=severity, share=round(share, 4), impact_ns=int(m["self_ns"]),
