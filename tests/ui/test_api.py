@@ -375,6 +375,34 @@ def test_timeline_search_and_details(client, run_id):
     assert client.get("/api/timeline/event", params={"run": run_id, "src": 0, "id": 10**9}).status_code == 404
 
 
+def test_timeline_range_sums_each_slice_clipped_to_the_range(client, logdir, run_id):
+    meta = get(client, "/api/timeline/meta", run=run_id)
+    step = meta["steps"][1]
+    t0, t1 = step["start"] + 20_000, step["end"] - 20_000  # cuts through the ops at both ends
+    got = get(client, "/api/timeline/range", run=run_id, t0=t0, t1=t1)
+    lo, hi = int(meta["origin_ns"]) + t0, int(meta["origin_ns"]) + t1
+    # Straight from the tables: every slice that overlaps, its part inside.
+    expected: dict[tuple[str, str], list[int]] = {}
+    with TableStore(logdir / run_id / "tables") as store:
+        for kind, sql in (("host op", "SELECT name, start_ns, dur_ns FROM host_ops WHERE category <> 'python_function'"),
+                          ("Python function", "SELECT name, start_ns, dur_ns FROM host_ops WHERE category = 'python_function'"),
+                          ("runtime call", "SELECT name, start_ns, dur_ns FROM runtime_calls"),
+                          ("device op", "SELECT name, start_ns, dur_ns FROM device_ops")):
+            for name, start, dur in store.rows(sql):
+                inside = min(start + dur, hi) - max(start, lo)
+                if start < hi and start + dur >= lo:
+                    n, total = expected.get((name, kind), [0, 0])
+                    expected[(name, kind)] = [n + 1, total + inside]
+    rows = {(r["name"], r["kind"]): [r["count"], r["in_range_ns"]] for r in got["rows"]}
+    assert {k: v for k, v in rows.items() if k[1] != "step" and k[1] != "marker"} == expected
+    assert rows[(f"ProfilerStep#{step['step']}", "step")] == [1, t1 - t0]
+    assert [r["in_range_ns"] for r in got["rows"]] == sorted((r["in_range_ns"] for r in got["rows"]), reverse=True)
+    assert got["span_ns"] == t1 - t0 and got["truncated"] is False
+    assert {k["kind"]: k["count"] for k in got["kinds"]}["device op"] == sum(
+        v[0] for k, v in expected.items() if k[1] == "device op")
+    assert client.get("/api/timeline/range", params={"run": run_id, "t0": 5, "t1": 5}).status_code == 400
+
+
 @pytest.mark.parametrize("bad", ["../..", "/etc", "jobs/../..", "jobs/../../..", "..", "jobs/./train_mlprof_output",
                                  "jobs\\..\\..", "%2e%2e/%2e%2e"])
 def test_run_ids_outside_the_logdir_are_refused(client, bad):

@@ -396,3 +396,46 @@ def test_a_python_track_opens_folded_and_its_name_folds_and_unfolds_it(page, bas
     page.press("#tl-search", "Enter")
     page.wait_for_function("() => Timeline.state.selected && Timeline.state.selected.name.includes('_call_impl')")
     assert {t["name"]: t for t in page.evaluate(TRACKS)}[python["name"]]["height"] == 16 * (python["depth"] + 1)
+
+
+def test_timeline_legend_names_what_fills_the_view_and_shift_drag_gives_a_range_s_statistics(page, base_url, run_id):
+    page.goto(run_url(base_url, run_id, "timeline"))
+    page.wait_for_selector("#tl-canvas[data-answers]")
+    page.wait_for_selector("#tl-legend .tl-legend-item")
+    items = page.query_selector_all("#tl-legend .tl-legend-item")
+    names = [i.get_attribute("data-name") for i in items]
+    assert 3 <= len(names) <= 10 and len(set(names)) == len(names)
+    assert "aten::conv2d" in names or "implicit_gemm_conv" in names
+    # Each swatch is drawn in the colour the canvas gives that name.
+    colours = page.evaluate("[...document.querySelectorAll('#tl-legend .swatch')].map(s => s.style.background)")
+    expected = page.evaluate("names => names.map(n => { const d = document.createElement('div'); "
+                             "d.style.background = U.colorOf(n); return d.style.background; })", names)
+    assert colours == expected
+    # A click on a legend entry finds that name.
+    items[0].click()
+    page.wait_for_function("n => Timeline.state.selected && Timeline.state.selected.name === n", arg=names[0])
+    # Shift+drag over the middle of the captured steps: the details list what lies in the range, exactly.
+    page.keyboard.press("0")
+    canvas = page.query_selector("#tl-canvas")
+    page.wait_for_function("() => +document.querySelector('#tl-canvas').dataset.answers > 0")
+    box = canvas.bounding_box()
+    x0, x1 = box["x"] + 230 + (box["width"] - 230) * 0.3, box["x"] + 230 + (box["width"] - 230) * 0.6
+    t_before = canvas.get_attribute("data-t0")
+    page.keyboard.down("Shift")
+    page.mouse.move(x0, box["y"] + 30)
+    page.mouse.down()
+    page.mouse.move(x1, box["y"] + 30, steps=5)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_selector("#tl-details[data-range] #tl-range-kinds")
+    assert canvas.get_attribute("data-t0") == t_before  # a range selection does not pan
+    t0, t1 = (int(x) for x in page.get_attribute("#tl-details", "data-range").split("-"))
+    answer = api(base_url, f"/api/timeline/range?run={q(run_id)}&t0={t0}&t1={t1}")
+    rows = page.query_selector_all("#tl-details table.data tbody tr")
+    assert len(rows) == len(answer["rows"]) > 0
+    assert page.inner_text("#tl-details h2").startswith("Range ")
+    assert "device op" in page.inner_text("#tl-range-kinds")
+    shot(page, "timeline_range")
+    # A name in the range's table finds it on the timeline.
+    page.click("#tl-details table.data tbody tr a")
+    page.wait_for_function("() => Timeline.state.selected !== null")

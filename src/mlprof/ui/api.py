@@ -30,7 +30,7 @@ from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["runs_answer", "features_answer", "overview_answer", "advisor_or_reason", "advisor_key", "dataset_rows",
            "rows_to_csv", "timeline_meta",
-           "timeline_window", "timeline_window_rows", "timeline_search", "timeline_event", "timeline_locate",
+           "timeline_window", "timeline_window_rows", "timeline_range", "timeline_search", "timeline_event", "timeline_locate",
            "advisor_answer"]
 
 
@@ -228,6 +228,17 @@ def timeline_window_rows(run: OpenRun, answer: dict) -> list[dict]:
                      "name": answer["names"][s["name"][i]], "count": s["count"][i], "busy_ns": s["busy"][i],
                      "table": timeline.SOURCES[s["src"][i]] if s["src"][i] is not None else None, "id": s["id"][i]})
     return rows
+
+
+def timeline_range(run: OpenRun, t0_rel: int, t1_rel: int) -> dict:
+    index = _index(run)
+    origin = index.start_ns or 0
+    if t1_rel <= t0_rel:
+        raise ConfigError("t1 must be greater than t0")
+    stats = timeline.range_stats(run.store, index, origin + t0_rel, origin + t1_rel)
+    stats["t0"], stats["t1"] = t0_rel, t1_rel
+    del stats["t0_ns"], stats["t1_ns"]
+    return stats
 
 
 def timeline_search(run: OpenRun, text: str) -> dict:

@@ -277,6 +277,9 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
             return _table(request, "timeline_window", api.timeline_window_rows(run, answer))
         return _json(answer)
 
+    def tl_range(request: Request, run) -> Response:
+        return _json(api.timeline_range(run, _int_arg(request, "t0", 0), _int_arg(request, "t1", 1)))
+
     def tl_search(request: Request, run) -> Response:
         text = request.query_params.get("q", "")
         if not text or len(text) > _MAX_QUERY_LEN:
@@ -310,6 +313,7 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
         Route("/api/cluster/{section}", cluster_endpoint),
         Route("/api/timeline/meta", with_run(tl_meta)),
         Route("/api/timeline/window", with_run(tl_window)),
+        Route("/api/timeline/range", with_run(tl_range)),
         Route("/api/timeline/search", with_run(tl_search)),
         Route("/api/timeline/event", with_run(tl_event)),
         Route("/api/timeline/locate", with_run(tl_locate)),

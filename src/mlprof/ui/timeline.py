@@ -30,8 +30,8 @@ from mlprof.capture.trace_names import GC_NAME_SQL, STEP_NAME_SQL
 from mlprof.tables.store import TableStore
 from mlprof.ui.labels import counter_label, device_label
 
-__all__ = ["Track", "TimelineIndex", "build_index", "query_window", "search", "locate", "slowest",
-           "SOURCES", "ROW_ORDER", "MAX_FLOWS"]
+__all__ = ["Track", "TimelineIndex", "build_index", "query_window", "range_stats", "search", "locate", "slowest",
+           "SOURCES", "ROW_ORDER", "MAX_FLOWS", "RANGE_KINDS"]
 
 SOURCES = ("host_ops", "runtime_calls", "device_ops", "steps", "markers", "gc_pauses")
 MAX_FLOWS = 500
@@ -362,6 +362,33 @@ def query_window(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int
                      "before": [list(r) for r in before]},
         "flows": flows, "flows_hidden": None if flows is not None else f"more than {MAX_FLOWS} arrows; zoom in",
     }
+
+
+# What a slice is, by its source (SOURCES) and its track (python frames are host_ops rows on a python track).
+RANGE_KINDS = {"python": "Python function", 0: "host op", 1: "runtime call", 2: "device op", 3: "step", 4: "marker",
+               5: "GC pause"}
+
+
+def range_stats(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int, limit: int = 50) -> dict:
+    """What a selected time range [t0, t1) holds, per name and kind: slices, their time inside the range
+    (each clipped to it), the longest; the kinds' totals. Exact, whatever the zoom (the window answer merges)."""
+    t0_ns, t1_ns = int(t0_ns), int(max(t1_ns, t0_ns + 1))
+    kind_sql = ("CASE WHEN k.kind = 'python' THEN 'python' ELSE v.src::VARCHAR END")
+    inside = (f"SELECT v.name, {kind_sql} AS kind, least(v.end_ns, {t1_ns}) - greatest(v.start_ns, {t0_ns}) AS in_ns, "
+              f"v.end_ns - v.start_ns AS dur_ns FROM (SELECT * FROM _tl WHERE start_ns < {t1_ns} "
+              f"AND start_ns >= {t0_ns - index.long_threshold_ns} AND end_ns >= {t0_ns} "
+              f"AND end_ns - start_ns <= {index.long_threshold_ns} UNION ALL SELECT * FROM _tl_long "
+              f"WHERE start_ns < {t1_ns} AND end_ns >= {t0_ns}) v LEFT JOIN _tl_tracks k ON k.track = v.track")
+    rows = store.dicts(f"""SELECT name, kind, count(*) AS count, sum(in_ns)::BIGINT AS in_range_ns,
+                                  max(dur_ns)::BIGINT AS longest_ns
+                           FROM ({inside}) GROUP BY name, kind
+                           ORDER BY in_range_ns DESC, count DESC, name, kind LIMIT {int(limit)}""")
+    kinds = store.dicts(f"""SELECT kind, count(*) AS count, count(DISTINCT name) AS names, sum(in_ns)::BIGINT AS in_range_ns
+                            FROM ({inside}) GROUP BY kind ORDER BY in_range_ns DESC, kind""")
+    for row in rows + kinds:
+        row["kind"] = RANGE_KINDS.get(row["kind"] if row["kind"] == "python" else int(row["kind"]), row["kind"])
+    return {"t0_ns": t0_ns, "t1_ns": t1_ns, "span_ns": t1_ns - t0_ns, "rows": rows, "kinds": kinds,
+            "names": sum(k["names"] for k in kinds), "truncated": sum(k["names"] for k in kinds) > len(rows)}
 
 
 def search(store: TableStore, text: str, limit: int = 1000) -> dict:

@@ -18,13 +18,14 @@ const Timeline = (() => {
     const searchBox = h("input", { type: "search", id: "tl-search", placeholder: "search names…", "aria-label": "search slices by name" });
     const searchInfo = h("span", { id: "tl-search-info", class: "muted" });
     const viewInfo = h("span", { id: "tl-view", class: "muted" });
+    const legend = h("div", { id: "tl-legend", "aria-label": "colour legend" });
     // Every flow at once is a web of lines over a busy run: by default only the selected slice's are drawn.
     const flowsBox = h("input", { type: "checkbox", id: "tl-flows", checked: false });
     const stepBox = h("select", { id: "tl-step", "aria-label": "show one step" }, h("option", { value: "" }, "all captured steps"));
     // The answer behind the current picture, as JSON (what the canvas shows, merged blocks included).
     const download = h("a", { id: "tl-download", download: "timeline_window.json", "data-format": "json" }, "JSON");
     const downloadCsv = h("a", { id: "tl-download-csv", download: "timeline_window.csv", "data-format": "csv" }, "CSV");
-    st = { run, canvas, axis, wrap, details, searchInfo, viewInfo, flowsBox, stepBox, jumpTo, download, downloadCsv, meta: null, layout: [], byTrack: new Map(),
+    st = { run, canvas, axis, wrap, details, searchInfo, viewInfo, legend, searchBox, range: null, flowsBox, stepBox, jumpTo, download, downloadCsv, meta: null, layout: [], byTrack: new Map(),
       view: { t0: 0, t1: 1 }, answer: null, ctrl: null, requests: 0, answers: 0, selected: null, hits: null, hit: -1,
       mouseX: null, drag: null, timer: null, listeners: [], collapsed: new Set() };
     const toolbar = h("div", { id: "tl-toolbar" },
@@ -37,15 +38,19 @@ const Timeline = (() => {
       h("button", { onclick: () => stepHit(-1), title: "previous match" }, "‹"), h("button", { onclick: () => stepHit(1), title: "next match" }, "›"),
       searchInfo, viewInfo, h("span", { class: "downloads" }, "download view", downloadCsv, download));
     el.replaceChildren(h("h1", {}, "Timeline"), toolbar,
-      h("p", { class: "hint" }, "W/S or Ctrl+wheel: zoom · A/D, drag or Shift+wheel: pan · click: details · click a track's name: fold or unfold it · 0: the captured steps · F: frame selection"),
-      axis, wrap, details);
+      h("p", { class: "hint" }, "W/S or Ctrl+wheel: zoom · A/D, drag or Shift+wheel: pan · click: details · Shift+drag: statistics of a time range · click a track's name: fold or unfold it · 0: the captured steps · F: frame selection"),
+      legend, axis, wrap, details);
     searchBox.addEventListener("keydown", e => { if (e.key === "Enter") runSearch(searchBox.value); });
     flowsBox.addEventListener("change", draw);
     stepBox.addEventListener("change", () => { if (!frameStep(stepBox.value)) reset(); });
     listen(document, "keydown", onKey);
     listen(window, "resize", () => { sizeCanvas(); draw(); fetchView(); });
     listen(canvas, "wheel", onWheel, { passive: false });
-    listen(canvas, "mousedown", e => { st.drag = { x: e.clientX, t0: st.view.t0, t1: st.view.t1, moved: false }; canvas.style.cursor = "grabbing"; });
+    listen(canvas, "mousedown", e => {
+      const x = e.clientX - canvas.getBoundingClientRect().left;
+      if (e.shiftKey && x >= LABEL_W) { st.range = { t0: tOf(x), t1: tOf(x), dragging: true }; canvas.style.cursor = "col-resize"; return; }
+      st.drag = { x: e.clientX, t0: st.view.t0, t1: st.view.t1, moved: false }; canvas.style.cursor = "grabbing";
+    });
     listen(window, "mousemove", onMove);
     listen(window, "mouseup", onUp);
     listen(wrap, "scroll", draw);
@@ -173,6 +178,7 @@ const Timeline = (() => {
       const a = await getJSON(url, ctrl.signal);
       if (st !== s0 || ctrl.signal.aborted) return;
       st.answer = a; st.answers++;
+      st.legend.replaceChildren(...TimelineRange.legend(a, st.view, name => { st.searchBox.value = name; runSearch(name); }));
       st.canvas.dataset.answers = String(st.answers);
       st.canvas.dataset.answerT0 = String(a.t0); st.canvas.dataset.answerT1 = String(a.t1);
       draw();
@@ -238,6 +244,7 @@ const Timeline = (() => {
       if (a.flows) drawFlows(c, a, scale, !st.flowsBox.checked);
     }
     drawSelection(c);
+    drawRange(c);
     // Track labels over the left column.
     c.fillStyle = "#f6f7f9"; c.fillRect(0, 0, LABEL_W, st.height);
     c.font = "12px system-ui"; c.textBaseline = "middle";
@@ -303,6 +310,15 @@ const Timeline = (() => {
     c.strokeStyle = "#e11d48"; c.lineWidth = 2; c.strokeRect(x0, tr.y + sel.depth * ROW_H, x1 - x0, ROW_H); c.lineWidth = 1;
   }
 
+  // The selected time range: a band over every track, its edges marked.
+  function drawRange(c) {
+    const r = st.range; if (!r) return;
+    const x0 = Math.max(LABEL_W, xOf(Math.min(r.t0, r.t1))), x1 = Math.min(st.width, xOf(Math.max(r.t0, r.t1)));
+    if (x1 <= x0) return;
+    c.fillStyle = "rgba(47,111,221,0.12)"; c.fillRect(x0, 0, x1 - x0, st.height);
+    c.strokeStyle = "#2f6fdd"; c.beginPath(); c.moveTo(x0, 0); c.lineTo(x0, st.height); c.moveTo(x1, 0); c.lineTo(x1, st.height); c.stroke();
+  }
+
   function hitTest(x, y) {
     const a = st.answer; if (!a || x < LABEL_W) return null;
     const tr = trackAt(y); if (!tr || tr.kind === "counter") return null;
@@ -332,6 +348,7 @@ const Timeline = (() => {
     if (home && sel.depth >= home.rows) setFolded(home, false);
     st.selected = sel; draw();
     const d = st.details;
+    delete d.dataset.range;
     if (!sel) { d.replaceChildren(h("span", { class: "muted" }, "Click a slice for its details.")); return; }
     const head = h("div", {}, h("h2", {}, sel.name), h("div", { class: "muted" },
       `${sel.trackName || ""} · start ${U.fmtTime(sel.start)} · duration ${fmtNs(sel.dur)}`));
@@ -396,6 +413,7 @@ const Timeline = (() => {
     if (!st) return;
     const rect = st.canvas.getBoundingClientRect();
     st.mouseX = e.clientX - rect.left;
+    if (st.range && st.range.dragging) { st.range.t1 = tOf(Math.max(LABEL_W, Math.min(st.width, st.mouseX))); draw(); return; }
     if (!st.drag) return;
     const dx = e.clientX - st.drag.x;
     if (Math.abs(dx) > 3) st.drag.moved = true;
@@ -406,6 +424,14 @@ const Timeline = (() => {
   }
 
   function onUp(e) {
+    if (st && st.range && st.range.dragging) {
+      const r = st.range, t0 = Math.min(r.t0, r.t1), t1 = Math.max(r.t0, r.t1);
+      st.canvas.style.cursor = "grab";
+      if ((t1 - t0) * plotW() / (st.view.t1 - st.view.t0) < 3) { st.range = null; draw(); return; }  // a shift-click
+      st.range = { t0, t1, dragging: false }; st.selected = null; draw();
+      TimelineRange.show(st.details, st.run, t0, t1, name => { st.searchBox.value = name; runSearch(name); });
+      return;
+    }
     if (!st || !st.drag) return;
     const moved = st.drag.moved; st.drag = null; st.canvas.style.cursor = "grab";
     if (moved) return;
@@ -418,6 +444,7 @@ const Timeline = (() => {
       if (tr && foldable(tr)) setFolded(tr, !st.collapsed.has(tr.id));
       return;
     }
+    st.range = null;
     select(hitTest(x, y));
   }
 
