@@ -30,7 +30,8 @@ from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["runs_answer", "features_answer", "overview_answer", "advisor_or_reason", "advisor_key", "dataset_rows",
            "rows_to_csv", "timeline_meta",
-           "timeline_window", "timeline_window_rows", "timeline_range", "timeline_search", "timeline_event", "timeline_locate",
+           "timeline_window", "timeline_window_rows", "timeline_range", "timeline_search", "timeline_event",
+           "timeline_locate",
            "advisor_answer"]
 
 

@@ -279,6 +279,15 @@ def _build_flows(store: TableStore) -> int:
     return con.execute("SELECT count(*) FROM _tl_flows").fetchone()[0]
 
 
+def _overlapping(index: TimelineIndex, t0_ns: int, t1_ns: int, track_cond: str = "") -> str:
+    """The slices that overlap [t0, t1), as SQL: the short ones read by start alone (they start at most
+    long_threshold before t0 if they reach into the window), the few long ones apart."""
+    # end >= t0 (not >): an instant (marker, zero-length slice) at t0 is in the window.
+    return (f"SELECT * FROM _tl WHERE start_ns < {t1_ns} AND start_ns >= {t0_ns - index.long_threshold_ns} "
+            f"AND end_ns >= {t0_ns} AND end_ns - start_ns <= {index.long_threshold_ns}{track_cond} "
+            f"UNION ALL SELECT * FROM _tl_long WHERE start_ns < {t1_ns} AND end_ns >= {t0_ns}{track_cond}")
+
+
 def query_window(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int, width_px: int,
                  tracks: list[int] | None = None) -> dict:
     """Slices, merged blocks, counters and flows of [t0, t1) at ``width_px`` pixels."""
@@ -289,13 +298,8 @@ def query_window(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int
     track_cond = ""
     if tracks is not None:
         track_cond = f" AND track IN ({', '.join(str(int(t)) for t in tracks) or '-1'})"
-    # Short slices start at most long_threshold before t0 if they reach into the window.
-    short = (f"SELECT * FROM _tl WHERE start_ns < {t1_ns} AND start_ns >= {t0_ns - index.long_threshold_ns} "
-             f"AND end_ns >= {t0_ns} AND end_ns - start_ns <= {index.long_threshold_ns}{track_cond}")
-    # end >= t0 (not >): an instant (marker, zero-length slice) at t0 is in the window.
-    long = f"SELECT * FROM _tl_long WHERE start_ns < {t1_ns} AND end_ns >= {t0_ns}{track_cond}"
     rows = con.execute(f"""
-        WITH v AS ({short} UNION ALL {long}),
+        WITH v AS ({_overlapping(index, t0_ns, t1_ns, track_cond)}),
         big AS (SELECT track, depth, start_ns, end_ns, name, 1::BIGINT AS n, end_ns - start_ns AS busy_ns, src, id
                 FROM v WHERE end_ns - start_ns >= {bucket}),
         -- Short slices: first one row per (track, depth, bucket), then runs of
@@ -373,17 +377,16 @@ def range_stats(store: TableStore, index: TimelineIndex, t0_ns: int, t1_ns: int,
     """What a selected time range [t0, t1) holds, per name and kind: slices, their time inside the range
     (each clipped to it), the longest; the kinds' totals. Exact, whatever the zoom (the window answer merges)."""
     t0_ns, t1_ns = int(t0_ns), int(max(t1_ns, t0_ns + 1))
-    kind_sql = ("CASE WHEN k.kind = 'python' THEN 'python' ELSE v.src::VARCHAR END")
+    kind_sql = "CASE WHEN k.kind = 'python' THEN 'python' ELSE v.src::VARCHAR END"
     inside = (f"SELECT v.name, {kind_sql} AS kind, least(v.end_ns, {t1_ns}) - greatest(v.start_ns, {t0_ns}) AS in_ns, "
-              f"v.end_ns - v.start_ns AS dur_ns FROM (SELECT * FROM _tl WHERE start_ns < {t1_ns} "
-              f"AND start_ns >= {t0_ns - index.long_threshold_ns} AND end_ns >= {t0_ns} "
-              f"AND end_ns - start_ns <= {index.long_threshold_ns} UNION ALL SELECT * FROM _tl_long "
-              f"WHERE start_ns < {t1_ns} AND end_ns >= {t0_ns}) v LEFT JOIN _tl_tracks k ON k.track = v.track")
+              f"v.end_ns - v.start_ns AS dur_ns FROM ({_overlapping(index, t0_ns, t1_ns)}) v "
+              "LEFT JOIN _tl_tracks k ON k.track = v.track")
     rows = store.dicts(f"""SELECT name, kind, count(*) AS count, sum(in_ns)::BIGINT AS in_range_ns,
                                   max(dur_ns)::BIGINT AS longest_ns
                            FROM ({inside}) GROUP BY name, kind
                            ORDER BY in_range_ns DESC, count DESC, name, kind LIMIT {int(limit)}""")
-    kinds = store.dicts(f"""SELECT kind, count(*) AS count, count(DISTINCT name) AS names, sum(in_ns)::BIGINT AS in_range_ns
+    kinds = store.dicts(f"""SELECT kind, count(*) AS count, count(DISTINCT name) AS names,
+                                   sum(in_ns)::BIGINT AS in_range_ns
                             FROM ({inside}) GROUP BY kind ORDER BY in_range_ns DESC, kind""")
     for row in rows + kinds:
         row["kind"] = RANGE_KINDS.get(row["kind"] if row["kind"] == "python" else int(row["kind"]), row["kind"])
