@@ -148,7 +148,7 @@ def test_query_counts_every_window_and_reparses_after_raw_data_changed(tmp_path)
     import os
 
     from mlprof.outputs import parsed_outputs as parsed_outputs_of
-    from mlprof.analysis.job import job_info
+    from mlprof.analysis.job_info import job_info
     from mlprof.tables.store import TableStore
 
     from .conftest import make_capture

@@ -50,7 +50,7 @@ def _monitor_rows(monitor: dict) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlprof.analysis.job import job_info
+    from mlprof.analysis.job_info import job_info
 
     infos = []
     for source, out in parsed_outputs(args.paths, None, progress_for(args)):

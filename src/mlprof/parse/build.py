@@ -15,7 +15,7 @@ import numpy as np
 from mlprof.errors import TraceFormatError
 from mlprof.parse.capture_files import GcRecord, MarkersFile, ModulesFile, PythonSamplesFile, StepRecord
 from mlprof.parse.hierarchy import assign_steps, fold_duplicates, nest_host_events
-from mlprof.parse.memory import release_freed_memory
+from mlprof.parse.release_memory import release_freed_memory
 from mlprof.parse.kineto_events import FLOW_END, FLOW_START, MISSING, KinetoColumns, StringPool
 from mlprof.parse.python_and_modules import module_call_table, python_tables
 from mlprof.tables.names import BACKEND_COLLECTIVE, STEP_SPAN

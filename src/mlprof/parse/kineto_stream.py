@@ -39,7 +39,7 @@ from mlprof.parse.kineto_events import (
     EVENTS_DECODER, LIST_DECODER, TOP_DECODER, TS_TEXT_EVENTS_DECODER, Accumulator, KinetoColumns, StringPool, TopLevel,
     split_chunk)
 from mlprof.parse.kineto_times import exact_times, exact_ts_ns, exact_ts_of_raws, ts_ns_need_text, ts_texts_to_ns
-from mlprof.parse.memory import release_freed_memory
+from mlprof.parse.release_memory import release_freed_memory
 from mlprof.parse.spill import Spill, SpilledTrace, as_in_trace, kept
 from mlprof.parse.trace_blocks import block_bytes_for, events_in_file, gunzip_blocks, plain_blocks
 from mlprof.parse.workers import abandon_part, finish_part, start_part, worker_count

@@ -36,7 +36,7 @@ from mlprof.parse.kineto_events import KinetoColumns
 from mlprof.parse.kineto_stream import load_spilled
 from mlprof.parse.segments import Plan, plan_segments, wants_spill, write_segmented
 from mlprof.parse.spill import Spill, SpilledTrace
-from mlprof.parse.memory import release_freed_memory
+from mlprof.parse.release_memory import release_freed_memory
 from mlprof.capture.files import atomic_write, make_private_dir, output_lock, refuse_link, replace_dir
 from mlprof.tables.layout import PARSE_INFO_FILE, TABLES_DIR, WINDOW_CACHE_FILE, WINDOWS_DIR, tables_schema
 from mlprof.tables.budget import MIN_MEMORY_BUDGET_BYTES

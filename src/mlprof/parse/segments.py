@@ -35,7 +35,7 @@ from mlprof.parse.build import (STEP_NAME, TableParts, WindowData, add_capture_m
 from mlprof.parse.capture_files import StepRecord
 from mlprof.parse.kineto_events import KinetoColumns, StringPool
 from mlprof.parse.trace_blocks import events_in_trace
-from mlprof.parse.memory import release_freed_memory
+from mlprof.parse.release_memory import release_freed_memory
 from mlprof.parse.segment_joins import Launches, write_device_ops, write_flows
 from mlprof.parse.spill import TIME_COLUMN, SpilledTrace
 from mlprof.tables.budget import memory_budget_bytes

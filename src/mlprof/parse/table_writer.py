@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from mlprof.parse.attribution import DERIVED_TABLES, write_attribution
-from mlprof.parse.memory import release_freed_memory
+from mlprof.parse.release_memory import release_freed_memory
 from mlprof.parse.workers import worker_count
 from mlprof.tables.budget import memory_budget_bytes
 from mlprof.tables.schema import TABLES

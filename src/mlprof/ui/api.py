@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mlprof.export.csv_summaries import spreadsheet_safe
 from mlprof.analysis.gpu_metrics import gpu_metrics
-from mlprof.analysis.job import job_info
+from mlprof.analysis.job_info import job_info
 from mlprof.analysis.step_categories import CATEGORIES, CATEGORY_LABELS
 from mlprof.analysis.steps import DEVICE_FIELDS, HOST_FIELDS, IDLE_FIELDS
 from mlprof.errors import ConfigError
