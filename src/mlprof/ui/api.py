@@ -25,7 +25,7 @@ from mlprof.ui.datasets import Params, get_dataset
 from mlprof.outputs import source_of
 from mlprof.ui.discovery import discover
 from mlprof.ui.stores import OpenRun
-from mlprof.ui.summaries import SummaryCache, features
+from mlprof.ui.run_summaries import SummaryCache, features
 from mlprof.tables.layout import TABLES_DIR
 
 __all__ = ["runs_answer", "features_answer", "overview_answer", "advisor_or_reason", "advisor_key", "dataset_rows",

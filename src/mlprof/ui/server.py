@@ -31,7 +31,7 @@ from mlprof.ui.compare_view import compare_answer, compare_rows
 from mlprof.ui.datasets import DATASETS, Params
 from mlprof.ui.discovery import RunPathRefused, resolve_run_dir
 from mlprof.ui.stores import StoreCache
-from mlprof.ui.summaries import SummaryCache
+from mlprof.ui.run_summaries import SummaryCache
 
 __all__ = ["create_app", "STATIC_DIR", "LOOPBACK_HOSTS"]
 
