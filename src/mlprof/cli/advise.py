@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from mlprof.cli.common import add_common, add_paths, add_thresholds, parsed_outputs, print_json, progress_for
+from mlprof.cli.exit_codes import EXIT_OK
 
 if TYPE_CHECKING:
     from mlprof.analysis.advisor import AdvisorReport
@@ -84,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
         results.append((source, report, advice_entry(out, report, write=not args.no_write)))
     if args.json:
         print_json([entry for _, _, entry in results])
-        return 0
+        return EXIT_OK
     for source, report, _ in results:
         print("\n".join(format_report(source, report)))
         print()
-    return 0
+    return EXIT_OK

@@ -8,6 +8,7 @@ from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json,
 from mlprof.tables.phases import HOST_PHASES
 from mlprof.tables.store import TableStore
 from mlprof.tables.layout import TABLES_DIR
+from mlprof.cli.exit_codes import EXIT_OK
 
 __all__ = ["register", "run"]
 
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         results.append(result)
     if args.json:
         print_json(results[0] if len(results) == 1 else results)
-        return 0
+        return EXIT_OK
     for res in results:
         print(res["source"])
         if not res["call_sites"] and res.get("samples_by_phase"):
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if res["more"]:
             print(f"  ... {res['more']} more (--top N)")
         print()
-    return 0
+    return EXIT_OK
 
 
 def _samples_by_phase(rows: list[dict]) -> dict[str, int]:

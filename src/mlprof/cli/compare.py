@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from mlprof.analysis.stats import CPU_MIN_CHANGE, MIN_CHANGE
 from mlprof.cli.common import add_common, finite_float, parsed_outputs, print_json, progress_for
-from mlprof.cli.exit_codes import EXIT_INCONCLUSIVE, EXIT_SLOWER
+from mlprof.cli.exit_codes import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_SLOWER
 from mlprof.errors import ConfigError
 from mlprof.tables.store import TableStore
 from mlprof.tables.layout import TABLES_DIR
@@ -188,10 +188,10 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(format_comparison(base_src, new_src, result,
                                           TERMINAL_TOP if args.top is None else args.top)))
     if gate is None:
-        return 0
+        return EXIT_OK
     if gate.inconclusive and not args.strict:
         print(f"mlprof compare: warning: --fail-if-slower {gate.limit_pct:g}: {gate.reason}; not failing "
               "(--strict fails when the runs cannot tell)", file=sys.stderr)
-        return 0
+        return EXIT_OK
     print(f"mlprof compare: --fail-if-slower {gate.limit_pct:g}: {gate.reason}", file=sys.stderr)
     return EXIT_SLOWER if gate.failed else EXIT_INCONCLUSIVE if gate.inconclusive else 0

@@ -9,6 +9,7 @@ from mlprof.cli.common import (add_common, add_export_type, add_paths, export_ty
                                progress_for)
 from mlprof.errors import ConfigError
 from mlprof.export import SUMMARY_FORMATS, ExportOptions
+from mlprof.cli.exit_codes import EXIT_OK
 
 __all__ = ["register", "run"]
 
@@ -45,4 +46,4 @@ def run(args: argparse.Namespace) -> int:
     else:
         for entry in report:
             print(f"{entry['source']}: {len(entry['files'])} files -> {entry['output_dir']}")
-    return 0
+    return EXIT_OK

@@ -7,6 +7,7 @@ import argparse
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.tables.store import TableStore
 from mlprof.tables.layout import TABLES_DIR
+from mlprof.cli.exit_codes import EXIT_OK
 
 __all__ = ["register", "run"]
 
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         results.append({"source": source, "steps": steps, "modules": rows})
     if args.json:
         print_json(results[0] if len(results) == 1 else results)
-        return 0
+        return EXIT_OK
     header = ("calls/step", "fwd total ms", "fwd self ms", "device ms", "backward ms")
     for res in results:
         print(res["source"])
@@ -57,4 +58,4 @@ def run(args: argparse.Namespace) -> int:
                      _ms(m["device_total_ns"] / n), _ms(m["backward_total_ns"] / n))
             print(f"  {name[:48]:<48}" + "".join(f"{c:>14}" for c in cells))
         print()
-    return 0
+    return EXIT_OK

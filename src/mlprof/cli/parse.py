@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mlprof.cli.common import add_common, add_export_type, exit_code_for, export_types, print_json, progress_for
-from mlprof.cli.exit_codes import EXIT_PARTIAL
+from mlprof.cli.exit_codes import EXIT_OK, EXIT_PARTIAL
 from mlprof.batch import InternalError
 from mlprof.errors import ConfigError, printable
 from mlprof.export import (PARSE_TRACE_VIEW_MAX_EVENTS, SUMMARY_FORMATS, TRACE_VIEW_FILE,
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         report.append(entry)
     # Some inputs failed: "partial" (6); all failed: the first failure's own code.
     if not failures:
-        status = 0
+        status = EXIT_OK
     elif len(failures) < len(results):
         status = EXIT_PARTIAL
     else:

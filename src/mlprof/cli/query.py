@@ -9,6 +9,7 @@ from pathlib import Path
 from mlprof.cli.common import add_common, add_paths, parsed_outputs, print_json, progress_for
 from mlprof.tables.store import TableStore
 from mlprof.tables.layout import TABLES_DIR
+from mlprof.cli.exit_codes import EXIT_OK
 
 __all__ = ["register", "run"]
 
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             infos.append(job_info(store, Path(source), out))
     if args.json:
         print_json([i.to_dict() for i in infos])
-        return 0
+        return EXIT_OK
     for info in infos:
         duration = (info.end_ns - info.start_ns) / 1e9 if info.start_ns is not None else 0.0
         slow = ", ".join(f"#{s['step']} {s['dur_ns'] / 1e6:.3f} ms" for s in info.slowest_steps) or "-"
@@ -77,4 +78,4 @@ def run(args: argparse.Namespace) -> int:
         for key, value in rows:
             print(f"{key:<{width}}  {value}")
         print()
-    return 0
+    return EXIT_OK

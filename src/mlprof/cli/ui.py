@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from mlprof.errors import ConfigError
+from mlprof.cli.exit_codes import EXIT_OK
 
 __all__ = ["register", "run"]
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "stop":
         record = runtime.stop_server(args.port)
         print(f"mlprof ui: stopped the server on {record.host}:{record.port} (pid {record.pid})")
-        return 0
+        return EXIT_OK
     if args.logdir is None:
         raise ConfigError("--logdir DIR is required (usage: mlprof ui --logdir DIR [--port N])")
     logdir = args.logdir.resolve()
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         runtime.remove_record(port, os.getpid())
     sys.stdout.flush()
     _exit_past_running_analyses()
-    return 0
+    return EXIT_OK
 
 
 def _exit_past_running_analyses() -> None:
