@@ -10,12 +10,17 @@ tables only, each None when the trace lacks what it needs:
   over step time; needs launch grids and the device's SM count
   (``deviceProperties.numSms``);
 * achieved occupancy: kernel-time-weighted mean of the trace's estimated
-  achieved occupancy (``device_ops.occupancy_pct``).
+  achieved occupancy (``device_ops.occupancy_pct``);
+* Tensor Core use: the share of kernel time in kernels that run on the
+  matrix units (Tensor Cores, AMD's Matrix Cores), known by their names
+  (``tables.names.TENSOR_CORE_KERNEL_REGEX``), as the TensorBoard plugin's
+  "kernel time using Tensor Cores".
 """
 
 from __future__ import annotations
 
 
+from mlprof.tables.names import tensor_core_kernel_sql
 from mlprof.tables.store import TableStore
 
 __all__ = ["gpu_metrics"]
@@ -32,7 +37,8 @@ def _sm_counts(store: TableStore) -> dict[int, int]:
 
 
 def gpu_metrics(store: TableStore, step: int | None = None) -> dict | None:
-    """``{utilization, sm_efficiency, achieved_occupancy_pct, step_ns}`` (fractions), None without device work."""
+    """``{utilization, sm_efficiency, achieved_occupancy_pct, tensor_core_share, step_ns}`` (fractions), None
+    without device work."""
     cond, params = ("", []) if step is None else (" AND step = ?", [step])
     total, busy = store.rows(f"""SELECT sum(dur_ns), sum(dur_ns) FILTER (WHERE phase <> 'idle') FROM phase_spans
                                  WHERE view = 'device'{cond}""", params)[0]
@@ -68,5 +74,8 @@ def gpu_metrics(store: TableStore, step: int | None = None) -> dict | None:
                          FROM device_ops
                          WHERE kind = 'kernel' AND occupancy_pct IS NOT NULL AND step IS NOT NULL{cond}""",
                      params)[0][0]
+    tensor, kernels = store.rows(f"""SELECT sum(dur_ns) FILTER (WHERE {tensor_core_kernel_sql()}), sum(dur_ns)
+                                     FROM device_ops WHERE kind = 'kernel' AND step IS NOT NULL{cond}""", params)[0]
     return {"step_ns": int(total), "utilization": int(busy or 0) / total, "sm_efficiency": sm_eff,
-            "achieved_occupancy_pct": None if occ is None else float(occ)}
+            "achieved_occupancy_pct": None if occ is None else float(occ),
+            "tensor_core_share": int(tensor or 0) / kernels if kernels else None}

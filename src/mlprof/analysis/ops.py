@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlprof.tables.names import step_span_sql
+from mlprof.tables.names import step_span_sql, tensor_core_kernel_sql
 from mlprof.tables.store import TableStore
 
 __all__ = ["op_statistic", "operator_details", "kernel_statistic", "api_statistic",
@@ -110,12 +110,14 @@ def operator_details(store: TableStore, step: int | None = None) -> list[dict]:
 
 
 def kernel_statistic(store: TableStore, step: int | None = None) -> list[dict]:
-    """Per device op name and kind: count, total/avg/min/max time, ratio of device time."""
+    """Per device op name and kind: count, total/avg/min/max time, ratio of device time, and whether it runs
+    on the Tensor Cores (a kernel named as one, ``tables.names.TENSOR_CORE_KERNEL_REGEX``)."""
     cond, params = _step_filter(step)
     return store.dicts(f"""
         SELECT name, kind, count(*) AS count, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns,
                min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
-               100.0 * sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (), 0) AS ratio_pct
+               100.0 * sum(dur_ns) / nullif(sum(sum(dur_ns)) OVER (), 0) AS ratio_pct,
+               kind = 'kernel' AND {tensor_core_kernel_sql()} AS tensor_cores
         FROM device_ops WHERE kind <> 'sync' {cond}
         GROUP BY name, kind ORDER BY total_ns DESC, name, kind""", params)
 

@@ -17,7 +17,7 @@ from mlprof.capture.trace_names import STEP_EVENT_PREFIX
 
 __all__ = [
     "STEP_EVENT_PREFIX", "STEP_SPAN", "is_step_span", "step_span_sql", "MODULE_FRAME_PREFIX", "is_module_frame",
-    "module_frame_sql",
+    "module_frame_sql", "TENSOR_CORE_KERNEL_REGEX", "tensor_core_kernel_sql",
     "COMMUNICATION_BACKENDS", "BACKEND_COLLECTIVE", "BACKEND_COLLECTIVE_REGEX", "HOST_COMMUNICATION",
     "HOST_COMMUNICATION_REGEX", "is_host_communication", "COMMUNICATION_KERNEL",
     "DATA_LOADING_MARK", "is_data_loading", "data_loading_sql", "data_loader_kind", "OPTIMIZER_PREFIX", "is_optimizer",
@@ -48,6 +48,19 @@ def is_module_frame(name: str) -> bool:
 
 def module_frame_sql(column: str = "name") -> str:
     return f"{column} LIKE '{MODULE_FRAME_PREFIX}%'"
+
+
+# Kernels that run on the matrix units (NVIDIA Tensor Cores, AMD Matrix Cores), by the names their libraries give
+# them: CUTLASS "tensorop" and cuDNN/cuBLAS "xmma" kernels, the MMA instruction families (hmma, imma, wmma,
+# Hopper's gmma) and their tile shapes in cuBLAS names (s884, h1688, s16816, i8816...), fused attention (fmha,
+# flash_fwd/flash_bwd), and rocBLAS/hipBLASLt Tensile kernels built on MFMA instructions (_MI16x16x1_).
+# FP32 SIMT kernels (volta_sgemm, ampere_sgemm, scudnn) match none of them.
+TENSOR_CORE_KERNEL_REGEX = (r"(?i)(tensorop|xmma|[hiwg]mma|[a-z](884|1688|16816|8816)[a-z_]|fmha|flash_(fwd|bwd)"
+                            r"|mfma|_MI\d+x\d+x\d+)")
+
+
+def tensor_core_kernel_sql(column: str = "name") -> str:
+    return f"regexp_matches({column}, '{TENSOR_CORE_KERNEL_REGEX}')"
 
 
 # Communication backends whose host ops torch names `<backend>:<collective>`

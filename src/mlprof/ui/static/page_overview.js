@@ -65,6 +65,7 @@
         g ? [`${o.device.kind === "gpu" ? "GPU" : (o.device.kind || "device").toUpperCase()} utilisation`, fmtShare(g.utilization), "device busy, share of step time", "tile-gpu-util"] : null,
         g && g.sm_efficiency !== null ? ["SM efficiency", fmtShare(g.sm_efficiency), "kernel time × share of SMs its grid fills", "tile-sm-eff"] : null,
         g && g.achieved_occupancy_pct !== null ? ["achieved occupancy", fmtPct(g.achieved_occupancy_pct), "kernel-time weighted (trace estimate)", "tile-occupancy"] : null,
+        g && g.tensor_core_share !== null && g.tensor_core_share !== undefined ? ["Tensor Cores", fmtShare(g.tensor_core_share), "of kernel time in kernels that use them", "tile-tensor-cores"] : null,
         ["data loading", dl.data_loading_pct === null ? "—" : fmtPct(dl.data_loading_pct), "of step time, waiting for the next batch", "tile-dl"],
         a.explained ? ["advisor", `${warnings.length} warning(s)`, `explaining ${fmtShare(a.explained.explained_share)} of step time`, "tile-advisor"] : null,
       ]) : U.naBox("No steps in this run: the figures below cover the whole trace where they can."),
