@@ -199,6 +199,34 @@ def test_a_standard_layer_called_functionally_is_not_a_culprit(tmp_path, op_name
     assert "hand-written" not in f.fix
 
 
+def _dropout_steps(parent: str | None, n_steps=4, step_us=1_000):
+    """Steps led by aten::bernoulli_ (40%): inside aten::dropout (F.dropout) or, without ``parent``, called
+    on its own (a hand-written dropout's mask)."""
+    events, t = [], 0
+    for i in range(n_steps):
+        events.append(X(f"ProfilerStep#{i + 1}", t, step_us, cat="user_annotation"))
+        events.append(X("aten::addmm", t + 10, 300))
+        if parent:
+            events.append(X(parent, t + 390, 420))
+        events.append(X("aten::bernoulli_", t + 400, 400, **{"Input Dims": [[32, 64]], "Input type": ["float"]}))
+        t += step_us
+    return events
+
+
+def test_an_op_inside_a_standard_layers_op_belongs_to_that_layer(tmp_path):
+    # F.dropout in a library's or torch.fx-generated forward: the mask's bernoulli_ leads the step, no
+    # nn.Dropout module is seen, and there is still no built-in to switch to.
+    with _store(tmp_path, _dropout_steps("aten::dropout"), "in_dropout") as store:
+        (f,) = [f for f in advise(store).findings if f.id == "dominant_op"
+                and f.evidence.metrics["op"] == "aten::bernoulli_"]
+    assert f.severity == "info" and f.evidence.metrics["standard_layer"] == "dropout"
+    # The same op called on its own is a hand-written mask: still a warning.
+    with _store(tmp_path, _dropout_steps(None), "alone") as store:
+        (f,) = [f for f in advise(store).findings if f.id == "dominant_op"
+                and f.evidence.metrics["op"] == "aten::bernoulli_"]
+    assert f.severity in ("warning", "critical") and f.evidence.metrics["standard_layer"] is None
+
+
 @pytest.mark.parametrize("op_name", ["aten::sort", "aten::linalg_eigh", "aten::cumsum"])
 def test_an_unusual_op_leading_the_step_is_still_a_warning(tmp_path, op_name):
     with _store(tmp_path, _steps_led_by(op_name)) as store:

@@ -109,7 +109,7 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         if judged < th.dominant_op_warn_share:
             continue
         builtin = None if expected else _builtin_module(ctx, top["name"])
-        layer = None if expected or builtin else standard_layer(top["name"])
+        layer = None if expected or builtin else _layer_of(ctx, top["name"])
         # Dense math leading the step is what a healthy, compute-bound run looks like; an op inside
         # torch's own nn layer (nn.Dropout's mask, nn.LayerNorm), or a standard layer called in its
         # functional form (F.max_pool2d), has no built-in to switch to.
@@ -184,6 +184,23 @@ def dominant_op(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             findings = [f for f in findings if f.evidence.metrics.get("op") != composite.evidence.metrics["op"]]
             findings.insert(0, composite)
     return findings
+
+
+def _layer_of(ctx: AdvisorContext, op_name: str) -> str | None:
+    """The standard layer ``op_name`` belongs to: its own (aten::max_pool2d_with_indices), else that of the op
+    that calls it for most of its self time (aten::bernoulli_ drawing aten::dropout's mask in F.dropout, from a
+    library's or generated code such as torch.fx's ``<eval_with_key>``, where no nn.Dropout module is seen)."""
+    own = standard_layer(op_name)
+    if own:
+        return own
+    rows = ctx.store.rows(f"""
+        WITH o AS (SELECT window_index, parent_op_id, folded_self_ns FROM host_ops WHERE name = ? AND {_OP_FILTER})
+        SELECT p.name, sum(o.folded_self_ns), (SELECT sum(folded_self_ns) FROM o)
+        FROM o JOIN host_ops p ON p.window_index = o.window_index AND p.op_id = o.parent_op_id
+        GROUP BY p.name ORDER BY 2 DESC, 1 LIMIT 1""", [op_name])
+    if not rows or not rows[0][1] or not rows[0][2] or rows[0][1] < 0.5 * rows[0][2]:
+        return None
+    return standard_layer(rows[0][0])
 
 
 def _builtin_module(ctx: AdvisorContext, op_name: str) -> str | None:
