@@ -178,7 +178,7 @@ const Timeline = (() => {
       const a = await getJSON(url, ctrl.signal);
       if (st !== s0 || ctrl.signal.aborted) return;
       st.answer = a; st.answers++;
-      st.legend.replaceChildren(...TimelineRange.legend(a, st.view, name => { st.searchBox.value = name; runSearch(name); }));
+      st.legend.replaceChildren(...TimelineRange.legend(a, st.view, name => jumpTo({ name })));
       st.canvas.dataset.answers = String(st.answers);
       st.canvas.dataset.answerT0 = String(a.t0); st.canvas.dataset.answerT1 = String(a.t1);
       draw();
@@ -346,9 +346,9 @@ const Timeline = (() => {
     // A slice found by search or a link may lie under a folded track's first row: unfold it.
     const home = sel && st.byTrack.get(sel.track);
     if (home && sel.depth >= home.rows) setFolded(home, false);
-    st.selected = sel; draw();
+    st.selected = sel; st.range = null; draw();
     const d = st.details;
-    delete d.dataset.range;
+    delete d.dataset.range; delete d.dataset.pending;  // a range's answer arriving later must not replace this
     if (!sel) { d.replaceChildren(h("span", { class: "muted" }, "Click a slice for its details.")); return; }
     const head = h("div", {}, h("h2", {}, sel.name), h("div", { class: "muted" },
       `${sel.trackName || ""} · start ${U.fmtTime(sel.start)} · duration ${fmtNs(sel.dur)}`));
@@ -429,7 +429,7 @@ const Timeline = (() => {
       st.canvas.style.cursor = "grab";
       if ((t1 - t0) * plotW() / (st.view.t1 - st.view.t0) < 3) { st.range = null; draw(); return; }  // a shift-click
       st.range = { t0, t1, dragging: false }; st.selected = null; draw();
-      TimelineRange.show(st.details, st.run, t0, t1, name => { st.searchBox.value = name; runSearch(name); });
+      TimelineRange.show(st.details, st.run, t0, t1, name => jumpTo({ name }));
       return;
     }
     if (!st || !st.drag) return;
@@ -444,7 +444,6 @@ const Timeline = (() => {
       if (tr && foldable(tr)) setFolded(tr, !st.collapsed.has(tr.id));
       return;
     }
-    st.range = null;
     select(hitTest(x, y));
   }
 

@@ -19,19 +19,23 @@ const TimelineRange = (() => {
     const top = [...byName].sort((a, b) => b[1] - a[1] || (answer.names[a[0]] < answer.names[b[0]] ? -1 : 1)).slice(0, LEGEND_MAX);
     const items = top.map(([k, t]) => {
       const name = answer.names[k];
-      return h("button", { class: "tl-legend-item", title: `${name}: ${fmtNs(t)} in view; click to find it`, "data-name": name,
+      return h("button", { class: "tl-legend-item", title: `${name}: ${fmtNs(t)} in view; click for its longest slice`, "data-name": name,
         onclick: () => onPick(name) }, h("span", { class: "swatch", style: `background:${colorOf(name)}` }), U.shorten(name, 40));
     });
     if (items.length) items.push(h("span", { class: "muted tl-legend-note" }, "each name has its colour; a lighter shade is several short slices merged at this zoom"));
     return items;
   }
 
-  // The statistics of [t0, t1) (relative ns), rendered into ``el``; ``jump`` finds a name on the timeline.
+  // The statistics of [t0, t1) (relative ns), rendered into ``el``; ``jump`` opens a name's longest slice.
   async function show(el, run, t0, t1, jump) {
     const head = h("h2", {}, `Range ${fmtTime(t0)} – ${fmtTime(t1)} (${fmtNs(t1 - t0)})`);
+    const key = `${Math.round(t0)}-${Math.round(t1)}`;
     el.replaceChildren(head, h("p", { class: "muted" }, "loading…"));
+    delete el.dataset.range;
+    el.dataset.pending = key;
     try {
       const r = await U.getJSON(`/api/timeline/range?${U.query({ run, t0: Math.round(t0), t1: Math.round(t1) })}`);
+      if (el.dataset.pending !== key) return;  // another range or a slice was chosen meanwhile
       const kinds = h("p", { id: "tl-range-kinds" }, r.kinds.length ? r.kinds.map((k, i) => [i ? " · " : "",
         h("b", {}, k.kind), ` ${k.count.toLocaleString("en-US")} slices, ${fmtNs(k.in_range_ns)}`]) : "Nothing in this range.");
       const rows = r.rows.map(x => ({ ...x, share: x.in_range_ns / r.span_ns }));
@@ -46,8 +50,8 @@ const TimelineRange = (() => {
       el.replaceChildren(head, kinds, table, h("p", { class: "muted" },
         `Each slice counts its part inside the range; nested slices each count their own time, so a column can sum past the range.` +
         (r.truncated ? ` The ${r.rows.length} names with the most time of ${r.names} are listed.` : "")));
-      el.dataset.range = `${Math.round(t0)}-${Math.round(t1)}`;
-    } catch (e) { el.replaceChildren(head, h("p", { class: "na-box" }, e.message)); }
+      el.dataset.range = key;
+    } catch (e) { if (el.dataset.pending === key) el.replaceChildren(head, h("p", { class: "na-box" }, e.message)); }
   }
 
   return { legend, show };
