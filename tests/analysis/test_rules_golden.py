@@ -69,6 +69,35 @@ def test_sync_memory_and_recompile_rules_report_exact_shares(tmp_path):
     assert idle.impact_ns == m["idle_launch_ns"] and m["idle_python_ns"] > m["idle_launch_ns"]
 
 
+def test_a_step_slow_by_compiling_is_recompilations_finding_not_an_outlier(tmp_path):
+    """A recompile in step 5 (torch.compile's compile_inner span, as Kineto records it) makes that step 9x the
+    median: the finding is recompilation's; step_outliers stays silent on it, and still sees a slow step that
+    ran more work."""
+    def steps(extra_work_step=None):
+        events, t = [], 0
+        for i in range(10):
+            compiling = 8_000 if i == 4 else 0
+            work = 4_000 if i == extra_work_step else 0
+            dur = 1_000 + compiling + work
+            events.append(X(f"ProfilerStep#{i + 1}", t, dur, cat="user_annotation"))
+            events.append(X("aten::addmm", t + 10, 900))
+            if compiling:
+                events.append(X("Torch-Compiled Region: 0/1", t + 950, compiling + 40))
+                events.append(X("_compile.compile_inner (dynamo_timed)", t + 960, compiling))
+            if work:
+                events.append(X("aten::mm", t + 960, work))
+            t += dur
+        return events
+
+    with _store(tmp_path, steps(), "compiled") as store:
+        by_id = {f.id: f for f in advise(store).findings}
+    assert by_id["recompilation"].severity in ("warning", "critical") and by_id["recompilation"].impact_ns == 8_000_000
+    assert "step_outliers" not in by_id
+    with _store(tmp_path, steps(extra_work_step=8), "and_work") as store:
+        (f,) = [f for f in advise(store).findings if f.id == "step_outliers"]
+    assert [s["step"] for s in f.evidence.steps] == [9] and f.impact_ns == 4_000_000
+
+
 def test_cheap_syncs_and_allocations_stay_silent(tmp_path):
     with _store(tmp_path, _gpu_steps(sync_us=50, malloc_us=20)) as store:
         ids = {f.id for f in advise(store).findings}

@@ -17,7 +17,7 @@ from mlprof.capture.trace_names import STEP_EVENT_PREFIX
 
 __all__ = [
     "STEP_EVENT_PREFIX", "STEP_SPAN", "is_step_span", "step_span_sql", "MODULE_FRAME_PREFIX", "is_module_frame",
-    "module_frame_sql", "TENSOR_CORE_KERNEL_REGEX", "tensor_core_kernel_sql",
+    "module_frame_sql", "TENSOR_CORE_KERNEL_REGEX", "tensor_core_kernel_sql", "COMPILE_SQL",
     "COMMUNICATION_BACKENDS", "BACKEND_COLLECTIVE", "BACKEND_COLLECTIVE_REGEX", "HOST_COMMUNICATION",
     "HOST_COMMUNICATION_REGEX", "is_host_communication", "COMMUNICATION_KERNEL",
     "DATA_LOADING_MARK", "is_data_loading", "data_loading_sql", "data_loader_kind", "OPTIMIZER_PREFIX", "is_optimizer",
@@ -49,6 +49,12 @@ def is_module_frame(name: str) -> bool:
 def module_frame_sql(column: str = "name") -> str:
     return f"{column} LIKE '{MODULE_FRAME_PREFIX}%'"
 
+
+# torch.compile compiling (Dynamo's frame conversion, Inductor's compile_fx), as host spans; nested spans of
+# these names are one compilation seen at several levels.
+COMPILE_SQL = ("(name LIKE '%_compile.compile_inner%' OR name LIKE 'TorchDynamo%compil%' OR name LIKE 'compile_fx%' "
+               "OR name LIKE '%CompileFunction%' OR name LIKE 'dynamo%compile%' "
+               "OR name = 'torch._dynamo.convert_frame._compile')")
 
 # Kernels that run on the matrix units (NVIDIA Tensor Cores, AMD Matrix Cores), by the names their libraries give
 # them: CUTLASS "tensorop" and cuDNN/cuBLAS "xmma" kernels, the MMA instruction families (hmma, imma, wmma,

@@ -7,6 +7,7 @@ import re
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.host import measured_wait_share
+from mlprof.tables.names import COMPILE_SQL
 
 __all__ = ["cpu_oversubscription", "recompilation"]
 
@@ -65,11 +66,9 @@ def recompilation(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         SELECT name, count(*) FROM host_ops WHERE step IS NOT NULL AND name LIKE 'Torch-Compiled Region:%'
         GROUP BY name ORDER BY name""")
     recompiles = sorted({m.group(0) for name, _ in regions if (m := _COMPILED.search(name)) and int(m.group(2)) > 0})
-    compile_rows = ctx.store.dicts("""
+    compile_rows = ctx.store.dicts(f"""
         SELECT name, count(*) AS count, sum(dur_ns) AS total_ns FROM host_ops
-        WHERE step IS NOT NULL AND category <> 'python_function' AND (name LIKE '%_compile.compile_inner%'
-              OR name LIKE 'TorchDynamo%compil%' OR name LIKE 'compile_fx%' OR name LIKE '%CompileFunction%'
-              OR name LIKE 'dynamo%compile%' OR name = 'torch._dynamo.convert_frame._compile')
+        WHERE step IS NOT NULL AND category <> 'python_function' AND {COMPILE_SQL}
         GROUP BY name ORDER BY total_ns DESC, name""")
     compile_ns = max((r["total_ns"] for r in compile_rows), default=0)
     share = ctx.share(compile_ns)

@@ -1,7 +1,8 @@
 """Steps much slower than the median step: periodic work in the loop, or the machine.
 
-A slow step says something about the code only when the code did something different in it. Two kinds of
-slow step say nothing about it and are left out of the warning (each said in the finding):
+A slow step says something about the code only when the code did something different in it. Steps slow by a
+GC pause or by torch.compile compiling are gc_pauses' and recompilation's findings. Two kinds of slow step say
+nothing about the code and are left out of the warning (each said in the finding):
 
 - steps whose wait for a CPU core (``steps.cpu_wait_ns``, measured by `mlprof run`) covers half their excess
   or more: other processes held the cores (``cpu_contention`` reports the wait);
@@ -21,6 +22,7 @@ from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.advisor.rules_growth import growing_step_time
 from mlprof.analysis.advisor.rules_shapes import shape_driven_steps
+from mlprof.tables.names import COMPILE_SQL
 
 __all__ = ["step_outliers", "same_work_steps"]
 
@@ -55,6 +57,16 @@ def same_work_steps(ctx: AdvisorContext) -> set[tuple[int, int]]:
     return {(int(w), int(s)) for w, s in rows}
 
 
+def _compile_ns_by_step(ctx: AdvisorContext) -> dict[tuple[int, int], int]:
+    """(window, step) -> time torch.compile spent compiling in it (the longest of the nested compile spans)."""
+    rows = ctx.store.rows(f"""
+        SELECT window_index, step, max(ns) FROM (
+            SELECT window_index, step, name, sum(dur_ns) AS ns FROM host_ops
+            WHERE step IS NOT NULL AND category <> 'python_function' AND {COMPILE_SQL} GROUP BY ALL)
+        GROUP BY ALL""")
+    return {(int(w), int(s)): int(ns) for w, s, ns in rows}
+
+
 def _outliers(steps, time_ns, th: Thresholds) -> tuple[list, float, float]:
     """(slow steps, median, excess over the median) with each step's time given by ``time_ns``."""
     median = statistics.median(time_ns(s) for s in steps)
@@ -78,6 +90,14 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         if not not_gc:
             return []
         slow, excess_ns = not_gc, sum(s.dur_ns - median for s in not_gc)
+    # The same for a step slow by torch.compile compiling in it: recompilation's finding (a recompile after
+    # the first steps was ranked under its own 270 ms step at torch's default threads).
+    compiling = _compile_ns_by_step(ctx)
+    not_compiling = [s for s in slow if compiling.get((s.window, s.step), 0) < 0.5 * (s.dur_ns - median)]
+    if len(not_compiling) < len(slow):
+        if not not_compiling:
+            return []
+        slow, excess_ns = not_compiling, sum(s.dur_ns - median for s in not_compiling)
     parts = tuple(HOST_FIELDS.values())
     typical = {p: statistics.median(getattr(s, p) for s in ctx.steps) for p in parts}
     same_work = same_work_steps(ctx)
