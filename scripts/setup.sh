@@ -36,10 +36,9 @@ fail() {
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv >>"$LOG" 2>&1 || fail "$PYTHON -m venv .venv"
 fi
-# pip compiles the bytecode of what it installs (51 s of CPU for all of it, once): Python would write it on
-# first import, but not where PYTHONDONTWRITEBYTECODE is set (these machines), and then every `import torch`
-# compiled torch's source again: 7.8 s of CPU instead of 2.8 s, in each of the test suite's many jobs.
-PIP=(.venv/bin/python -m pip install --disable-pip-version-check --no-input)
+# --no-compile: pip compiles one file after another (76 s more for a fresh setup); the bytecode is compiled
+# below on every core instead.
+PIP=(.venv/bin/python -m pip install --disable-pip-version-check --no-input --no-compile)
 if [ -n "$CONSTRAINTS" ]; then PIP+=(-c "$CONSTRAINTS"); fi
 if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" >/dev/null 2>&1; then
   # A wheel pip's configuration already holds (find-links: this project's machines keep the CPU build on
@@ -52,10 +51,14 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+
   "${PIP[@]}" "torch==$TORCH_VERSION" >>"$LOG" 2>&1 || fail "installing torch's dependencies"
 fi
 "${PIP[@]}" -e ".$EXTRAS" >>"$LOG" 2>&1 || fail "installing mlprof${EXTRAS}"
-# A .venv made by an older setup.sh (pip --no-compile) has no bytecode for torch: compile it all once.
+# Bytecode, once for a new .venv, on every core (51 s of CPU for all of site-packages): Python would write it
+# on first import, but not where PYTHONDONTWRITEBYTECODE is set (these machines), and then every `import torch`
+# compiled torch's source again: 7.8 s of CPU instead of 2.8 s, in each of the test suite's many jobs.
+# Once per set of extras installed (a later `--test` adds packages): .venv/.mlprof_bytecode lists them.
 SITE=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-if [ -d "$SITE/torch" ] && [ ! -d "$SITE/torch/__pycache__" ]; then
+if ! grep -qxF "${EXTRAS:-[runtime]}" .venv/.mlprof_bytecode 2>/dev/null; then
   .venv/bin/python -m compileall -q -j 0 "$SITE" >>"$LOG" 2>&1 || true  # a few template files never compile
+  echo "${EXTRAS:-[runtime]}" >> .venv/.mlprof_bytecode
 fi
 # mlprof's own source (an editable install: pip compiles none of it).
 .venv/bin/python -m compileall -q src/mlprof >>"$LOG" 2>&1 || fail "compiling mlprof"
