@@ -84,20 +84,16 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if not slow:
         return []
     # A step slow by a garbage-collector pause (half its excess or more) is gc_pauses' finding, which knows
-    # whether pauses recur: one full collection must not make a second warning here.
-    not_gc = [s for s in slow if s.gc_ns < 0.5 * (s.dur_ns - median)]
-    if len(not_gc) < len(slow):
-        if not not_gc:
-            return []
-        slow, excess_ns = not_gc, sum(s.dur_ns - median for s in not_gc)
-    # The same for a step slow by torch.compile compiling in it: recompilation's finding (a recompile after
-    # the first steps was ranked under its own 270 ms step at torch's default threads).
+    # whether pauses recur: one full collection must not make a second warning here. The same for a step slow
+    # by torch.compile compiling in it: recompilation's finding (a recompile after the first steps was ranked
+    # under its own 270 ms step at torch's default threads).
     compiling = _compile_ns_by_step(ctx)
-    not_compiling = [s for s in slow if compiling.get((s.window, s.step), 0) < 0.5 * (s.dur_ns - median)]
-    if len(not_compiling) < len(slow):
-        if not not_compiling:
+    unexplained = [s for s in slow
+                   if max(s.gc_ns, compiling.get((s.window, s.step), 0)) < 0.5 * (s.dur_ns - median)]
+    if len(unexplained) < len(slow):
+        if not unexplained:
             return []
-        slow, excess_ns = not_compiling, sum(s.dur_ns - median for s in not_compiling)
+        slow, excess_ns = unexplained, sum(s.dur_ns - median for s in unexplained)
     parts = tuple(HOST_FIELDS.values())
     typical = {p: statistics.median(getattr(s, p) for s in ctx.steps) for p in parts}
     same_work = same_work_steps(ctx)
