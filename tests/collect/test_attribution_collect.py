@@ -89,8 +89,17 @@ def innermost_function_in_this_file(samples: dict, stack_index: int) -> str | No
 
 
 # -- Python stack sampling ---------------------------------------------------------------
+@pytest.fixture(params=["signal", "thread"])
+def sampling_method(request, monkeypatch):
+    """Each sampling test runs with the timer signal (the default on the main thread) and with a sampling
+    thread (what the sampler falls back to where no timer signal can be used)."""
+    if request.param == "thread":
+        monkeypatch.setattr(StackSampler, "_start_timer", lambda self: False)
+    return request.param
+
+
 @pytest.mark.parametrize("level", ["Level_none", "Level0"])
-def test_samples_point_at_the_python_function_the_training_thread_is_in(tmp_path, level):
+def test_samples_point_at_the_python_function_the_training_thread_is_in(tmp_path, level, sampling_method):
     phases: list[tuple[str, int, int]] = []
 
     def python_phases() -> None:
@@ -105,6 +114,7 @@ def test_samples_point_at_the_python_function_the_training_thread_is_in(tmp_path
     assert load_json(window / "window.json")["files"]["python_samples"] == "python_samples.json"
     samples = load_json(window / "python_samples.json")
     assert samples["interval_ns"] == 2_000_000 and samples["dropped"] == 0
+    assert samples["method"] == sampling_method
     assert samples["tid"] == threading.get_native_id()
     assert all(isinstance(f, list) and len(f) == 3 for f in samples["frames"])
     for name, start_ns, end_ns in phases[:4]:  # the two recorded steps
@@ -137,11 +147,11 @@ def test_deep_stacks_keep_their_innermost_frames(tmp_path):
     assert samples["frames"][deepest[-1]][2] == "busy_python_loop"
 
 
-def test_a_failing_sampler_stops_quietly_and_training_goes_on(tmp_path, monkeypatch, capfd):
-    def broken(self):
+def test_a_failing_sampler_stops_quietly_and_training_goes_on(tmp_path, monkeypatch, capfd, sampling_method):
+    def broken(self, frames):
         raise RuntimeError("sampler bug")
 
-    monkeypatch.setattr(StackSampler, "_sample_once", broken)
+    monkeypatch.setattr(StackSampler, "_intern_stack", broken)
     with profiled(tmp_path, python_sampling=True) as prof:
         losses = train_net(Net(), 4, prof, between=lambda: busy_python_loop(0.02))
     assert len(losses) == 4 and prof.enabled

@@ -184,6 +184,7 @@ class PythonSamplesFile(_Record, kw_only=True):
     samples: list[tuple[Int, Int]] = []  # [ts_ns, stack index]
     dropped: Int = 0
     waited: Int = 0  # samples left out: the thread waited for a CPU core most of the interval before them
+    method: Union[str, None] = None  # "signal" (the thread read its own stack) or "thread"; null: older captures
 
 
 class ModulesFile(_Record, kw_only=True):
