@@ -3,7 +3,7 @@
     python benchmarks/compare_verdicts.py [--pairs 50] [--detect 20] [--levels 5,10,25,100]
                                           [--conditions quiet,busy] [--limit 5] [--job-threads 1]
                                           [--save runs.json]
-    python benchmarks/compare_verdicts.py --regroup runs.json [--per-side 3]
+    python benchmarks/compare_verdicts.py --regroup runs.json [--per-side 3] [--margin PCT]
 
 Every run is `mlprof run --output DIR -- python tests/scenarios/compare_job.py STEPS --extra-pct P`
 with mlprof's default options (the window sized by evidence: no --active, no --skip-first); it is
@@ -28,7 +28,10 @@ measures (wall, wait for a core, thread CPU) for other analyses.
 compare BASE_DIR NEW_DIR` would (each run's steps at one host speed when every run has speed probes, the
 runs' spread in a pooled t interval, ``compare_runs.RUNS_MIN_CHANGE``): A/A compares chain runs i..i+K-1
 with i+K..i+2K-1 for every i (overlapping groups), detection the K regressed runs j..j+K-1 of a level with
-the K chain runs recorded beside them.
+the K chain runs recorded beside them. ``--per-side 1`` judges them one per side as `mlprof compare BASE
+NEW` does (``stats.CPU_MIN_CHANGE``; without the load checks, which need the parsed tables), and
+``--margin PCT`` replaces the margin, to see what another one would have done on the same runs (chosen and
+reported on the same runs, such a margin needs a sitting of its own to confirm it).
 Exit 0 whatever the result: it measures, it does not gate.
 """
 
@@ -166,19 +169,26 @@ def _run_steps(saved: dict):
     return saved["wall_ns"], at_speed
 
 
-def _group_verdict(base: list, new: list, limit: float) -> dict:
+def _group_verdict(base: list, new: list, limit: float, margin_pct: float | None = None) -> dict:
     from mlprof.analysis.compare_runs import RUNS_MIN_CHANGE, runs_verdict
-    from mlprof.analysis.compare_speed import speed_runs_verdict
+    from mlprof.analysis.compare_speed import speed_runs_verdict, speed_verdict
+    from mlprof.analysis.stats import CPU_MIN_CHANGE, relative_verdict
 
-    wall = runs_verdict([w for w, _ in base], [w for w, _ in new], min_change=RUNS_MIN_CHANGE)
-    judged = speed_runs_verdict(wall, [s for _, s in base], [s for _, s in new], min_change=RUNS_MIN_CHANGE)
+    if len(base) == len(new) == 1:
+        margin = CPU_MIN_CHANGE if margin_pct is None else margin_pct / 100
+        wall = relative_verdict(base[0][0], new[0][0], min_change=margin)
+        judged = speed_verdict(wall, base[0][1], new[0][1], min_change=margin)
+    else:
+        margin = RUNS_MIN_CHANGE if margin_pct is None else margin_pct / 100
+        wall = runs_verdict([w for w, _ in base], [w for w, _ in new], min_change=margin)
+        judged = speed_runs_verdict(wall, [s for _, s in base], [s for _, s in new], min_change=margin)
     v = judged[0] if judged else wall
     # Comparison.gate's rule: fail on a verdict "slower" whose interval's lower end is above the limit.
     return {"verdict": v.verdict, "failed": v.verdict == "slower" and v.low_pct is not None and v.low_pct > limit,
             "measure": v.measure, "change_pct": v.change_pct}
 
 
-def regroup(path: Path, per_side: int, limit: float) -> list[str]:
+def regroup(path: Path, per_side: int, limit: float, margin_pct: float | None = None) -> list[str]:
     saved = json.loads(path.read_text())
     rows = []
     for condition in dict.fromkeys(r["condition"] for r in saved):
@@ -189,16 +199,17 @@ def regroup(path: Path, per_side: int, limit: float) -> list[str]:
         chain, k = by_level.get(0.0) or by_level.get(0) or [], per_side
         for i in range(len(chain) - 2 * k + 1):
             rows.append({"condition": condition, "kind": "A/A",
-                         **_group_verdict(chain[i:i + k], chain[i + k:i + 2 * k], limit)})
+                         **_group_verdict(chain[i:i + k], chain[i + k:i + 2 * k], limit, margin_pct)})
         for level, runs in sorted(by_level.items()):
             if level == 0:
                 continue
             for j in range(len(runs) - k + 1):
                 rows.append({"condition": condition, "kind": f"+{level:g}%",
-                             **_group_verdict(chain[j:j + k], runs[j:j + k], limit)})
+                             **_group_verdict(chain[j:j + k], runs[j:j + k], limit, margin_pct)})
     levels = sorted({float(r["kind"][1:-1]) for r in rows if r["kind"] != "A/A"})
     measures = sorted({r["measure"] for r in rows})
-    return ([f"{per_side} runs per side (overlapping groups), verdicts on: {', '.join(measures)}"]
+    margin = "" if margin_pct is None else f", margin {margin_pct:g}%"
+    return ([f"{per_side} runs per side (overlapping groups){margin}, verdicts on: {', '.join(measures)}"]
             + table(rows, levels, limit))
 
 
@@ -231,9 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--regroup", type=Path, default=None, metavar="FILE",
                         help="judge the runs saved in FILE (--save) several per side instead of running anything")
     parser.add_argument("--per-side", type=int, default=3, help="--regroup: runs per side (default 3)")
+    parser.add_argument("--margin", type=float, default=None, metavar="PCT",
+                        help="--regroup: judge with this margin instead of compare's own")
     args = parser.parse_args(argv)
     if args.regroup:
-        print("\n".join(regroup(args.regroup, args.per_side, args.limit)))
+        print("\n".join(regroup(args.regroup, args.per_side, args.limit, args.margin)))
         return 0
     levels = [float(x) for x in args.levels.split(",") if x.strip()]
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
