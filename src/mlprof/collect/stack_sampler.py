@@ -324,13 +324,15 @@ class StackSampler:
 
 def _frame_key(frame: Any) -> tuple:
     """What tells the thread's stack from ``frame`` outwards apart, cheaply: each frame's code and its last
-    instruction (all frames: the innermost ``MAX_STACK_DEPTH`` alone could merge stacks)."""
+    instruction, for the innermost ``MAX_STACK_DEPTH`` frames (all a stored stack keeps)."""
     key: list = []
     append = key.append
-    while frame is not None:
+    depth = 0
+    while frame is not None and depth < MAX_STACK_DEPTH:
         append(frame.f_code)
         append(frame.f_lasti)
         frame = frame.f_back
+        depth += 1
     return tuple(key)
 
 
