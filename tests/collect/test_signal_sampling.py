@@ -178,3 +178,57 @@ def test_a_job_that_exits_with_the_sampler_running_exits_cleanly(tmp_path):
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "done"
+
+
+def test_with_no_free_signal_a_sampling_thread_reads_the_stack(monkeypatch):
+    """Every real-time signal taken (by the job, a library): the sampler falls back, and the job keeps its
+    handlers."""
+    monkeypatch.setattr(signal_timer.signal, "getsignal", lambda signum: (lambda *_: None))
+    assert signal_timer.usable_signal(_on_tick) is None
+    sampler = StackSampler.for_current_thread(interval_ns=2 * MS)
+    sampler.start()
+    try:
+        spin(0.05)
+    finally:
+        sampler.stop()
+    assert sampler.method == "thread"
+    assert sampler.to_json()["method"] == "thread"
+
+
+def test_the_handler_is_never_compiled_into_a_torch_compiled_model():
+    """A tick inside a compiled region runs the handler there, and dynamo evaluates every new frame of the
+    thread: without the guard it compiled 9 frames of the handler in 1 s of a compiled model sampled every
+    0.5 ms (a recompilation the job never had)."""
+    torch = pytest.importorskip("torch")
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(64, 64), torch.nn.Linear(64, 64)
+
+        def forward(self, x):
+            for _ in range(20):
+                x = self.a(x)
+            torch._dynamo.graph_break()  # the rest runs in a resumed frame: Python inside the compiled call
+            for _ in range(20):
+                x = self.b(x)
+            return x
+
+    torch._dynamo.reset()
+    compiled = torch.compile(Net(), backend="eager")
+    x = torch.randn(8, 64)
+    compiled(x)
+    compiled(x)
+    frames = counters["frames"]["total"]
+    sampler = StackSampler.for_current_thread(interval_ns=MS // 2)
+    sampler.start()
+    try:
+        end = time.perf_counter() + 0.5
+        while time.perf_counter() < end:
+            compiled(x)
+    finally:
+        sampler.stop()
+    assert sampler.method == "signal" and len(sampler.to_json()["samples"]) + sampler.waited > 100
+    assert counters["frames"]["total"] == frames

@@ -23,6 +23,8 @@ import threading
 import time
 from typing import Any
 
+from mlprof.collect.dynamo_skip import hide_from_dynamo
+
 __all__ = ["ModuleRecorder", "MAX_CALLS"]
 
 logger = logging.getLogger("mlprof")
@@ -56,7 +58,7 @@ class ModuleRecorder:
         from torch.nn.modules import module as nn_module
 
         pre_hook, post_hook = self._make_hooks()
-        _hide_from_dynamo(pre_hook, post_hook)
+        hide_from_dynamo(pre_hook, post_hook)
         self._handles = [
             nn_module.register_module_forward_pre_hook(pre_hook),
             nn_module.register_module_forward_hook(post_hook, always_call=True),
@@ -211,30 +213,6 @@ def _input_dtype(args: Any) -> str | None:
     if dtype is None or not (getattr(dtype, "is_floating_point", False) or getattr(dtype, "is_complex", False)):
         return None
     return str(dtype)
-
-
-def _hide_from_dynamo(*hooks: Any) -> None:
-    """Tell torch.compile to run the hooks (and what they call) as plain Python, never to compile them.
-
-    Global hooks also fire around a compiled module's own call, inside dynamo's frame
-    evaluation: without this, dynamo compiled mlprof's hooks as new frames at the first
-    profiled step (150 ms of "compilation" charged to a Hugging Face model's step, and a
-    recompilation finding the job never had). Done only where dynamo is already loaded:
-    importing it costs a second, and a job that has not loaded it compiles nothing.
-    Per code object, so the eager path pays nothing (a ``torch.compiler.disable`` wrapper
-    would add about 0.4 us to every module call).
-    """
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
-    if eval_frame is None:
-        return
-    try:
-        from torch._dynamo.types import FrameAction, FrameExecStrategy
-
-        skip_all = FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP)
-        for hook in hooks:
-            eval_frame.set_code_exec_strategy(hook.__code__, skip_all)
-    except Exception as exc:  # noqa: BLE001 - a private API of torch: its absence must not stop recording
-        logger.debug("mlprof: could not hide the module hooks from torch.compile: %s", exc)
 
 
 def _input_shape(args: Any) -> list[int] | None:

@@ -55,6 +55,7 @@ import threading
 import time
 from typing import Any
 
+from mlprof.collect.dynamo_skip import hide_from_dynamo
 from mlprof.collect.schedstat import open_schedstat, run_delay_ns
 from mlprof.collect.signal_timer import SignalTimer, install_handler, usable_signal
 from mlprof.collect.thread_stacks import ThreadStacks
@@ -166,6 +167,7 @@ class StackSampler:
             if signum is None:
                 return False
             install_handler(signum, _on_tick)
+            hide_from_dynamo(_on_tick)  # a tick inside a compiled region must not get the handler compiled
             timer = SignalTimer(signum, self.target_tid, self.interval_ns)
         except (OSError, ValueError, RuntimeError) as exc:
             logger.debug("mlprof: no timer signal for stack sampling (%s); a thread samples instead", exc)
