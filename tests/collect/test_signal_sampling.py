@@ -232,3 +232,22 @@ def test_the_handler_is_never_compiled_into_a_torch_compiled_model():
         sampler.stop()
     assert sampler.method == "signal" and len(sampler.to_json()["samples"]) + sampler.waited > 100
     assert counters["frames"]["total"] == frames
+
+
+def test_a_forked_child_never_deletes_a_timer_by_the_parent_s_id(tmp_path):
+    """POSIX timers are not inherited by fork(): in the child the parent's timer id can name a timer the child
+    made itself, which deleting it at the child's exit would stop."""
+    sampler = StackSampler.for_current_thread(interval_ns=5 * MS)
+    sampler.start()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: its own timer under the same id, then the parent's sampler stops
+            own = signal_timer.SignalTimer(signal.SIGRTMIN + 1, threading.get_native_id(), 10**9)
+            same_id = own._timer.value == sampler._timer._timer.value
+            sampler._stop_timer()
+            alive = signal_timer._functions()[2](own._timer) == 0 if same_id else True  # timer_delete succeeds
+            os._exit(0 if alive else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        sampler.stop()
+    assert os.waitstatus_to_exitcode(status) == 0

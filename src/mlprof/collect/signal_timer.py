@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import signal
 import sys
 from typing import Any, Callable
@@ -118,6 +119,8 @@ class SignalTimer:
         if self._create(_CLOCK_MONOTONIC, ctypes.byref(event), ctypes.byref(self._timer)) != 0:
             raise OSError(ctypes.get_errno(), "timer_create failed")
         self._live = True
+        # Timers are not inherited by fork(); in a child the id may name a timer of the child's own.
+        self._pid = os.getpid()
         seconds, nanoseconds = divmod(interval_ns, 1_000_000_000)
         self._period = _Timespec(seconds, nanoseconds)
 
@@ -130,7 +133,7 @@ class SignalTimer:
             raise OSError(error, "timer_settime failed")
 
     def delete(self) -> None:
-        """Stop the timer for good (safe to call twice, from any thread)."""
-        if self._live:
+        """Stop the timer for good (safe to call twice, from any thread; a no-op in a forked child)."""
+        if self._live and os.getpid() == self._pid:
             self._live = False
             self._delete(self._timer)
