@@ -1,5 +1,5 @@
 """Op and call names are matched in one place (mlprof.tables.names): no other module spells a pattern for
-collectives, data loading, the optimizer, backward nodes, kernel launches, synchronising calls,
+collectives (and their kinds: allreduce, reduce_scatter, ...), data loading, the optimizer, backward nodes, kernel launches, synchronising calls,
 step spans (ProfilerStep#N) or module frames (nn.Module:).
 
 Five spellings of "host communication op" had drifted apart (an ``hccl:`` op was communication for the
@@ -19,7 +19,9 @@ SRC = Path(mlprof.__file__).parent
 
 NAME_WORDS = re.compile(r"ProfilerStep#|nn\.Module:|"
                         r"DataLoader|gloo|nccl|hccl|c10d|record_param_comms|Optimizer\.|evaluate_function|"
-                        r"Synchronize|LaunchKernel|cuLaunch|hipLaunch", re.I)
+                        r"Synchronize|LaunchKernel|cuLaunch|hipLaunch|"
+                        # collective kinds (tables.names.collective_kind): three spellings had drifted apart
+                        r"all_?\??reduce|all_?\??gather|reduce_?\??scatter|all_?\??to_?\??all", re.I)
 # The one definition; the collector (hooks on torch's own classes and modules, environment variable
 # prefixes); the Ascend readers, whose "HCCL" is a process name and table of the vendor's file format.
 ALLOWED = ("tables/names.py", "collect/", "parse/ascend")

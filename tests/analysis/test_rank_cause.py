@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mlprof.analysis.cluster import combine
-from mlprof.analysis.collective_skew import collective_kind
+from mlprof.tables.names import collective_kind
 from mlprof.analysis.rank_cause import JobBaseline, median_without, slow_rank_cause
 from mlprof.tables.phases import HOST_PHASES
 

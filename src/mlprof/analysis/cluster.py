@@ -33,10 +33,11 @@ from pathlib import Path
 from mlprof.analysis.jobs import RunIdentity, group_jobs
 from mlprof.analysis.advisor.model import Thresholds
 from mlprof.analysis.cluster_data import group_key
-from mlprof.analysis.collective_skew import (arrival_stats, collective_kind, instance_lateness, instance_waits,
-                                             match_instances, skew_rows)
+from mlprof.analysis.collective_skew import (arrival_stats, instance_lateness, instance_waits, match_instances,
+                                             skew_rows)
 from mlprof.analysis.rank_cause import JobBaseline, median_without, slow_rank_cause
 from mlprof.errors import MlprofError
+from mlprof.tables.names import collective_kind
 
 __all__ = ["RankSummary", "SlowRank", "CollectiveStat", "ClusterReport", "combine"]
 

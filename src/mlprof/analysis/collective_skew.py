@@ -10,7 +10,7 @@ time splits into
 
 From the same instances: the arrival order (which rank started last, how
 often, how far behind the first one on average) and per-step per-rank sums
-for a heatmap. :func:`collective_kind` names a collective the same way
+for a heatmap. ``tables.names.collective_kind`` names a collective the same way
 whatever the backend and version called it (``gloo:all_reduce``,
 ``nccl:all_reduce``, ``c10d::allreduce_``, ``ncclKernel_AllReduce_RING_LL_Sum_float``,
 ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``, HCCL's ``hcom_allReduce_`` ...).
@@ -18,29 +18,9 @@ whatever the backend and version called it (``gloo:all_reduce``,
 
 from __future__ import annotations
 
-import re
+from mlprof.tables.names import collective_kind
 
-__all__ = ["collective_kind", "match_instances", "instance_waits", "instance_lateness", "arrival_stats", "skew_rows"]
-
-# Canonical collective names, most specific first (reduce_scatter before reduce, all_gather before gather).
-_KINDS = (
-    ("reducescatter", r"reduce_?scatter"), ("allreduce", r"all_?reduce"), ("allgather", r"all_?gather"),
-    ("alltoall", r"all_?to_?all"), ("broadcast", r"broadcast|bcast"), ("sendrecv", r"send_?recv"),
-    ("barrier", r"barrier"), ("send", r"send"), ("recv", r"recv"), ("reduce", r"reduce"),
-    ("gather", r"gather"), ("scatter", r"scatter"),
-)
-_KIND_RE = [(kind, re.compile(pattern, re.I)) for kind, pattern in _KINDS]
-
-
-def collective_kind(name: str | None) -> str | None:
-    """``allreduce``, ``allgather``, ``reducescatter``, ``alltoall``, ``broadcast``, ``sendrecv``, ``send``,
-    ``recv``, ``reduce``, ``gather``, ``scatter``, ``barrier``, or None."""
-    if not name:
-        return None
-    for kind, pattern in _KIND_RE:
-        if pattern.search(name):
-            return kind
-    return None
+__all__ = ["match_instances", "instance_waits", "instance_lateness", "arrival_stats", "skew_rows"]
 
 
 def match_instances(ranks: list[dict], key) -> list[list[tuple[int, int, int]]]:

@@ -27,7 +27,7 @@ from mlprof.errors import CaptureError, TraceFormatError
 from mlprof.parse.kineto_events import MISSING, KinetoColumns, StringPool
 
 __all__ = ["AscendInput", "AscendRows", "is_ascend_dir", "ascend_root_of", "read_ascend_dir", "us_text_to_ns",
-           "shapes_json", "FLOAT_COLUMNS", "NPU_DEVICE_TYPE", "MEMCPY_TASKS", "COMM_SUBTASKS", "collective_kind",
+           "shapes_json", "FLOAT_COLUMNS", "NPU_DEVICE_TYPE", "MEMCPY_TASKS", "COMM_SUBTASKS",
            "torch_dtype", "link_host_ops"]
 
 OUTPUT_SUBDIR = "ASCEND_PROFILER_OUTPUT"
@@ -141,16 +141,6 @@ def us_text_to_ns(text, path: Path | str = "", what: str = "time") -> int | None
         return int((Decimal(s) * 1000).to_integral_value())
     except (InvalidOperation, ValueError):
         raise TraceFormatError(f"{path}: {what} {s!r} is not a number of microseconds") from None
-
-
-_COLLECTIVE = re.compile(r"(allreduce|allgather|reducescatter|broadcast|alltoallv?|reduce|send|receive|recv|"
-                         r"barrier|scatter|gather|batchsendrecv)", re.I)
-
-
-def collective_kind(name: str) -> str | None:
-    """hcom_allReduce__586_0_1 -> allreduce."""
-    m = _COLLECTIVE.search(name.replace("_", ""))
-    return m.group(1).lower() if m else None
 
 
 # HCCL data type names -> the torch dtype names the tables use elsewhere.

@@ -17,8 +17,9 @@ from collections import defaultdict
 
 from mlprof.errors import TraceFormatError
 from mlprof.parse.ascend_common import (
-    COMM_SUBTASKS, MEMCPY_TASKS, NPU_DEVICE_TYPE, AscendInput, AscendRows, collective_kind, shapes_json, torch_dtype)
+    COMM_SUBTASKS, MEMCPY_TASKS, NPU_DEVICE_TYPE, AscendInput, AscendRows, shapes_json, torch_dtype)
 from mlprof.parse.sqlite_input import open_read_only
+from mlprof.tables.names import collective_kind
 
 __all__ = ["read_ascend_db"]
 

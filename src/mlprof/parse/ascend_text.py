@@ -23,8 +23,9 @@ import msgspec
 from mlprof.errors import CaptureError, TraceFormatError
 from mlprof.parse.kineto_events import MAX_STRING_CHARS
 from mlprof.parse.ascend_common import (
-    COMM_SUBTASKS, MEMCPY_TASKS, NPU_DEVICE_TYPE, AscendInput, AscendRows, collective_kind, shapes_json, torch_dtype,
+    COMM_SUBTASKS, MEMCPY_TASKS, NPU_DEVICE_TYPE, AscendInput, AscendRows, shapes_json, torch_dtype,
     us_text_to_ns)
+from mlprof.tables.names import collective_kind
 
 __all__ = ["read_ascend_text", "read_csv_rows"]
 

@@ -8,7 +8,6 @@ names, shapes) become integer codes in one :class:`StringPool`.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ import numpy as np
 
 from mlprof.parse.kineto_times import (EMPTY_RAW, MAX_US, TimeRangeError, decimal_us_to_ns, dur_column, exact_times,
                                       exact_ts_of_raws, needs_exact_times, ns_column)
-from mlprof.tables.names import COMMUNICATION_KERNEL
+from mlprof.tables.names import COMMUNICATION_KERNEL, collective_kind
 
 __all__ = ["KinetoColumns", "StringPool", "Accumulator", "MISSING", "FLOW_START", "FLOW_END",
            "EVENTS_DECODER", "TS_TEXT_EVENTS_DECODER", "LIST_DECODER", "TOP_DECODER", "TopLevel", "split_chunk",
@@ -451,7 +450,7 @@ def _device_columns(device: list[_Event], base_ns: int, pool: StringPool, accs) 
             "device_row": comm_idx.astype(np.int64) + rows_before,
             # Kineto's own name; else (in build) the launching op's; else the kernel's.
             "collective_name": pool.codes([_opt_str(a.collective_name) for a in sel]),
-            "kernel_collective": pool.codes([_collective_name(None, names[i]) for i in comm_idx]),
+            "kernel_collective": pool.codes([collective_kind(names[i]) for i in comm_idx]),
             "group_name": pool.codes([_opt_str(a.pg_name) for a in sel]),
             "group_desc": pool.codes([_opt_str(a.pg_desc) for a in sel]),
             "group_ranks": _raw_text(pool, [a.pg_ranks for a in sel]),
@@ -475,17 +474,6 @@ def _to_float(value) -> float:
 
 def _opt_str(value) -> str | None:
     return None if value is None or value == MISSING else str(value)
-
-
-_COLLECTIVE_IN_NAME = re.compile(
-    r"(all_?reduce|all_?gather|reduce_?scatter|broadcast|all_?to_?all|send|recv|reduce|gather|scatter)", re.I)
-
-
-def _collective_name(explicit, kernel_name: str) -> str | None:
-    if explicit is not None and explicit != MISSING:
-        return str(explicit)
-    match = _COLLECTIVE_IN_NAME.search(kernel_name)
-    return match.group(1).lower().replace("_", "") if match else None
 
 
 def _instant_columns(instants: list[_Event], base_ns: int, pool: StringPool, accs) -> None:

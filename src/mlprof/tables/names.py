@@ -19,7 +19,7 @@ __all__ = [
     "STEP_EVENT_PREFIX", "STEP_SPAN", "is_step_span", "step_span_sql", "MODULE_FRAME_PREFIX", "is_module_frame",
     "module_frame_sql", "TENSOR_CORE_KERNEL_REGEX", "tensor_core_kernel_sql", "COMPILE_SQL",
     "COMMUNICATION_BACKENDS", "BACKEND_COLLECTIVE", "BACKEND_COLLECTIVE_REGEX", "HOST_COMMUNICATION",
-    "HOST_COMMUNICATION_REGEX", "is_host_communication", "COMMUNICATION_KERNEL",
+    "HOST_COMMUNICATION_REGEX", "is_host_communication", "COMMUNICATION_KERNEL", "COLLECTIVE_KINDS", "collective_kind",
     "DATA_LOADING_MARK", "is_data_loading", "data_loading_sql", "data_loader_kind", "OPTIMIZER_PREFIX", "is_optimizer",
     "BACKWARD_NODE_PREFIX", "backward_node_sql", "is_backward", "SYNC_CALLS", "is_sync_call",
     "KERNEL_LAUNCH_SQL", "ANNOTATION_WORDS",
@@ -93,6 +93,30 @@ def is_host_communication(name: str) -> bool:
 # Device kernels that move data between ranks: NCCL's ncclKernel_* /
 # ncclDevKernel_*, RCCL's, and kernels named after their collective.
 COMMUNICATION_KERNEL = re.compile(r"nccl|rccl|c10d::|all_?reduce|all_?gather|reduce_?scatter", re.I)
+
+# What a collective does, whoever named it (nccl:all_reduce, c10d::allreduce_,
+# ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_SendRecv, HCCL's hcom_allReduce__586_0_1,
+# hcom_receive_, HcclAlltoAllV): the canonical kind and its spellings, most specific first
+# (reduce_scatter before reduce, all_gather before gather, alltoallv before alltoall).
+COLLECTIVE_KINDS = (
+    ("reducescatter", r"reduce_?scatter"), ("allreduce", r"all_?reduce"), ("allgather", r"all_?gather"),
+    ("alltoallv", r"all_?to_?all_?v"), ("alltoall", r"all_?to_?all"), ("broadcast", r"broadcast|bcast"),
+    ("batchsendrecv", r"batch_?send_?recv"), ("sendrecv", r"send_?recv"), ("barrier", r"barrier"),
+    ("send", r"send"), ("recv", r"recv|receive"), ("reduce", r"reduce"), ("gather", r"gather"),
+    ("scatter", r"scatter"),
+)
+_COLLECTIVE_KIND_RES = tuple((kind, re.compile(pattern, re.I)) for kind, pattern in COLLECTIVE_KINDS)
+
+
+def collective_kind(name: str | None) -> str | None:
+    """The canonical kind of the collective ``name`` spells (``allreduce``, ``alltoallv``, ``recv`` ...), or None."""
+    if not name:
+        return None
+    for kind, pattern in _COLLECTIVE_KIND_RES:
+        if pattern.search(name):
+            return kind
+    return None
+
 
 # The DataLoader's iteration op (enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__)
 # and any other span named after it.
