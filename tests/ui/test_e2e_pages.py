@@ -126,3 +126,19 @@ def test_memory_range_selection_filters_the_allocation_tables(page, real):
     page.wait_for_function("() => document.querySelector('#memory-range-info').innerText.includes('between')")
     total = lambda text: int(text.split("(")[-1].split()[0].replace(",", ""))  # noqa: E731
     assert 0 < total(page.inner_text("#memory-range-info")) < total(before)
+
+
+def test_an_operator_says_where_it_was_called_from(page, real):
+    """The CPU capture has no Kineto Python frames (no with_stack) but mlprof run's stack samples: the
+    operator drill-down names the line of cnn_train.py that called the op, from the samples taken while it
+    ran (the op with the most time, so that samples fall in it)."""
+    url, ids = real
+    ops = api(url, f"/api/data/op_statistic?run={q(ids['cpu'])}")
+    top = max((o for o in ops if o["name"].startswith("aten::")), key=lambda o: o["host_total_ns"])["name"]
+    page.goto(run_url(url, ids["cpu"], "operators", f"?op={q(top)}"))
+    wait_page(page, "operators")
+    page.wait_for_selector("#op-call-sites tbody tr")
+    heading = page.inner_text("#op-drill section:has(#op-call-sites) h2")
+    assert "called from (stack samples taken while it ran)" in heading, heading
+    lines = page.eval_on_selector_all("#op-call-sites tbody tr td:first-child", "els => els.map(e => e.innerText)")
+    assert any("cnn_train.py:" in line for line in lines), (top, lines)

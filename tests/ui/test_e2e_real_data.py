@@ -53,3 +53,29 @@ def test_slow_rank_says_transit(page, site):
     wait_page(page, "cluster")
     text = page.inner_text("#slow-ranks")
     assert "communication transit (waits left out) 167" in text, text
+
+
+def test_npu_kernels_page_splits_time_by_compute_unit(page, site):
+    """MindInsight's AI Core / AI Vector Core / AI CPU split, with each unit's pipes from the PMU counters."""
+    page.goto(run_url(site, "npu/rank0_ascend_pt/mlprof_output", "kernels"))
+    wait_page(page, "kernels")
+    page.wait_for_selector("#npu-cores table")
+    text = page.inner_text("#npu-cores")
+    assert "NPU time by compute unit" in text
+    for unit in ("AI_VECTOR_CORE", "AI_CORE", "HCCL"):
+        assert unit in text, text
+    assert "vector core: vector %" in text and "cube core: cube (mac) %" in text, text
+
+
+def test_gpu_kernels_page_has_no_npu_split(page, site):
+    page.goto(run_url(site, "v100/rank-0_mlprof_output", "kernels"))
+    wait_page(page, "kernels")
+    page.wait_for_selector("#page-kernels table")
+    assert page.query_selector("#npu-cores") is None
+
+
+def test_cluster_says_why_sizes_are_blank(page, site):
+    """trace_filter's NCCL kernels carry no collective metadata: the GB/s column is blank, and the page says why."""
+    page.goto(run_url(site, "gpu/sampled_rank-0_mlprof_output", "cluster"))
+    wait_page(page, "cluster")
+    assert "records no message sizes" in page.inner_text("#cluster-sizes-unknown")

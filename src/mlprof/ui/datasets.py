@@ -18,6 +18,8 @@ from mlprof.analysis.call_sites import call_sites
 from mlprof.analysis.drilldowns import ANY_SHAPES
 from mlprof.analysis.modules import module_steps, module_tree
 from mlprof.analysis.monitor import job_step_series, monitor_overview
+from mlprof.analysis.npu_cores import npu_core_split
+from mlprof.analysis.op_call_sites import op_call_sites
 from mlprof.analysis.step_categories import step_categories
 from mlprof.analysis.training import metrics_by_step
 from mlprof.analysis.steps import data_loading_spans
@@ -175,6 +177,25 @@ def _ops(fn):
     return lambda store, p: fn(store, p.step)
 
 
+def _op_call_sites(store: TableStore, p: Params) -> list[dict]:
+    """Where one op's calls came from (``name=``): each row says its ``source`` (traced: Kineto's Python frames;
+    sampled: mlprof's stack sampler)."""
+    if not p.name:
+        raise ConfigError("op_call_sites needs name=")
+    found = op_call_sites(store, p.name, p.step)
+    return [{**r, "source": found["source"]} for r in found["rows"]]
+
+
+def _npu_cores(store: TableStore, p: Params) -> list[dict]:
+    """npu_core_split with each pipe's share as a column of its own (``aic_mac``, ``aiv_vec``, ...: the share
+    of that unit's busy time), so the rows stay flat for tables and CSV."""
+    rows = []
+    for r in npu_core_split(store, p.step):
+        pipes = r.pop("pipes")
+        rows.append({**r, **{f"{x['unit']}_{x['pipe']}": x["share"] for x in pipes}})
+    return rows
+
+
 def _op_statistic(store: TableStore, p: Params) -> list[dict]:
     """op_statistic with ``kind``: "annotation" (record_function ranges, ProfilerStep) or "op".
 
@@ -218,8 +239,11 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("op_statistic", "Operators by name", _op_statistic),
     Dataset("operator_details", "Operators by name and input shapes", _operator_details),
     Dataset("op_calls", "Calls of one operator, slowest first", _op_calls),
+    Dataset("op_call_sites", "Where one operator was called from (Python lines, modules)", _op_call_sites),
     Dataset("kernel_statistic", "Device kernels and copies by name", _ops(kernel_statistic)),
     Dataset("kernel_calls", "Calls of one kernel, slowest first", _kernel_calls),
+    Dataset("npu_cores", "Ascend NPU time by compute unit (AI Core, AI Vector Core, AI CPU, ...), with its pipes",
+            _npu_cores),
     Dataset("api_statistic", "Runtime API calls by name", _ops(api_statistic)),
     Dataset("data_loading", "Data loading time per step", _data_loading),
     Dataset("data_loader_calls", "DataLoader calls", _data_loader_calls),

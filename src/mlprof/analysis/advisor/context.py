@@ -7,28 +7,11 @@ from functools import cached_property
 
 from mlprof.analysis.communication import rank_of
 from mlprof.analysis.host import step_cpu_waits_by_step
+from mlprof.analysis.op_call_sites import sampled_call_sites, traced_call_sites
 from mlprof.analysis.steps import StepBreakdown, step_breakdown
-from mlprof.tables.names import module_frame_sql
 from mlprof.tables.store import TableStore
 
-__all__ = ["AdvisorContext", "USER_FRAME_SQL", "innermost_sql"]
-
-
-def innermost_sql(frame: str) -> str:
-    """The name of the innermost of the frames (alias ``frame``) around an op, as a GROUP BY aggregate.
-
-    The latest to start, then the first to end, then by name: frames that start in the same
-    microsecond (traces are in us) tied on the start alone, and the pick changed from run to run.
-    """
-    return f"arg_max({frame}.name, ({frame}.start_ns, -{frame}.end_ns, {frame}.name))"
-
-
-# Python frames that are the user's code, not torch's or the profiler's own.
-USER_FRAME_SQL = ("category = 'python_function' AND name NOT LIKE '<built-in%' "
-                  "AND name NOT LIKE 'torch/%' AND name NOT LIKE '%site-packages/%' "
-                  "AND name NOT LIKE 'mlprof/%' AND name NOT LIKE '%/mlprof/%' "
-                  f"AND NOT {module_frame_sql()} AND name NOT LIKE 'threading.py%' "
-                  "AND name NOT LIKE '<frozen%' AND name NOT LIKE 'contextlib.py%'")
+__all__ = ["AdvisorContext"]
 
 
 @dataclass
@@ -104,46 +87,11 @@ class AdvisorContext:
                 for r in call_sites(self.store, phase=phase, limit=limit)]
 
     def call_sites(self, op_filter_sql: str, params: list, limit: int = 5) -> list[dict]:
-        """Where the matching ops were called from: innermost user Python frame and nn.Module.
-
-        Needs ``with_stack=True`` (python_function events); returns [] without it.
-        Frames are matched by time containment on the op's thread, because
-        Kineto's python frames are not in the op parent chain.
-        """
-        has_frames = self.store.rows("SELECT count(*) FROM host_ops WHERE category = 'python_function'")[0][0]
-        if not has_frames:
-            return []
-        return self.store.dicts(f"""
-            WITH o AS (SELECT op_id, window_index, tid, start_ns, start_ns + dur_ns AS end_ns,
-                              folded_self_ns FROM host_ops WHERE {op_filter_sql}),
-            frames AS (SELECT window_index, tid, start_ns, start_ns + dur_ns AS end_ns, name,
-                              {module_frame_sql()} AS is_module
-                       FROM host_ops WHERE ({USER_FRAME_SQL}) OR {module_frame_sql()}),
-            hit AS (
-                SELECT o.op_id, o.folded_self_ns,
-                       {innermost_sql("f")} FILTER (WHERE NOT f.is_module) AS call_site,
-                       {innermost_sql("f")} FILTER (WHERE f.is_module) AS module
-                FROM o JOIN frames f ON f.window_index = o.window_index AND f.tid = o.tid
-                     AND f.start_ns <= o.start_ns AND f.end_ns >= o.end_ns
-                GROUP BY o.op_id, o.folded_self_ns)
-            SELECT call_site, module, count(*) AS count, sum(folded_self_ns) AS self_ns
-            FROM hit GROUP BY call_site, module ORDER BY self_ns DESC, call_site, module LIMIT {int(limit)}""", params)
+        """Where the matching ops were called from, from Kineto's Python frames (``with_stack=True``; [] without):
+        ``op_call_sites.traced_call_sites``."""
+        return traced_call_sites(self.store, op_filter_sql, params, limit)
 
     def sampled_call_sites(self, op_filter_sql: str, params: list, limit: int = 3) -> list[dict]:
-        """The user's lines the Python sampler saw while the matching host ops ran (on any thread
-        of the window), most samples first; [] without samples. Works at every level, unlike
-        :meth:`call_sites`, which needs Kineto's python frames."""
-        if not self.store.rows("SELECT count(*) FROM python_samples")[0][0]:
-            return []
-        return self.store.dicts(f"""
-            WITH o AS (SELECT window_index, start_ns, start_ns + dur_ns AS end_ns FROM host_ops
-                       WHERE {op_filter_sql}),
-            hit AS (SELECT DISTINCT s.window_index, s.ts_ns, s.stack_id, s.weight_ns FROM python_samples s
-                    JOIN o ON o.window_index = s.window_index AND s.ts_ns >= o.start_ns AND s.ts_ns < o.end_ns)
-            -- The site's most frequent leaf (first by name among ties), as call_sites gives it: any_value
-            -- gave whichever leaf the threads met first.
-            SELECT k.call_site, mode() WITHIN GROUP (ORDER BY k.leaf) AS leaf, count(*) AS samples,
-                   sum(h.weight_ns) AS self_ns
-            FROM hit h JOIN python_stacks k ON k.window_index = h.window_index AND k.stack_id = h.stack_id
-            WHERE k.call_site IS NOT NULL
-            GROUP BY k.call_site ORDER BY samples DESC, k.call_site LIMIT {int(limit)}""", params)
+        """The user's lines the Python sampler saw while the matching host ops ran: ``op_call_sites.sampled_call_sites``."""
+        return sampled_call_sites(self.store, op_filter_sql, params, limit)
+

@@ -9,7 +9,8 @@ Needs ``with_stack=True``, which records the ``nn.Module: Name_i`` frames.
 
 from __future__ import annotations
 
-from mlprof.analysis.advisor.context import AdvisorContext, innermost_sql
+from mlprof.analysis.advisor.context import AdvisorContext
+from mlprof.analysis.op_call_sites import innermost_sql
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
 from mlprof.analysis.advisor.rules_host import EXPECTED_COMPUTE
 from mlprof.tables.names import MODULE_FRAME_PREFIX, module_frame_sql

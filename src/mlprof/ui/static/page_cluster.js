@@ -89,7 +89,10 @@
         { key: "count", label: "count", kind: "count" }, { key: "total_ns", label: "total", kind: "ns" },
         { key: "wait_ns", label: "wait", kind: "ns" }, { key: "transit_ns", label: "transit", kind: "ns" },
         { key: "size_bytes", label: "size", kind: "bytes" }, { key: "bandwidth_gb_per_s", label: "GB/s", num: true, fmt: v => v === null || v === undefined ? "" : v.toFixed(2) }],
-        { sortKey: "total_ns" }) : h("p", { class: "muted" }, "No communication ops.")),
+        { sortKey: "total_ns" }) : h("p", { class: "muted" }, "No communication ops."),
+        c.collectives.some(r => r.size_bytes === null || r.size_bytes === undefined) ? h("p", { class: "muted", id: "cluster-sizes-unknown" },
+          "Size and GB/s are blank where the trace records no message sizes: NCCL collectives carry them in Kineto's collective " +
+          "metadata (In msg nelems, dtype; torch 2.1 and later), gloo ones in their recorded input shapes (record_shapes=True).") : null),
       card("Steps per rank", "/api/cluster/step_rows", params, DataTable(c.step_rows, [{ key: "rank", label: "rank", num: true, fmt: v => rankLink(v) },
         { key: "step", label: "step", num: true }, { key: "dur_ns", label: "step", kind: "ns" },
         { key: "compute_ns", label: "compute", kind: "ns" }, { key: "communication_ns", label: "communication", kind: "ns" },

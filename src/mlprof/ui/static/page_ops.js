@@ -55,7 +55,8 @@
 
   async function opDrill(ctx, name, el, device, scroll = true) {
     const { run, step } = ctx;
-    const { rows: shapes } = await load("operator_details", run, { step, name });
+    const [{ rows: shapes }, { rows: sites }] = await Promise.all([load("operator_details", run, { step, name }),
+      load("op_call_sites", run, { step, name })]);
     const calls = h("div", { id: "op-calls" });
     U.fill(el, card(`${name}: by input shapes (click a row for its slowest calls)`, "operator_details", { run, step, name },
       h("div", { class: "breadcrumb" }, "operators › ", h("b", {}, name)),
@@ -63,9 +64,29 @@
         { key: "count", label: "calls", kind: "count" }, { key: "host_self_ns", label: "host self", kind: "ns" },
         { key: "host_total_ns", label: "host total", kind: "ns" },
         ...(device ? [{ key: "device_self_ns", label: "device self", kind: "ns" }, { key: "device_total_ns", label: "device total", kind: "ns" }] : [])],
-        { sortKey: "host_total_ns", onRowClick: r => opCalls(ctx, name, r.input_dims, calls) })), calls);
+        { sortKey: "host_total_ns", onRowClick: r => opCalls(ctx, name, r.input_dims, calls) })), callSites(ctx, name, sites), calls);
     if (shapes.length === 1) opCalls(ctx, name, shapes[0].input_dims, calls);
     if (scroll) el.scrollIntoView({ block: "nearest" });
+  }
+
+  // Where the op was called from: the user's lines (and module) around its calls, from Kineto's Python frames
+  // (with_stack) or else from mlprof's stack samples taken while it ran.
+  function callSites(ctx, name, rows) {
+    const { run, step } = ctx;
+    if (!rows.length) {
+      return h("p", { class: "muted", id: "op-call-sites-none" }, "Called from: no Python stacks in this run " +
+        "(record them with mlprof run, which samples them, or with_stack=True).");
+    }
+    const traced = rows[0].source === "traced";
+    const site = v => v === null || v === undefined ? "(no user frame)" : v;
+    return card(`${name}: called from (${traced ? "Python frames in the trace, each call once" : "stack samples taken while it ran"})`,
+      "op_call_sites", { run, step, name },
+      h("div", { id: "op-call-sites" }, DataTable(rows, traced
+        ? [{ key: "call_site", label: "line", wide: true, fmt: site }, { key: "module", label: "module", fmt: v => v || "" },
+          { key: "count", label: "calls", kind: "count" }, { key: "self_ns", label: "self time", kind: "ns" }]
+        : [{ key: "call_site", label: "line", wide: true, fmt: site }, { key: "leaf", label: "innermost frame", wide: true },
+          { key: "samples", label: "samples", kind: "count" }, { key: "self_ns", label: "time (samples × interval)", kind: "ns" }],
+        { sortKey: traced ? "self_ns" : "samples" })));
   }
 
   async function opCalls(ctx, name, dims, el) {
@@ -82,7 +103,9 @@
 
   async function kernels(ctx) {
     const { run, el, step, query } = ctx;
-    const [{ rows: ks }, { rows: apis }] = await Promise.all([load("kernel_statistic", run, { step }), load("api_statistic", run, { step })]);
+    const npu = ctx.summary.device_kind === "npu";
+    const [{ rows: ks }, { rows: apis }, cores] = await Promise.all([load("kernel_statistic", run, { step }),
+      load("api_statistic", run, { step }), npu ? load("npu_cores", run, { step }) : Promise.resolve({ rows: [] })]);
     const drill = h("div", { id: "kernel-drill" });
     const showCalls = async r => {
       const { rows, total } = await load("kernel_calls", run, { step, name: r.name });
@@ -111,11 +134,37 @@
             { key: "ratio_pct", label: "% of device time", kind: "pct" },
             { key: "tensor_cores", label: "Tensor Cores", fmt: v => v ? "yes" : "" }], { sortKey: "total_ns", onRowClick: showCalls, rowKey: r => r.name + r.kind, stateKey: "kernels" })),
         drill) : U.naBox("No device kernels or copies in this run.", "no-kernels"),
+      cores.rows.length ? npuCores(cores.rows, run, step) : null,
       card("Runtime API calls", "api_statistic", { run, step }, apis.length ? DataTable(apis, [{ key: "name", label: "API" },
         { key: "count", label: "calls", kind: "count" }, { key: "total_ns", label: "total", kind: "ns" },
         { key: "avg_ns", label: "avg", kind: "ns" }, { key: "max_ns", label: "max", kind: "ns" },
         { key: "ratio_pct", label: "%", kind: "pct" }], { sortKey: "total_ns" }) : h("p", { class: "muted" }, "No runtime API calls.")));
     if (query.kernel) { const r = ks.find(x => x.name === query.kernel); if (r) showCalls(r); }
+  }
+
+  // Ascend: time by compute unit (AI Core's cube, its vector unit, AI CPU, ...) and, with PMU counters, the
+  // share of each unit's busy time each pipe was busy (compute: mac/vec; memory transfers: mte1-3).
+  const PIPE_LABELS = { mac: "cube (mac)", vec: "vector", scalar: "scalar", mte1: "mte1 (L1)", mte2: "mte2 (HBM in)",
+    mte3: "mte3 (out)", fixpipe: "fixpipe" };
+  function npuCores(rows, run, step) {
+    const pipeKeys = [...new Set(rows.flatMap(r => Object.keys(r).filter(k => /^(aic|aiv)_[a-z0-9]+$/.test(k))))].sort();
+    const pipeCols = pipeKeys.map(k => {
+      const [unit, pipe] = k.split("_");
+      return { key: k, label: `${unit === "aic" ? "cube core" : "vector core"}: ${PIPE_LABELS[pipe] || pipe} %`, kind: "share" };
+    });
+    return h("div", { id: "npu-cores" },
+      card("NPU time by compute unit", "npu_cores", { run, step },
+        Charts.hbars(rows.map(r => ({ name: r.core, value: r.total_ns,
+          note: `${U.fmtNum(r.ops)} tasks, ${fmtShare(r.ratio_pct / 100)} of NPU time, most in ${r.top_op_type}` })),
+          { xName: "device time", labelChars: 24 }),
+        DataTable(rows, [{ key: "core", label: "unit" }, { key: "ops", label: "tasks", kind: "count" },
+          { key: "op_types", label: "op types", kind: "count" }, { key: "total_ns", label: "total", kind: "ns" },
+          { key: "avg_ns", label: "avg", kind: "ns" }, { key: "ratio_pct", label: "% of NPU time", kind: "pct" },
+          { key: "top_op_type", label: "most time in" },
+          { key: "bound", label: "busier pipes", fmt: v => v === "memory" ? "memory transfers" : v === "compute" ? "compute" : "" },
+          ...pipeCols], { sortKey: "total_ns", stateKey: "npu-cores" }),
+        pipeCols.length ? null : h("p", { class: "muted" },
+          "No PMU counters in this run (profiler_level Level0): the pipes of each unit need Level1 or Level2.")));
   }
 
   U.page("operators", "Operators", operators);
