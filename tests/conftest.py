@@ -54,9 +54,11 @@ def _no_profiler_left_attached():
     assert scalars.active_log() is None, "an mlprof scalar log (log_scalar) is still recording"
     leaked = [cb for cb in gc.callbacks if getattr(cb, "__self__", None).__class__.__name__ == "HostRecorder"]
     assert not leaked, "an mlprof GC callback is still installed"
-    from mlprof.collect.stack_sampler import THREAD_NAME
+    from mlprof.collect import stack_sampler
 
-    assert not any(t.name == THREAD_NAME for t in threading.enumerate()), "a Python stack sampler is still running"
+    assert not any(t.name == stack_sampler.THREAD_NAME for t in threading.enumerate()), \
+        "a Python stack sampler is still running"
+    assert stack_sampler._ticking is None, "a Python stack sampler's timer signal is still ticking"
     torch = sys.modules.get("torch")
     if torch is not None:
         assert not torch.autograd._profiler_enabled(), "torch's profiler is still running"

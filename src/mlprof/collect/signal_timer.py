@@ -21,6 +21,7 @@ import ctypes.util
 import os
 import signal
 import sys
+import threading
 from typing import Any, Callable
 
 __all__ = ["SignalTimer", "usable_signal", "install_handler"]
@@ -80,8 +81,6 @@ def _c_disposition(signum: int) -> int | None:
 def usable_signal(handler: Callable) -> int | None:
     """A real-time signal that is free in this process (or already ``handler``'s), or None: no timers here,
     or not on the main thread (only it may set handlers, and only it runs them)."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread() or _functions() is None:
         return None
     low, high = getattr(signal, "SIGRTMIN", 0), getattr(signal, "SIGRTMAX", 0)

@@ -220,7 +220,10 @@ class StackSampler:
             if room < count:
                 self.dropped += count - max(room, 0)
                 count = max(room, 0)
-            if frame is None or not count:
+            if frame is None:  # no Python frame to read (the interpreter shutting down): nothing to write
+                self.dropped += count
+                return
+            if not count:
                 return
             key = _frame_key(frame)
             stack = self._by_code.get(key)
