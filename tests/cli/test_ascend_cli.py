@@ -174,7 +174,7 @@ def test_dashboard_api_serves_an_npu_run(job):
 
         assert get("/api/overview", run=run)
         for name in get("/api/features")["datasets"]:
-            extra = {"name": "aten::convolution"} if name == "op_calls" else \
+            extra = {"name": "aten::convolution"} if name in ("op_calls", "op_call_sites") else \
                 {"name": "Conv2D1"} if name == "kernel_calls" else {}
             get(f"/api/data/{name}", run=run, **extra)
         ks = get("/api/data/kernel_statistic", run=run)
