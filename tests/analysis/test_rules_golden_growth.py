@@ -305,19 +305,64 @@ def test_a_jump_between_two_flat_levels_is_not_growing_work(tmp_path):
     assert "in one jump at step 26" in f.title
 
 
-def test_step_change_tells_a_jump_from_a_ramp():
-    from mlprof.analysis.growth import step_change
+def test_level_shifts_tell_jumps_from_a_ramp():
+    from mlprof.analysis.growth import level_shifts
 
     rng = np.random.default_rng(0)
     x = np.arange(200)
-    jump = step_change(x, 4 + 1.5 * (x >= 120) + rng.normal(0, 0.3, 200))
-    assert jump is not None and jump.at_x == 120 and jump.after - jump.before == pytest.approx(1.5, abs=0.2)
+    jump = level_shifts(x, 4 + 1.5 * (x >= 120) + rng.normal(0, 0.3, 200))
+    assert jump is not None and jump.at_x == (120,) and jump.levels[1] - jump.levels[0] == pytest.approx(1.5, abs=0.2)
+    # Two jumps, the last level only 4 steps long (a default-threads job whose host got busier at its end).
+    x = np.arange(6, 72)
+    stairs = 23 + 6 * (x >= 18) + 20 * (x >= 68) + rng.normal(0, 2, len(x))
+    two = level_shifts(x, stairs)
+    assert two is not None and len(two.at_x) == 2 and abs(two.at_x[0] - 18) <= 2 and two.at_x[1] == 68, two
     # Ramps, steep or noisy, outliers and all, and a curve, are no jump.
-    assert step_change(x, 4 + 0.02 * x + rng.normal(0, 0.3, 200)) is None
-    assert step_change(x, 4 + 0.005 * x + rng.normal(0, 0.5, 200)) is None
-    assert step_change(x, 4 + 0.02 * x + (rng.random(200) < 0.05) * 5) is None
-    assert step_change(x, 4 + 0.0001 * x ** 2 + rng.normal(0, 0.3, 200)) is None
-    assert step_change(range(8), [1, 1, 1, 1, 2, 2, 2, 2]) is None  # too few points to call it
+    x = np.arange(200)
+    assert level_shifts(x, 4 + 0.02 * x + rng.normal(0, 0.3, 200)) is None
+    assert level_shifts(x, 4 + 0.005 * x + rng.normal(0, 0.5, 200)) is None
+    assert level_shifts(x, 4 + 0.02 * x + (rng.random(200) < 0.05) * 5) is None
+    assert level_shifts(x, 4 + 0.0001 * x ** 2 + rng.normal(0, 0.3, 200)) is None
+    assert level_shifts(range(8), [1, 1, 1, 1, 2, 2, 2, 2]) is None  # too few points to call it
+
+
+def _flagged_as_growth(x, y) -> bool:
+    from mlprof.analysis.growth import trend
+
+    t = trend(x, y)
+    return t.slope > 0 and t.p_value < 0.01 and t.growth / t.at(t.first_x) >= 0.2
+
+
+def test_level_shifts_on_simulated_ramps_and_staircases():
+    # What the rule meets: step times that rise 25-300% over 20-70 steps with 2-25% noise, half with a
+    # few slow steps (GC, a checkpoint), against staircases of one or two 20-100% jumps, the same noise.
+    # Only series the growth test flags count. A ramp read as jumps is growing work missed (its finding
+    # drops to info); a staircase read as a ramp is a false alarm.
+    from mlprof.analysis.growth import level_shifts
+
+    rng = np.random.default_rng(7)
+    ramps, stairs = [], []
+    for _ in range(120):
+        n = int(rng.integers(20, 70))
+        x = np.arange(6, 6 + n, dtype=float)
+        noise = rng.uniform(0.02, 0.25) * 20
+        ramp = 20 + 20 * rng.uniform(0.25, 3.0) * (x - x[0]) / (x[-1] - x[0]) + rng.normal(0, noise, n)
+        if rng.random() < 0.5:
+            ramp[rng.choice(n, size=max(1, n // 20), replace=False)] += 20 * rng.uniform(0.5, 3)
+        if _flagged_as_growth(x, ramp):
+            ramps.append(level_shifts(x, ramp) is not None)
+        n = int(rng.integers(30, 70))
+        x = np.arange(6, 6 + n, dtype=float)
+        stair = 20 + rng.normal(0, noise, n)
+        if rng.random() < 0.5:
+            stair[rng.choice(n, size=max(1, n // 20), replace=False)] += 20 * rng.uniform(0.5, 3)
+        for cut in rng.choice(np.arange(3, n - 3), size=int(rng.integers(1, 3)), replace=False):
+            stair[cut:] += 20 * rng.uniform(0.2, 1.0)
+        if _flagged_as_growth(x, stair):
+            stairs.append(level_shifts(x, stair) is not None)
+    assert len(ramps) >= 100 and len(stairs) >= 80, (len(ramps), len(stairs))
+    assert np.mean(ramps) <= 0.03, np.mean(ramps)
+    assert np.mean(stairs) >= 0.7, np.mean(stairs)
 
 
 def test_a_slope_under_ten_microseconds_a_step_is_written_in_microseconds(tmp_path):

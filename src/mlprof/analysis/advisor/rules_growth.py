@@ -15,7 +15,7 @@ from mlprof.analysis.growth import (
     op_time_trends,
     phase_trends,
     rss_growth,
-    step_change,
+    level_shifts,
     step_time_series,
     step_time_trend,
     trend,
@@ -259,15 +259,18 @@ def work_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     # ... and growing work grows alone: the rest of the step stays as it was. A healthy LSTM's backward
     # "grew" 42% over 200 steps at load 14 with the rest of its step (shapes are not recorded by default).
     same = not spread and _host_slowing(t, op["trend"] if op else phases.get(phase))
-    # ... and growing work rises on every step: one jump between two flat levels is the machine (or the job's
-    # phase) changing mid-window. Its slow steps are step_outliers' or cpu_contention's to explain.
-    jump = step_change(*step_time_series(ctx.steps, ctx.cpu_wait_ns))
+    # ... and growing work rises on every step: jumps between flat levels are the machine (or the job's
+    # phase) changing mid-window. Their slow steps are step_outliers' or cpu_contention's to explain.
+    jump = level_shifts(*step_time_series(ctx.steps, ctx.cpu_wait_ns))
     if spread or same or jump:
         severity = "info"
     double_in = base / t.slope
     if jump:
-        how = (f"in one jump at step {jump.at_x:.0f} ({jump.before / 1e6:.2f} -> {jump.after / 1e6:.2f} ms, flat "
-               "before and after): the machine or the job changed mid-window, not work growing each step")
+        where = " and ".join(f"{at:.0f}" for at in jump.at_x)
+        levels = " -> ".join(f"{level / 1e6:.2f}" for level in jump.levels)
+        how = (f"in {'one jump' if len(jump.at_x) == 1 else 'two jumps'} at step{'s' if len(jump.at_x) > 1 else ''} "
+               f"{where} ({levels} ms, flat between): the machine or the job changed mid-window, not work growing "
+               "each step")
     elif spread:
         how = "spread over the whole step, no op or phase carrying half of it (the host slowing, not growing work?)"
     else:
@@ -281,7 +284,8 @@ def work_growth(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
             metrics={"ns_per_step": int(t.slope), "first_step_ns": int(base), "growth_ns": int(t.growth),
                      "growth_share": round(growth, 4), "excess_ns": int(excess_ns), "steps": t.n, "p_value": round(t.p_value, 6),
                      "steps_to_double": round(double_in, 1), "phase": phase, "spread": spread, "rest_rose_alike": same,
-                     "jump_at_step": int(jump.at_x) if jump else None,
+                     "jump_at_step": int(jump.at_x[0]) if jump else None,
+                     "second_jump_at_step": int(jump.at_x[1]) if jump and len(jump.at_x) > 1 else None,
                      "phase_ns_per_step": int(phases[phase].slope) if phase else None,
                      "op": op["name"] if op else None,
                      "op_ns_per_step": int(op["trend"].slope) if op else None},
