@@ -61,3 +61,34 @@ def test_profiler_steps_land_in_the_windows_the_schedule_names(tmp_path, trainer
     info = load_json(prof.capture_dir / "profiler_info.json")
     assert [(w["first_step"], w["last_step"]) for w in info["windows"]] == [(w[0], w[-1]) for w in expected]
     assert all(w["status"] == "complete" for w in info["windows"])
+
+
+def test_a_step_cut_by_stop_is_marked_partial_and_parsed_as_no_step(tmp_path, trainer):
+    # Four whole steps, then step() begins a fifth that the profile's end cuts at once: torch's trace holds
+    # ProfilerStep#4 all the same; mlprof marks its record partial and the parser leaves it out.
+    from mlprof.parse import ParseOptions, parse_path
+    from mlprof.tables.store import TableStore
+
+    handler = mlprof.tensorboard_trace_handler(tmp_path, analyse_flag=False)
+    sched = mlprof.schedule(wait=0, warmup=0, active=10)
+    with mlprof.profile(activities=[mlprof.ProfilerActivity.CPU], schedule=sched, on_trace_ready=handler) as prof:
+        for _ in range(4):
+            trainer.step()
+            prof.step()
+    (window,) = windows_of(prof.capture_dir)
+    assert profiler_steps_in_trace(window / "kineto.pt.trace.json") == [0, 1, 2, 3, 4]
+    records = load_json(window / "steps.json")
+    assert [(r["step"], r.get("partial", False)) for r in records] == [(0, False), (1, False), (2, False),
+                                                                        (3, False), (4, True)]
+    (result,) = parse_path(prof.capture_dir, ParseOptions(output_dir=tmp_path / "parsed"))
+    with TableStore(result.tables_dir) as store:
+        assert [r[0] for r in store.rows("SELECT step FROM steps ORDER BY step")] == [0, 1, 2, 3]
+
+
+def test_a_profile_stopped_before_any_step_keeps_its_one_step_whole(tmp_path, trainer):
+    # start() and stop() with no step() between: the window's one step is all it has, not a piece of one.
+    handler = mlprof.tensorboard_trace_handler(tmp_path, analyse_flag=False)
+    with mlprof.profile(activities=[mlprof.ProfilerActivity.CPU], on_trace_ready=handler) as prof:
+        trainer.step()
+    (window,) = windows_of(prof.capture_dir)
+    assert all(not r.get("partial") for r in load_json(window / "steps.json"))

@@ -37,3 +37,21 @@ def test_a_record_of_another_time_is_not_borrowed(tmp_path):
     # Step 1's record starts after its span ended (a renumbered trace): no figures for that step.
     waits = _steps_table(tmp_path, {1: 1000.0 + 2 * 273_000 + 10})
     assert waits[1] is None and waits[0] == 200_000_000
+
+
+def test_a_step_the_profilers_stop_cut_is_no_step(tmp_path):
+    # Steps 0-2 whole, then step 3 begun by step() and cut 0.1 ms later by the profiler's stop: mlprof marks
+    # its record partial, and neither it nor the trace's ProfilerStep#3 is a step (it made every default
+    # capture's last "step" 0.1 ms long: the worst step 0 ns, a drop that read as a jump in step time).
+    events = [X(f"ProfilerStep#{i}", 1000.0 + i * 273_000, 273_000.0, cat="user_annotation", tid=TID)
+              for i in range(3)]
+    events.append(X("ProfilerStep#3", 1000.0 + 3 * 273_000, 100.0, cat="user_annotation", tid=TID))
+    records = [{"step": i, "start_ns": BASE_NS + int((1000.0 + i * 273_000) * 1000),
+                "end_ns": BASE_NS + int((1000.0 + (i + 1) * 273_000) * 1000)} for i in range(3)]
+    records.append({"step": 3, "start_ns": records[-1]["end_ns"], "end_ns": records[-1]["end_ns"] + 100_000,
+                    "partial": True})
+    for name, window in (("kineto", {"events": events, "steps": records}), ("mlprof", {"steps": records})):
+        capture = make_capture(tmp_path / name, {0: window})
+        result = parse_path(capture, ParseOptions(output_dir=tmp_path / f"{name}_out"))[0]
+        with TableStore(result.tables_dir) as store:
+            assert store.rows("SELECT step, source FROM steps ORDER BY step") == [(i, name) for i in range(3)]

@@ -342,6 +342,12 @@ def test_the_default_window_closes_itself_once_its_steps_are_evidence_enough(tmp
     # The job had 300 steps, more than skip 5 + warm-up 1 + the 200-step cap: the window closed by its rule.
     assert window[0] == 6 and window == list(range(6, window[-1] + 1))
     assert 20 <= len(window) <= 200
+    # Its last step is whole: the window closes at the step after the one its schedule saved with, not at that
+    # step's start (which cut every default capture's last step to a 0.1 ms piece).
+    records = json.loads((capture / "raw" / "window_0000" / "steps.json").read_text())
+    assert not any(r.get("partial") for r in records)
+    durations = sorted(r["end_ns"] - r["start_ns"] for r in records)
+    assert records[-1]["end_ns"] - records[-1]["start_ns"] >= durations[len(durations) // 2] / 10, records[-3:]
     # The steps after the profiler stopped are counted on to the job's end (memory growth is judged on them):
     # the last step number the 300-step script reaches, on the windows' numbering.
     info = json.loads((capture / "profiler_info.json").read_text())

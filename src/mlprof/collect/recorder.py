@@ -62,13 +62,15 @@ class HostRecorder:
             self._cpu_clock = StepCpuClock()
         self._current_step = (step, ts_ns, *self._cpu_clock.read())
 
-    def end_step(self, ts_ns: int) -> None:
+    def end_step(self, ts_ns: int, partial: bool = False) -> None:
+        """The current step ends at ``ts_ns``; ``partial``: it was cut there by the profiler's stop."""
         if self._current_step is not None:
             step, start_ns, cpu0, wait0, run0 = self._current_step
             cpu1, wait1, run1 = self._cpu_clock.read() if self._cpu_clock is not None else (cpu0, None, None)
             self.steps.append({"step": step, "start_ns": start_ns, "end_ns": ts_ns, "cpu_ns": cpu1 - cpu0,
                                "cpu_wait_ns": None if wait0 is None or wait1 is None else wait1 - wait0,
-                               "thread_cpu_ns": None if run0 is None or run1 is None else run1 - run0})
+                               "thread_cpu_ns": None if run0 is None or run1 is None else run1 - run0,
+                               **({"partial": True} if partial else {})})
             self._current_step = None
 
     def record_speed_probe(self, cpu_ns: int) -> None:

@@ -106,6 +106,9 @@ def strings_matching(pool: StringPool, pattern: re.Pattern) -> dict[int, re.Matc
 
 
 def step_table(win: WindowData, pool: StringPool, host: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """The window's steps (number, start, end, source): the trace's ``ProfilerStep#N`` spans, else mlprof's
+    own step records; a step mlprof marked ``partial`` (the profiler's stop cut it) is left out of both."""
+    partial = {r.step for r in win.steps if r.partial}
     if host and len(host["name"]):
         step_codes = strings_matching(pool, STEP_NAME)
         if step_codes:
@@ -116,9 +119,11 @@ def step_table(win: WindowData, pool: StringPool, host: dict) -> tuple[np.ndarra
                 start = host["start_ns"][idx]
                 end = start + host["dur_ns"][idx]
                 order = np.argsort(start, kind="stable")
+                if partial:
+                    order = order[~np.isin(number[order], np.fromiter(partial, dtype=np.int64))]
                 return number[order], start[order], end[order], "kineto"
-    if win.steps:
-        recs = sorted(win.steps, key=lambda r: r.start_ns)
+    recs = sorted((r for r in win.steps if not r.partial), key=lambda r: r.start_ns)
+    if recs:
         return (_i64([r.step for r in recs]), _i64([r.start_ns for r in recs]),
                 _i64([r.end_ns for r in recs]), "mlprof")
     empty = np.zeros(0, dtype=np.int64)
