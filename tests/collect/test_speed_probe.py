@@ -67,3 +67,23 @@ def test_a_failing_probe_is_switched_off_and_profiling_goes_on(tmp_path, monkeyp
     assert len(steps) == 4 and not any(s.get("speed_probe_ns") for s in steps)
     warnings = [r.getMessage() for r in caplog.records if "speed probe" in r.getMessage()]
     assert len(warnings) == 1 and "injected" in warnings[0]
+
+
+def test_the_traces_step_spans_end_before_the_probe(tmp_path):
+    # The probe is mlprof's work: the trace's ProfilerStep#N ends where mlprof's record of step N does, so
+    # the probe lies between two spans and is never charged to the step before (as Python outside ops).
+    weight = torch.randn(256, requires_grad=True)
+    x = torch.randn(64, 256)
+    with _profile(tmp_path / "result", active=8) as prof:
+        for _ in range(10):
+            for _ in range(50):
+                (x * weight).tanh().sum().backward()
+            prof.step()
+    (window,) = windows_of(prof.capture_dir)
+    probe_ns = {s["step"]: s["speed_probe_ns"] for s in load_json(window / "steps.json") if s.get("speed_probe_ns")}
+    spans = {int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"])
+             for e in load_json(window / "kineto.pt.trace.json")["traceEvents"]
+             if str(e.get("name", "")).startswith("ProfilerStep#")}
+    gaps = [(spans[n + 1][0] - spans[n][1], probe_ns[n] / 1_000) for n in probe_ns if n + 1 in spans]
+    # The probe's thread CPU time fits in the wall time between the spans (microseconds in the trace).
+    assert gaps and all(gap_us >= 0.9 * probe_us for gap_us, probe_us in gaps), gaps

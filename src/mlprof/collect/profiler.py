@@ -267,7 +267,8 @@ class _KinetoProfile(ProfileExports):
         if self._monitor is not None and self._monitor.marks:
             self._catch_up(self._monitor.marks)
         if self._recorder is not None:
-            self._recorder.end_step(time.time_ns())
+            # A step the stop cuts short is a piece of one, unless it is all the window has.
+            self._recorder.end_step(time.time_ns(), partial=bool(self._recorder.steps))
         self._backend.stop()
         if self._capture is not None:
             late = self._stop_sampler()
@@ -535,6 +536,9 @@ class profile(_KinetoProfile):  # noqa: N801 - drop-in for torch.profiler.profil
         if self._speed_probe is None:
             return
         try:
+            # The probe is mlprof's, not the step's: the trace's step span ends before it (it was 14 of a
+            # Python-heavy job's 75 samples of "time outside ops" at 1 thread, charged to the user's line).
+            self._backend.end_step_annotation()
             cpu_ns = self._speed_probe.maybe_run()
             if cpu_ns is not None:
                 recorder.record_speed_probe(cpu_ns)

@@ -14,7 +14,8 @@ by 10-22% in median step time and 2-12% after the division; a pure-Python loop
 tracked one-thread jobs as well but not two-thread ones.
 
 Recorded only inside windows, between the end of one step and the start of the
-next (never inside a step's timed span), with torch's RecordFunction off so
+next (never inside a step's timed span: mlprof's step record and the trace's
+``ProfilerStep#N`` span both end before it), with torch's RecordFunction off so
 the profiler does not see it, and at most every ``PROBE_SHARE`` of the time: a
 probe of 0.3 ms runs after every step of 15 ms or more, after every fifth of
 3 ms steps.

@@ -140,6 +140,16 @@ class ScheduledBackend(TorchProfile):
             self.step_rec_fn = torch.autograd.profiler.record_function("ProfilerStep#" + str(self.step_num))
             self.step_rec_fn.__enter__()
 
+    def end_step_annotation(self) -> None:
+        """Close the trace's ``ProfilerStep#N`` span now, where mlprof's own record of the step ends: what
+        mlprof runs before the next ``step()`` (the host-speed probe) then lies between two steps' spans, not
+        in the step before. torch's ``step()`` skips an annotation already closed."""
+        if self.step_rec_fn is not None:
+            try:
+                self.step_rec_fn.__exit__(None, None, None)
+            finally:
+                self.step_rec_fn = None
+
     def prepare_trace(self) -> None:
         if not self._automatic:
             announce_job_profiler()
