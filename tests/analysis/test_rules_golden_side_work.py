@@ -24,9 +24,11 @@ FRAMES = [[TRAIN, 40, "main"],                                   # 0
           [TRAIN, 12, "snapshot"],                               # 4: ema = copy.deepcopy(model)
           [COPY, 128, "deepcopy"],                               # 5
           [f"{TORCH}/_tensor.py", 110, "__deepcopy__"],          # 6
-          [TRAIN, 20, "log_metrics"]]                            # 7: a Python loop over the batch
+          [TRAIN, 20, "log_metrics"],                            # 7: a Python loop over the batch
+          [TRAIN, 21, "log_metrics"], [TRAIN, 22, "log_metrics"]]  # 8, 9: its other lines
 FORWARD, BACKWARD, DEEPCOPY, DEEPCOPY_OP, METRICS = 0, 1, 2, 3, 4
-STACKS = [[0, 1, 2], [0, 1, 3], [0, 4, 5], [0, 4, 5, 6], [0, 7]]
+METRICS_LINES = (4, 5, 6)  # the metrics function's samples spread over three of its lines
+STACKS = [[0, 1, 2], [0, 1, 3], [0, 4, 5], [0, 4, 5, 6], [0, 7], [0, 8], [0, 9]]
 
 
 def _advise(tmp_path, side_python_us: int, side_ops_us: int, side_stack: int = DEEPCOPY,
@@ -36,8 +38,10 @@ def _advise(tmp_path, side_python_us: int, side_ops_us: int, side_stack: int = D
     sampler takes one sample every 100 us, on the stack of whatever runs."""
     events, samples = [], []
 
-    def sample(start_us: int, end_us: int, stack: int) -> None:
-        samples.extend([BASE_NS + t * US, stack] for t in range(start_us + 50, end_us, SAMPLE_US))
+    def sample(start_us: int, end_us: int, stack) -> None:
+        stacks = stack if isinstance(stack, tuple) else (stack,)
+        samples.extend([BASE_NS + t * US, stacks[i % len(stacks)]]
+                       for i, t in enumerate(range(start_us + 50, end_us, SAMPLE_US)))
 
     for k in range(steps):
         t0 = k * 10_000
@@ -99,6 +103,15 @@ def test_side_work_is_silent_where_host_outside_ops_names_the_same_line(tmp_path
     found = _advise(tmp_path, side_python_us=5_000, side_ops_us=500)
     assert "side_work" not in found
     assert "train.py:12 snapshot in copy.deepcopy" in found["host_outside_ops"].title
+
+
+def test_side_work_names_the_function_where_host_outside_ops_finds_no_line(tmp_path):
+    # 5 ms of a metrics loop's Python spread over three of its lines: host_outside_ops (50%) finds no line
+    # with half of its samples and says so; the function holds them all, and side_work names it.
+    found = _advise(tmp_path, side_python_us=5_000, side_ops_us=0, side_stack=METRICS_LINES)
+    assert "no line holds half" in found["host_outside_ops"].title
+    f = found["side_work"]
+    assert "of step time is log_metrics (train.py:2" in f.title, f.title
 
 
 def test_side_work_below_its_share_is_not_reported(tmp_path):

@@ -43,6 +43,9 @@ STANDARD_LAYER_OPS: tuple[tuple[str, re.Pattern], ...] = tuple((kind, re.compile
     ("recurrent", r"lstm|gru|rnn_tanh|rnn_relu|lstm_cell|gru_cell|rnn_tanh_cell|rnn_relu_cell|_thnn_fused_\w*"),
 ))
 
+# host_outside_ops names a line when it holds this share of the Python phase's samples, else says why not.
+NAMES_LINE_SHARE = 0.5
+
 
 def standard_layer(op_name: str) -> str | None:
     """The kind of standard layer whose op ``op_name`` is (pooling, normalisation, ...), else None."""
@@ -321,7 +324,7 @@ def host_outside_ops(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         taken = ctx.store.rows("SELECT count(*) FROM python_samples WHERE step IS NOT NULL")[0][0]
         unexplained = (f"none of the steps' {taken} Python stack samples fell in it" if taken else
                        "no Python stack samples in these steps (python_sampling off)")
-    elif sites[0]["share_of_phase"] < 0.5:
+    elif sites[0]["share_of_phase"] < NAMES_LINE_SHARE:
         unexplained = (f"no line holds half of its {samples} samples (the most, "
                        f"{short_site(sites[0]['call_site'])}, {sites[0]['share_of_phase']:.0%})")
     else:

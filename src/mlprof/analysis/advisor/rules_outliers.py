@@ -20,6 +20,7 @@ import statistics
 from mlprof.analysis.steps import HOST_FIELDS
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
+from mlprof.analysis.advisor.rules_host import library_call, short_site
 from mlprof.analysis.advisor.rules_growth import growing_step_time
 from mlprof.analysis.advisor.rules_shapes import shape_driven_steps
 from mlprof.tables.names import COMPILE_SQL
@@ -65,6 +66,64 @@ def _compile_ns_by_step(ctx: AdvisorContext) -> dict[tuple[int, int], int]:
             WHERE step IS NOT NULL AND category <> 'python_function' AND {COMPILE_SQL} GROUP BY ALL)
         GROUP BY ALL""")
     return {(int(w), int(s)): int(ns) for w, s, ns in rows}
+
+
+# The stack samples a line needs in the slow steps before step_outliers names it as their work.
+_SITE_MIN_SAMPLES = 5
+
+
+def slow_steps_site(ctx: AdvisorContext, slow) -> dict | None:
+    """The user's line whose sampled time sits in the slow steps (a checkpoint, an evaluation, a histogram
+    every Nth step): the most samples per slow step beyond its samples per other step, at least
+    :data:`_SITE_MIN_SAMPLES` of them, most of its samples in the slow steps, and at least a quarter of the slow
+    steps' excess; None where no line is (no samples, or the excess is spread)."""
+    keys = {(s.window, s.step) for s in slow}
+    rest = len(ctx.steps) - len(keys)
+    rows = ctx.store.rows("""
+        SELECT DISTINCT s.window_index, s.ts_ns, p.step, k.call_site, k.leaf, s.weight_ns
+        FROM python_samples s
+        JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
+         AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
+        JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id
+        WHERE p.step IS NOT NULL AND k.call_site IS NOT NULL""")
+    counts: dict[str, list] = {}
+    for window, _ts, step, site, leaf, weight in rows:
+        c = counts.setdefault(site, [0, 0, {}, 0])
+        c[0 if (int(window), int(step)) in keys else 1] += 1
+        c[2][leaf] = c[2].get(leaf, 0) + 1
+        c[3] += int(weight or 0)
+    best = None
+    for site, (in_slow, in_rest, leaves, weight_sum) in counts.items():
+        extra = in_slow / len(keys) - (in_rest / rest if rest else 0.0)
+        if in_slow < _SITE_MIN_SAMPLES or extra <= 0.5 * in_slow / len(keys):
+            continue
+        if best is None or extra > best[0]:
+            est_ns = extra * len(keys) * weight_sum / (in_slow + in_rest)
+            best = (extra, site, in_slow, max(leaves, key=leaves.get), est_ns)
+    if best is None:
+        return None
+    _extra, site, samples, leaf, est_ns = best
+    excess = sum(s.dur_ns for s in slow) - len(slow) * statistics.median(s.dur_ns for s in ctx.steps)
+    if est_ns < 0.25 * excess:
+        return None
+    # What to call it: the library function the line was in (torch.serialization.save), else its own function.
+    callee = library_call(ctx, "python", site)
+    return {"call_site": site, "leaf": leaf, "samples": samples, "self_ns": int(est_ns), "library_call": callee,
+            "what": callee or site.rsplit(" ", 1)[-1], "where": short_site(site).split(" ", 1)[0]}
+
+
+def _every(slow) -> int | None:
+    """N where the slow steps come every Nth step (most gaps between them equal, N > 1)."""
+    numbers = sorted(s.step for s in slow if s.step is not None)
+    gaps = [b - a for a, b in zip(numbers, numbers[1:])]
+    if len(gaps) < 2:
+        return None
+    gap = statistics.mode(gaps)
+    return gap if gap > 1 and gaps.count(gap) >= 0.8 * len(gaps) else None
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def _outliers(steps, time_ns, th: Thresholds) -> tuple[list, float, float]:
@@ -155,6 +214,11 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     same_ops_slowed = [s for s in slowed if not waited(s)]
     title = (f"{len(slow)} of {len(ctx.steps)} steps take over {th.step_outlier_ratio:g}x the median "
              f"step ({median / 1e6:.2f} ms)")
+    # What the slow steps run that the others do not, where the samples say it (code-made outliers only).
+    site = None if slowed or driven or growing is not None else slow_steps_site(ctx, slow)
+    every = _every(slow)
+    if site:
+        title += f"{f', every {_ordinal(every)} step,' if every else ''} running {site['what']} at {site['where']}"
     if left_out:
         kinds = [s for s in machine if waited(s)], [s for s in machine if not waited(s)]
         title += " besides " + " and ".join(filter(None, [
@@ -176,6 +240,11 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                "held, or ran exactly the ops of a typical step, each slower (another process or VM on the host; "
                "with several intra-op threads, one helper thread preempted holds the whole op). Run on a quieter "
                "machine, give the job its cores (see cpu_contention), or use fewer intra-op threads than cores.")
+    elif site:
+        fix = (f"The slow steps run {site['what']} at {site['where']}"
+               + (f" (every {_ordinal(every)} step)" if every else "") + ": move it off the training thread (a "
+               "background thread or process for checkpoints and logs), run it less often, or spread it over "
+               "steps.")
     else:
         fix = ("Compare an outlier step with a typical one (`mlprof compare` on two captures, or the timeline): "
                "periodic work (checkpointing, evaluation, logging, GC, recompilation, data loader refills) "
@@ -187,6 +256,7 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
                                    "waiting_steps_left_out": bool(left_out), "machine_slowed_left_out": left_out,
                                    "excess_ns": int(excess_ns),
                                    **({"waited_for_cpu_ns": int(waited_ns)} if waited_ns else {}),
-                                   **({"same_ops_slower_steps": len(same_ops_slowed)} if same_ops_slowed else {})},
-                          steps=steps[:10]),
+                                   **({"same_ops_slower_steps": len(same_ops_slowed)} if same_ops_slowed else {}),
+                                   "every_nth_step": every},
+                          steps=steps[:10], call_sites=[site] if site else []),
         fix=fix, rank=ctx.rank)]

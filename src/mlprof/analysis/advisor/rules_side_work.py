@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severity_for
-from mlprof.analysis.advisor.rules_host import library_call, short_site
+from mlprof.analysis.advisor.rules_host import NAMES_LINE_SHARE, library_call, short_site
 from mlprof.analysis.call_sites import side_work as side_work_rows
 
 __all__ = ["side_work"]
@@ -16,11 +16,14 @@ _MIN_PYTHON_SHARE = 0.3
 
 
 def _named_by_host_outside_ops(ctx: AdvisorContext, th: Thresholds, function_row: dict) -> bool:
-    """host_outside_ops warns about the same function: its finding already names the line."""
+    """host_outside_ops warns about the same function and names its line. Where no line holds half of the
+    Python samples its finding says "unexplained", and the function, whose lines together hold them, is
+    side_work's to name (a metrics function spread over 5 lines went unnamed at 1 thread)."""
     if ctx.robust_share(lambda s: s.python_ns) < th.host_outside_ops_warn_share:
         return False
     top = ctx.phase_call_sites("python", limit=1)
-    return bool(top) and top[0]["call_site"].rsplit(" ", 1)[-1] == function_row["function"] \
+    return bool(top) and top[0]["share_of_phase"] >= NAMES_LINE_SHARE \
+        and top[0]["call_site"].rsplit(" ", 1)[-1] == function_row["function"] \
         and top[0]["call_site"].startswith(function_row["file"] + ":")
 
 
