@@ -90,9 +90,9 @@ def answers(out: Path) -> dict:
         first_op = ops[0]["name"] if ops else None
         first_kernel = got["kernel_statistic"][0]["name"] if got["kernel_statistic"] else None
         for name, dataset in DATASETS.items():
-            pick = {"op_calls": first_op, "op_call_sites": first_op, "kernel_calls": first_kernel}.get(name, "")
+            pick = {"op": first_op, "kernel": first_kernel, None: ""}[dataset.needs_name]
             if pick is not None:
-                got[f"dataset {name}"] = dataset.fn(store, Params(name=pick or None))
+                got[f"dataset {name}"] = dataset.rows(store, Params(name=pick or None))
         with tempfile.TemporaryDirectory() as tmp:
             for path in write_summaries(store, Path(tmp)):
                 got[f"summary {path.name}"] = path.read_text()

@@ -173,9 +173,10 @@ def test_dashboard_api_serves_an_npu_run(job):
             return r.json()
 
         assert get("/api/overview", run=run)
-        for name in get("/api/features")["datasets"]:
-            extra = {"name": "aten::convolution"} if name in ("op_calls", "op_call_sites") else \
-                {"name": "Conv2D1"} if name == "kernel_calls" else {}
+        features = get("/api/features")
+        for name in features["datasets"]:
+            needs = features["dataset_names"].get(name)
+            extra = {"name": {"op": "aten::convolution", "kernel": "Conv2D1"}[needs]} if needs else {}
             get(f"/api/data/{name}", run=run, **extra)
         ks = get("/api/data/kernel_statistic", run=run)
         assert any(k["name"].startswith("hcom_allReduce") for k in ks)

@@ -183,9 +183,11 @@ def test_op_statistic_json_and_csv_agree_with_the_analysis(client, run_id, logdi
 
 
 def test_every_dataset_downloads_as_csv_and_json(client, run_id):
-    names = get(client, "/api/features", run=run_id)["datasets"]
-    for name in names:
-        extra = {"name": "aten::conv2d"} if name in ("op_calls", "op_call_sites") else {"name": "sgemm_128x64"} if name == "kernel_calls" else {}
+    features = get(client, "/api/features", run=run_id)
+    for name in features["datasets"]:
+        # A dataset of one op's or kernel's rows says so; each gets one of this run's.
+        needs = features["dataset_names"].get(name)
+        extra = {"name": {"op": "aten::conv2d", "kernel": "sgemm_128x64"}[needs]} if needs else {}
         if name in ("memory_timeline", "allocations", "memory_by_op"):
             extra = {"device": "1:0"}
         as_json = get(client, f"/api/data/{name}", run=run_id, **extra)

@@ -67,15 +67,20 @@ def job_members(logdir: Path, run_id: str, summaries: SummaryCache) -> list[dict
     return out if len(out) >= 2 else []
 
 
-def features_answer(logdir: Path, run_id: str, summaries: SummaryCache) -> dict:
-    """Which pages have data for this run, and why not; the ranks of its job (the header's rank switcher)."""
+def dataset_catalog() -> dict:
+    """The datasets by title, and those that show one op's or kernel's rows ("op", "kernel": they need name=)."""
     from mlprof.ui.datasets import DATASETS
 
+    return {"datasets": {name: d.title for name, d in DATASETS.items()},
+            "dataset_names": {name: d.needs_name for name, d in DATASETS.items() if d.needs_name}}
+
+
+def features_answer(logdir: Path, run_id: str, summaries: SummaryCache) -> dict:
+    """Which pages have data for this run, and why not; the ranks of its job (the header's rank switcher)."""
     ranks = job_members(logdir, run_id, summaries)
     me = summaries.get(logdir / run_id if run_id != "." else logdir)
     return {"features": features(me, len(ranks)), "ranks": [{"id": x["id"], "rank": x["rank"]} for x in ranks],
-            "summary": {k: v for k, v in me.items() if k != "counts"}, "phases": PHASES,
-            "datasets": {name: d.title for name, d in DATASETS.items()}}
+            "summary": {k: v for k, v in me.items() if k != "counts"}, "phases": PHASES, **dataset_catalog()}
 
 
 # The step columns the pages draw, named once from the attribution's own labels (mlprof.tables.phases):
@@ -166,7 +171,7 @@ def advisor_answer(run_dir: Path, signature: tuple, job: list[dict] | None = Non
 
 
 def dataset_rows(run: OpenRun, name: str, params: Params) -> list[dict]:
-    return get_dataset(name).fn(run.store, params)
+    return get_dataset(name).rows(run.store, params)
 
 
 def rows_to_csv(rows: list[dict]) -> str:

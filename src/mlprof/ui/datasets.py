@@ -58,6 +58,13 @@ class Dataset:
     name: str
     title: str
     fn: Callable[[TableStore, Params], list[dict]]
+    # What its ``name=`` names where it needs one: "op" (an operator) or "kernel" (a device kernel).
+    needs_name: str | None = None
+
+    def rows(self, store: TableStore, params: Params) -> list[dict]:
+        if self.needs_name and not params.name:
+            raise ConfigError(f"{self.name} needs name= (the {self.needs_name}'s name)")
+        return self.fn(store, params)
 
 
 def _steps(store: TableStore, p: Params) -> list[dict]:
@@ -92,15 +99,11 @@ def _limited(found: tuple[list[dict], int]) -> LimitedRows:
 
 def _op_calls(store: TableStore, p: Params) -> list[dict]:
     """Single calls of one op (and input shapes), slowest first: the last drill-down level."""
-    if p.name is None:
-        raise ConfigError("op_calls needs name=")
     shapes = ANY_SHAPES if p.input_dims is None else p.input_dims
     return _limited(drilldowns.op_calls(store, p.name, ROW_LIMIT, shapes, p.step))
 
 
 def _kernel_calls(store: TableStore, p: Params) -> list[dict]:
-    if p.name is None:
-        raise ConfigError("kernel_calls needs name=")
     return _limited(drilldowns.kernel_calls(store, p.name, ROW_LIMIT, p.step))
 
 
@@ -180,8 +183,6 @@ def _ops(fn):
 def _op_call_sites(store: TableStore, p: Params) -> list[dict]:
     """Where one op's calls came from (``name=``): each row says its ``source`` (traced: Kineto's Python frames;
     sampled: mlprof's stack sampler)."""
-    if not p.name:
-        raise ConfigError("op_call_sites needs name=")
     found = op_call_sites(store, p.name, p.step)
     return [{**r, "source": found["source"]} for r in found["rows"]]
 
@@ -238,10 +239,11 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset("step_categories", "Step time by category (kernel, memcpy, ..., CPU exec, other)", _step_categories),
     Dataset("op_statistic", "Operators by name", _op_statistic),
     Dataset("operator_details", "Operators by name and input shapes", _operator_details),
-    Dataset("op_calls", "Calls of one operator, slowest first", _op_calls),
-    Dataset("op_call_sites", "Where one operator was called from (Python lines, modules)", _op_call_sites),
+    Dataset("op_calls", "Calls of one operator, slowest first", _op_calls, needs_name="op"),
+    Dataset("op_call_sites", "Where one operator was called from (Python lines, modules)", _op_call_sites,
+            needs_name="op"),
     Dataset("kernel_statistic", "Device kernels and copies by name", _ops(kernel_statistic)),
-    Dataset("kernel_calls", "Calls of one kernel, slowest first", _kernel_calls),
+    Dataset("kernel_calls", "Calls of one kernel, slowest first", _kernel_calls, needs_name="kernel"),
     Dataset("npu_cores", "Ascend NPU time by compute unit (AI Core, AI Vector Core, AI CPU, ...), with its pipes",
             _npu_cores),
     Dataset("api_statistic", "Runtime API calls by name", _ops(api_statistic)),

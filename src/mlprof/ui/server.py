@@ -28,7 +28,7 @@ from mlprof.ui import api
 from mlprof.ui.answer_cache import cached_answer, tables_signature
 from mlprof.ui.cluster_view import cluster_answer, cluster_members, cluster_rows
 from mlprof.ui.compare_view import compare_answer, compare_rows
-from mlprof.ui.datasets import DATASETS, Params
+from mlprof.ui.datasets import Params
 from mlprof.ui.discovery import RunPathRefused, resolve_run_dir
 from mlprof.ui.stores import StoreCache
 from mlprof.ui.run_summaries import SummaryCache
@@ -201,7 +201,7 @@ def create_app(logdir: Path, allowed_hosts: tuple[str, ...] | None = LOOPBACK_HO
 
     async def features(request: Request) -> Response:
         if not request.query_params.get("run"):  # without a run: what every run may have (dataset names)
-            return _json({"datasets": {name: d.title for name, d in DATASETS.items()}, "phases": api.PHASES})
+            return _json({**api.dataset_catalog(), "phases": api.PHASES})
 
         def prepare():
             run_id = request.query_params.get("run", "")
