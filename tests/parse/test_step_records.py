@@ -55,3 +55,20 @@ def test_a_step_the_profilers_stop_cut_is_no_step(tmp_path):
         result = parse_path(capture, ParseOptions(output_dir=tmp_path / f"{name}_out"))[0]
         with TableStore(result.tables_dir) as store:
             assert store.rows("SELECT step, source FROM steps ORDER BY step") == [(i, name) for i in range(3)]
+
+
+def test_a_trace_ending_in_a_piece_of_a_step_leaves_it_out_and_keeps_a_short_last_batch(tmp_path):
+    # torch's stop() closes the ProfilerStep#N its last step() had just opened: a trace with no mlprof records
+    # (a plain torch.profiler trace) ends in a piece of a step. A tenth of the other steps or less is such a
+    # piece; a last batch of 40% is a step (a short final batch of the epoch).
+    def steps_of(last_us: float, name: str) -> list[int]:
+        events = [X(f"ProfilerStep#{i}", 1000.0 + i * 273_000, 273_000.0, cat="user_annotation", tid=TID)
+                  for i in range(3)]
+        events.append(X("ProfilerStep#3", 1000.0 + 3 * 273_000, last_us, cat="user_annotation", tid=TID))
+        capture = make_capture(tmp_path / name, {0: {"events": events}})
+        result = parse_path(capture, ParseOptions(output_dir=tmp_path / f"{name}_out"))[0]
+        with TableStore(result.tables_dir) as store:
+            return [r[0] for r in store.rows("SELECT step FROM steps ORDER BY step")]
+
+    assert steps_of(50.0, "piece") == [0, 1, 2]
+    assert steps_of(0.4 * 273_000, "short_batch") == [0, 1, 2, 3]

@@ -154,7 +154,8 @@ TABLES: dict[str, TableSchema] = {
         ),
         _t(
             "steps",
-            "Training steps: ProfilerStep#N spans from the trace, else mlprof's steps.json.",
+            "Training steps: ProfilerStep#N spans from the trace, else mlprof's steps.json; a step the "
+            "profiler's stop cut (marked partial by mlprof, or a last step a tenth of the others) is left out.",
             _WINDOW,
             ("step", "BIGINT", "step number"),
             ("start_ns", "BIGINT", "start, wall clock ns"),
