@@ -123,3 +123,18 @@ def test_run_options_take_auto_by_default_and_numbers_still():
     for bad in (0, "soon", 1.5, True):
         with pytest.raises(ConfigError, match="active"):
             RunOptions(active=bad)
+
+
+def test_trainer_numbering_keeps_what_each_schedule_says_about_finishing():
+    # A trainer's steps count from 1 (profile_builder._CountedFromOne). A fixed schedule has no "finished": the
+    # automatic profiler then counts its cycles; a False here kept such a profiler open to the job's end.
+    from mlprof.collect.profile_builder import _CountedFromOne
+
+    assert _CountedFromOne(schedule(wait=0, warmup=0, active=2)).finished is None
+    targets = WindowTargets(steps=3, duration_ns=0, min_steps=1, max_steps=10)  # three steps make a window
+    sized = _CountedFromOne(evidence_schedule(targets=targets, clock=FakeClock()))
+    assert [sized(1), sized(2)] == [ProfilerAction.RECORD, ProfilerAction.RECORD] and sized.finished is False
+    # Finished from the step it saves with, which is still to be recorded: only the next step answers NONE
+    # (the automatic profiler stops there, not at the saving step's start).
+    assert sized(3) is ProfilerAction.RECORD_AND_SAVE and sized.finished is True
+    assert sized(3) is ProfilerAction.RECORD_AND_SAVE and sized(4) is ProfilerAction.NONE

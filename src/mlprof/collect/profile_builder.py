@@ -42,8 +42,11 @@ class _CountedFromOne:
         self.base = base
 
     @property
-    def finished(self) -> bool:
-        return bool(getattr(self.base, "finished", False))
+    def finished(self) -> bool | None:
+        """The base schedule's ``finished``; None for a fixed schedule, which has none (the caller counts its
+        cycles instead: a False here kept a trainer's fixed-schedule profiler open to the job's end)."""
+        finished = getattr(self.base, "finished", None)
+        return None if finished is None else bool(finished)
 
     def __call__(self, step: int) -> ProfilerAction:
         return self.base(step - 1) if step >= 1 else ProfilerAction.NONE
