@@ -72,11 +72,12 @@ def _compile_ns_by_step(ctx: AdvisorContext) -> dict[tuple[int, int], int]:
 _SITE_MIN_SAMPLES = 5
 
 
-def slow_steps_site(ctx: AdvisorContext, slow) -> dict | None:
+def slow_steps_site(ctx: AdvisorContext, slow, excess_ns: float) -> dict | None:
     """The user's line whose sampled time sits in the slow steps (a checkpoint, an evaluation, a histogram
     every Nth step): the most samples per slow step beyond its samples per other step, at least
     :data:`_SITE_MIN_SAMPLES` of them, most of its samples in the slow steps, and at least a quarter of the slow
-    steps' excess; None where no line is (no samples, or the excess is spread)."""
+    steps' excess (``excess_ns``); None where no line is (no samples, or the excess is spread). Ties go to the
+    first line and leaf by name: the samples come in no fixed order."""
     keys = {(s.window, s.step) for s in slow}
     rest = len(ctx.steps) - len(keys)
     rows = ctx.store.rows("""
@@ -93,18 +94,18 @@ def slow_steps_site(ctx: AdvisorContext, slow) -> dict | None:
         c[2][leaf] = c[2].get(leaf, 0) + 1
         c[3] += int(weight or 0)
     best = None
-    for site, (in_slow, in_rest, leaves, weight_sum) in counts.items():
+    for site, (in_slow, in_rest, leaves, weight_sum) in sorted(counts.items()):
         extra = in_slow / len(keys) - (in_rest / rest if rest else 0.0)
         if in_slow < _SITE_MIN_SAMPLES or extra <= 0.5 * in_slow / len(keys):
             continue
         if best is None or extra > best[0]:
             est_ns = extra * len(keys) * weight_sum / (in_slow + in_rest)
-            best = (extra, site, in_slow, max(leaves, key=leaves.get), est_ns)
+            leaf = min(leaves.items(), key=lambda kv: (-kv[1], str(kv[0])))[0]
+            best = (extra, site, in_slow, leaf, est_ns)
     if best is None:
         return None
     _extra, site, samples, leaf, est_ns = best
-    excess = sum(s.dur_ns for s in slow) - len(slow) * statistics.median(s.dur_ns for s in ctx.steps)
-    if est_ns < 0.25 * excess:
+    if est_ns < 0.25 * excess_ns:
         return None
     # What to call it: the library function the line was in (torch.serialization.save), else its own function.
     callee = library_call(ctx, "python", site)
@@ -215,7 +216,7 @@ def step_outliers(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     title = (f"{len(slow)} of {len(ctx.steps)} steps take over {th.step_outlier_ratio:g}x the median "
              f"step ({median / 1e6:.2f} ms)")
     # What the slow steps run that the others do not, where the samples say it (code-made outliers only).
-    site = None if slowed or driven or growing is not None else slow_steps_site(ctx, slow)
+    site = None if slowed or driven or growing is not None else slow_steps_site(ctx, slow, excess_ns)
     every = _every(slow)
     if site:
         title += f"{f', every {_ordinal(every)} step,' if every else ''} running {site['what']} at {site['where']}"
