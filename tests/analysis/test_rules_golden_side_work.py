@@ -117,3 +117,31 @@ def test_side_work_names_the_function_where_host_outside_ops_finds_no_line(tmp_p
 def test_side_work_below_its_share_is_not_reported(tmp_path):
     # 1 ms in all (10%), under side_work's 20%: the step's own work is what to look at.
     assert "side_work" not in _advise(tmp_path, side_python_us=500, side_ops_us=500)
+
+
+def test_side_work_in_steps_shorter_than_the_sampling_interval_keeps_its_share(tmp_path):
+    # 200 steps of 5 ms (1.5 ms forward, 1.5 ms of a metrics loop's Python, 2 ms backward), sampled every
+    # 7.3 ms on one clock: about two steps in three hold a sample. The samples estimate the steps they fall
+    # in; the share holds for every step: 30%, where it read 30% x 2/3 = 20% before.
+    events, samples = [], []
+    segments = []
+    for k in range(200):
+        t0 = k * 5_000
+        events += [X(f"ProfilerStep#{k + 1}", t0, 5_000, cat="user_annotation"),
+                   X("nn.Module: Linear_0", t0, 1_500, cat="python_function"), X("aten::linear", t0 + 10, 1_480),
+                   X("autograd::engine::evaluate_function: AddmmBackward0", t0 + 3_000, 1_990),
+                   X("aten::mm", t0 + 3_005, 1_970)]
+        segments += [(t0, t0 + 1_500, FORWARD), (t0 + 1_500, t0 + 3_000, METRICS), (t0 + 3_000, t0 + 5_000, BACKWARD)]
+    t, i = 50, 0
+    while t < 200 * 5_000:
+        while segments[i][1] <= t:
+            i += 1
+        samples.append([BASE_NS + t * US, segments[i][2]])
+        t += 7_300
+    capture = make_capture(tmp_path / "cap", {0: {"events": events, "python_samples": {
+        "interval_ns": 7_300 * US, "tid": 11, "frames": FRAMES, "stacks": STACKS, "samples": samples}}})
+    with TableStore(parse_path(capture, ParseOptions())[0].tables_dir) as store:
+        found = {f.id: f for f in advise(store).findings}
+    f = found["side_work"]
+    assert 0.26 <= f.share <= 0.34, f.title
+    assert abs(f.impact_ns - 0.3 * 200 * 5_000 * US) <= 0.04 * 200 * 5_000 * US
