@@ -114,19 +114,20 @@ def test_plateau_noise_and_small_growth_are_silent(tmp_path, name, rss):
         assert _findings(store, "memory_growth") == []
 
 
-@pytest.mark.parametrize("steps_after,mb_per_step", [(3, 8.0), (12, 1.8), (19, 4.0)])
+@pytest.mark.parametrize("steps_after,mb_per_step", [(3, 8.0), (12, 1.8), (19, 4.0), (23, 1.55), (39, 4.0)])
 def test_too_few_steps_after_the_window_are_not_judged(tmp_path, steps_after, mb_per_step):
-    # 12 steps rising 1.8 MB each: a leak-free job settling after its window, a false alarm before.
+    # 12 steps rising 1.8 MB each, and 23 rising 1.55 MB (18 judged past the trace export): a leak-free job
+    # settling after its window, false alarms before. The first 20 steps after a window are left out.
     from mlprof.analysis.growth import MIN_RSS_STEPS, rss_growth
 
     with _memory_store(tmp_path, "short", lambda s: 500 + mb_per_step * s, steps_after=steps_after) as store:
         assert _findings(store, "memory_growth") == []
         assert f"{steps_after} steps ran after the profiled window" in rss_growth(store).reason
-        assert f">= {MIN_RSS_STEPS}" in rss_growth(store).reason
+        assert f"{MIN_RSS_STEPS} after the first 20" in rss_growth(store).reason
 
 
-def test_growth_over_twenty_steps_after_the_window_is_judged(tmp_path):
-    with _memory_store(tmp_path, "twenty", lambda s: 500 + 4 * s, steps_after=20) as store:
+def test_growth_over_twenty_steps_after_the_first_twenty_is_judged(tmp_path):
+    with _memory_store(tmp_path, "twenty", lambda s: 500 + 4 * s, steps_after=40) as store:
         (f,) = _findings(store, "memory_growth")
         assert f.evidence.metrics["mb_per_step"] == pytest.approx(4.0, rel=0.05)
 
