@@ -85,3 +85,21 @@ def test_slow_steps_without_samples_name_no_line(tmp_path):
     f = _advise(tmp_path, {3, 7, 8, 15}, 25_000, None)["step_outliers"]
     assert f.evidence.call_sites == [] and "running" not in f.title, f.title
     assert f.evidence.metrics["every_nth_step"] is None
+
+
+def test_periodic_work_leads_only_over_side_work_and_host_outside_ops():
+    # A DataLoader whose slow batches make the slow steps: data_loading names the loader's line as
+    # step_outliers does, and stays what it is (demoting it let an op storm inside the loader lead).
+    from mlprof.analysis.advisor.engine import _periodic_work_leads
+    from mlprof.analysis.advisor.model import Evidence, Finding
+
+    site = {"call_site": "/home/u/data.py:60 _augment"}
+    outliers = Finding(id="step_outliers", severity="warning", share=0.2, impact_ns=1, title="slow steps",
+                       evidence=Evidence(call_sites=[site]), fix="")
+    loading = Finding(id="data_loading", severity="critical", share=0.88, impact_ns=1, title="Input-bound",
+                      evidence=Evidence(call_sites=[site]), fix="")
+    side = Finding(id="side_work", severity="critical", share=0.3, impact_ns=1, title="side work",
+                   evidence=Evidence(call_sites=[site]), fix="")
+    out = {f.id: f for f in _periodic_work_leads([outliers, loading, side])}
+    assert out["data_loading"].severity == "critical" and out["side_work"].severity == "info"
+    assert out["step_outliers"].severity == "critical"

@@ -223,12 +223,18 @@ def advise_jobs(ranks: Sequence[RankAdvice], thresholds: Thresholds | None = Non
     return reports
 
 
+# The findings that see step_outliers' periodic work as a share of every step.
+_PERIODIC_WORK_RULES = ("side_work", "host_outside_ops")
+
+
 def _periodic_work_leads(findings: list[Finding]) -> list[Finding]:
     """A warning about the line step_outliers names as the slow steps' work (a checkpoint saved every 5th
     step: side_work's torch.save, host_outside_ops' Python) is that work seen as a share of all steps: it
     becomes ``info`` and says so, and step_outliers, which also says when it runs, leads at the higher of the
     two severities. Left to the shares, the two traded places between thread counts (the same save: 27% of
-    step time as side work at 1 thread, a critical 36% excess of the slow steps at torch's default)."""
+    step time as side work at 1 thread, a critical 36% excess of the slow steps at torch's default). Only
+    those two: a DataLoader whose slow batches make the slow steps is data_loading's finding whatever
+    step_outliers names (demoting it let an op storm inside the loader lead, `loader_getitem`)."""
     outliers = next((f for f in findings if f.id == "step_outliers" and f.severity in ("critical", "warning")
                      and f.evidence.call_sites), None)
     if outliers is None:
@@ -236,7 +242,7 @@ def _periodic_work_leads(findings: list[Finding]) -> list[Finding]:
     site = outliers.evidence.call_sites[0]["call_site"]
     out = []
     for f in findings:
-        if f is not outliers and f.severity in ("critical", "warning") \
+        if f.id in _PERIODIC_WORK_RULES and f.severity in ("critical", "warning") \
                 and any(c.get("call_site") == site for c in f.evidence.call_sites):
             if SEVERITIES.index(f.severity) < SEVERITIES.index(outliers.severity):
                 outliers.severity = f.severity
