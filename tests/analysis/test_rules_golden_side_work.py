@@ -112,6 +112,9 @@ def test_side_work_names_the_function_where_host_outside_ops_finds_no_line(tmp_p
     assert "no line holds half" in found["host_outside_ops"].title
     f = found["side_work"]
     assert "of step time is log_metrics (train.py:2" in f.title, f.title
+    # One cause seen twice: side_work, which names it, leads; host_outside_ops says where to look.
+    assert f.severity == "critical" and found["host_outside_ops"].severity == "info"
+    assert "side_work names the function they are in (log_metrics)" in found["host_outside_ops"].title
 
 
 def test_side_work_below_its_share_is_not_reported(tmp_path):
