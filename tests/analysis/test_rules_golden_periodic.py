@@ -103,3 +103,25 @@ def test_periodic_work_leads_only_over_side_work_and_host_outside_ops():
     out = {f.id: f for f in _periodic_work_leads([outliers, loading, side])}
     assert out["data_loading"].severity == "critical" and out["side_work"].severity == "info"
     assert out["step_outliers"].severity == "critical"
+
+
+def test_an_op_storm_and_slow_steps_inside_data_loading_are_the_loaders():
+    # loader_getitem: a Dataset whose __getitem__ runs tiny tensor ops, some batches slower. Beside
+    # data_loading's warning, the op storm issued mostly in data loading and the slow steps that grew there
+    # are the loader's work: info. A storm in the forward stays a warning.
+    from mlprof.analysis.advisor.engine import _data_loading_owns
+    from mlprof.analysis.advisor.model import Evidence, Finding
+
+    def finding(rule, severity="warning", **evidence):
+        return Finding(id=rule, severity=severity, share=0.5, impact_ns=1, title=rule, evidence=Evidence(**evidence),
+                       fix="")
+
+    loading = finding("data_loading", "critical")
+    storm = finding("op_storm", metrics={"storm_ns_by_phase": {"data_loading": 720, "forward": 330}})
+    forward_storm = finding("op_storm", metrics={"storm_ns_by_phase": {"data_loading": 100, "forward": 900}})
+    slow = finding("step_outliers", steps=[{"grew_most": "data_loading"}] * 3 + [{"grew_most": "python"}])
+    out = _data_loading_owns([loading, storm, forward_storm, slow])
+    assert [f.severity for f in out] == ["critical", "info", "warning", "info"]
+    assert "it is in data loading (see data_loading)" in out[1].title
+    # Without a data_loading warning nothing changes.
+    assert _data_loading_owns([storm, slow]) == [storm, slow]

@@ -124,6 +124,7 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
     findings = defer_to_anomaly(ctx, findings)
     findings = _periodic_work_leads(findings)
     findings = _side_work_explains(findings)
+    findings = _data_loading_owns(findings)
     findings = npu_wording(ctx, findings)
     mark_thin_call_sites(findings)
     report = AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
@@ -222,6 +223,26 @@ def advise_jobs(ranks: Sequence[RankAdvice], thresholds: Thresholds | None = Non
     for report in reports:
         report.notes.extend(grouping.warnings)
     return reports
+
+
+def _data_loading_owns(findings: list[Finding]) -> list[Finding]:
+    """Beside a data_loading warning, an op storm issued mostly inside data loading (a Dataset's
+    ``__getitem__`` running tiny tensor ops) and slow steps that mostly grew in data loading are the loader's
+    work seen by another rule: ``info``, saying so (on loader_getitem: an op_storm of ``aten::as_strided`` 2,659
+    times a step, 68% of it in data loading, and 10 slow batches as step_outliers, under data_loading's 88%)."""
+    if not any(f.id == "data_loading" and f.severity in ("critical", "warning") for f in findings):
+        return findings
+
+    def in_loading(f: Finding) -> bool:
+        if f.id == "op_storm":
+            phases = f.evidence.metrics.get("storm_ns_by_phase") or {}
+            return phases.get("data_loading", 0) >= 0.5 * sum(phases.values()) > 0
+        if f.id == "step_outliers":
+            grew = [s.get("grew_most") for s in f.evidence.steps]
+            return bool(grew) and grew.count("data_loading") >= 0.5 * len(grew)
+        return False
+    return [replace(f, severity="info", title=f"{f.title}; it is in data loading (see data_loading)")
+            if f.severity in ("critical", "warning") and in_loading(f) else f for f in findings]
 
 
 def _side_work_explains(findings: list[Finding]) -> list[Finding]:
