@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 from collections import defaultdict
 
 import pytest
@@ -57,9 +58,15 @@ def test_step_columns_add_up_to_step_time(shared_traces, tmp_path, name):
         assert min(s.computing_ns, s.free_ns, s.preparing_ns, s.overlapped_ns) >= 0
         assert s.data_loading_ns + s.forward_ns + s.backward_ns + s.optimizer_ns + s.host_communication_ns \
             + s.gc_ns + s.python_ns + s.other_ns == s.dur_ns
-    profiler_steps = [ev for ev in _load(shared_traces / name)["traceEvents"]
-                      if ev.get("cat") == "user_annotation" and str(ev.get("name", "")).startswith("ProfilerStep#")]
-    assert len(steps) == len(profiler_steps)
+    profiler_steps = sorted((ev for ev in _load(shared_traces / name)["traceEvents"]
+                             if ev.get("cat") == "user_annotation" and str(ev.get("name", "")).startswith("ProfilerStep#")),
+                            key=lambda ev: ev["ts"])
+    # Every ProfilerStep is a step, but a last one the profiler's stop cut (a tenth of the others or less: the
+    # ROCm trace's 0.049 ms step of one op after a 9.29 ms one).
+    cut = profiler_steps[-1]["dur"] <= 0.1 * statistics.median(ev["dur"] for ev in profiler_steps[:-1]) \
+        if len(profiler_steps) >= 2 else False
+    assert len(steps) == len(profiler_steps) - cut
+    assert (name == "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz") == cut
 
 
 def test_nccl_collectives_keep_their_metadata(shared_traces, tmp_path):
