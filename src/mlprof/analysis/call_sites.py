@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mlprof.tables.store import TableStore
 
-__all__ = ["call_sites", "phase_ns", "side_work"]
+__all__ = ["call_sites", "phase_ns", "side_work", "site_samples_by_step"]
 
 _UNNEST_USER_FRAMES = """, unnest(from_json(k.user_frames, '["VARCHAR"]')) AS u(site)"""
 # Every user frame of the stack, as a call site ('file:line function' split into its parts).
@@ -21,19 +21,41 @@ _INCLUSIVE_SITE = """u.site AS call_site, regexp_extract(u.site, '^(.*):[0-9]+ [
     regexp_extract(u.site, ' ([^ ]*)$', 1) AS call_site_function, k.leaf"""
 
 
+# The samples inside the steps' host phase spans (``p``), with their stacks (``k``): the join every estimate
+# from the stack samples starts from.
+_SAMPLED_FROM = """
+    FROM python_samples s
+    JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
+     AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
+    JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id"""
+
+
+def _phase_time_sql(step_filter: str = "") -> str:
+    """The CTEs ``phase_time`` (host time per phase) and ``all_time`` over every step of the windows the
+    sampler covered, sampled or not (after a CTE ``sampled``). With steps shorter than the sampling interval
+    only some steps hold a sample, and an estimate over those alone read a 34% side work as 15% of all steps
+    (4.6 ms steps, 10 ms interval); the samples stand for every step of their window."""
+    return f"""
+        sampled_windows AS (SELECT DISTINCT window_index FROM sampled),
+        phase_time AS (
+            SELECT p.phase, sum(p.dur_ns) AS phase_ns FROM phase_spans p JOIN sampled_windows USING (window_index)
+            WHERE p.view = 'host' AND p.step IS NOT NULL {step_filter} GROUP BY p.phase),
+        all_time AS (SELECT sum(phase_ns) AS steps_ns FROM phase_time)"""
+
+
 def call_sites(store: TableStore, phase: str | None = None, step: int | None = None,
                limit: int | None = None, inclusive: bool = False) -> list[dict]:
     """Rows of (phase, call_site, samples, estimated time), largest first.
 
-    ``est_ns`` is the phase's time in the sampled steps times the site's
-    share of the phase's samples; ``share_of_phase`` and ``share_of_steps``
-    are fractions of that phase and of all sampled step time. With
+    ``est_ns`` is the phase's time in the steps (of the windows the sampler
+    covered) times the site's share of the phase's samples; ``share_of_phase``
+    and ``share_of_steps`` are fractions of that phase and of those steps' time. With
     ``inclusive`` a sample counts for every line of the user's code on its
     stack (a loop that calls the model gets the model's time too), so the
     rows of a phase may add up to more than the phase.
     """
     step_filter = "" if step is None else "WHERE p.step = ?"
-    params: list = [] if step is None else [step]
+    params: list = [] if step is None else [step, step]  # the samples', then the phase time's
     phase_filter = ""
     if phase is not None:
         phase_filter = "WHERE s.phase = ?"
@@ -43,17 +65,10 @@ def call_sites(store: TableStore, phase: str | None = None, step: int | None = N
     rows = store.dicts(f"""
         WITH sampled AS (
             SELECT DISTINCT s.window_index, s.ts_ns, p.step, p.phase, {site}
-            FROM python_samples s
-            JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
-             AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
-            JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id
+            {_SAMPLED_FROM}
             {_UNNEST_USER_FRAMES if inclusive else ""}
             {step_filter}),
-        steps_seen AS (SELECT DISTINCT window_index, step FROM sampled),
-        phase_time AS (
-            SELECT p.phase, sum(p.dur_ns) AS phase_ns FROM phase_spans p JOIN steps_seen USING (window_index, step)
-            WHERE p.view = 'host' GROUP BY p.phase),
-        all_time AS (SELECT sum(phase_ns) AS steps_ns FROM phase_time),
+        {_phase_time_sql("" if step is None else "AND p.step = ?")},
         per_site AS (
             SELECT phase, call_site, any_value(call_site_file) AS file, any_value(call_site_line) AS line,
                    any_value(call_site_function) AS function, count(*) AS samples,
@@ -94,15 +109,8 @@ def side_work(store: TableStore, limit: int = 5) -> list[dict]:
             SELECT DISTINCT s.window_index, s.ts_ns, p.step, p.phase, k.call_site, k.call_site_file,
                    k.call_site_function, k.leaf,
                    regexp_matches(coalesce(k.frames, ''), '{_STEP_CORE_FRAMES}') AS core
-            FROM python_samples s
-            JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
-             AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
-            JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id),
-        steps_seen AS (SELECT DISTINCT window_index, step FROM sampled),
-        phase_time AS (
-            SELECT p.phase, sum(p.dur_ns) AS phase_ns FROM phase_spans p JOIN steps_seen USING (window_index, step)
-            WHERE p.view = 'host' GROUP BY p.phase),
-        all_time AS (SELECT sum(phase_ns) AS steps_ns FROM phase_time),
+            {_SAMPLED_FROM}),
+        {_phase_time_sql()},
         per_phase AS (SELECT phase, count(*) AS phase_samples FROM sampled GROUP BY phase),
         side AS (
             SELECT s.*, t.phase_ns / n.phase_samples AS worth_ns FROM sampled s
@@ -133,6 +141,16 @@ def side_work(store: TableStore, limit: int = 5) -> list[dict]:
     for r in rows:
         r["phases"] = dict(r["phases"]) if r["phases"] is not None else {}
     return rows
+
+
+def site_samples_by_step(store: TableStore) -> list[tuple]:
+    """(window, step, call_site, leaf, samples, weight_ns) for every user's line sampled in a step: where in
+    the window a line's samples fall (step_outliers: the line its slow steps run)."""
+    return store.rows(f"""
+        WITH sampled AS (SELECT DISTINCT s.window_index, s.ts_ns, p.step, k.call_site, k.leaf, s.weight_ns
+                         {_SAMPLED_FROM} WHERE p.step IS NOT NULL AND k.call_site IS NOT NULL)
+        SELECT window_index, step, call_site, leaf, count(*), sum(weight_ns) FROM sampled
+        GROUP BY ALL ORDER BY ALL""")
 
 
 def phase_ns(store: TableStore, phase: str, step: int | None = None) -> int:

@@ -207,7 +207,7 @@ SUMMARIES: tuple[Summary, ...] = (
         _c("Samples", "samples", "", "samples taken there in that phase"),
         _c("Estimated Time(us)", "est_ns", "us", "phase time x the site's share of the phase's samples"),
         _c("Share of Phase", "share_of_phase", "", "fraction of the phase's samples"),
-        _c("Share of Steps", "share_of_steps", "", "fraction of the sampled steps' time"),
+        _c("Share of Steps", "share_of_steps", "", "fraction of the steps' time (every step of the windows the sampler covered)"),
     ), _call_sites),
     Summary("host_resources", "Host samples taken while the capture was open (mlprof run, or host_sys).", (
         _c("Time(us)", "ts_ns", "us", "wall clock of the sample"),

@@ -82,9 +82,7 @@ class AdvisorContext:
         """The user's lines behind a host phase, from the Python sampler (docs/attribution.md); [] without samples."""
         from mlprof.analysis.call_sites import call_sites
 
-        # est_ns covers the steps that hold a sample; the site's share of them holds for every step.
-        return [{"call_site": r["call_site"], "leaf": r["leaf"], "samples": r["samples"],
-                 "self_ns": int(r["share_of_steps"] * self.total_step_ns),
+        return [{"call_site": r["call_site"], "leaf": r["leaf"], "self_ns": r["est_ns"], "samples": r["samples"],
                  "share_of_phase": round(r["share_of_phase"], 4)}
                 for r in call_sites(self.store, phase=phase, limit=limit)]
 

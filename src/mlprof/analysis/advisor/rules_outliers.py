@@ -23,6 +23,7 @@ from mlprof.analysis.advisor.model import Evidence, Finding, Thresholds, severit
 from mlprof.analysis.advisor.rules_host import library_call, short_site
 from mlprof.analysis.advisor.rules_growth import growing_step_time
 from mlprof.analysis.advisor.rules_shapes import shape_driven_steps
+from mlprof.analysis.call_sites import site_samples_by_step
 from mlprof.tables.names import COMPILE_SQL
 
 __all__ = ["step_outliers", "same_work_steps"]
@@ -77,21 +78,14 @@ def slow_steps_site(ctx: AdvisorContext, slow, excess_ns: float) -> dict | None:
     every Nth step): the most samples per slow step beyond its samples per other step, at least
     :data:`_SITE_MIN_SAMPLES` of them, most of its samples in the slow steps, and at least a quarter of the slow
     steps' excess (``excess_ns``); None where no line is (no samples, or the excess is spread). Ties go to the
-    first line and leaf by name: the samples come in no fixed order."""
+    first line and leaf by name."""
     keys = {(s.window, s.step) for s in slow}
     rest = len(ctx.steps) - len(keys)
-    rows = ctx.store.rows("""
-        SELECT DISTINCT s.window_index, s.ts_ns, p.step, k.call_site, k.leaf, s.weight_ns
-        FROM python_samples s
-        JOIN phase_spans p ON p.window_index = s.window_index AND p.view = 'host'
-         AND s.ts_ns >= p.start_ns AND s.ts_ns < p.end_ns
-        JOIN python_stacks k ON k.window_index = s.window_index AND k.stack_id = s.stack_id
-        WHERE p.step IS NOT NULL AND k.call_site IS NOT NULL""")
     counts: dict[str, list] = {}
-    for window, _ts, step, site, leaf, weight in rows:
+    for window, step, site, leaf, samples, weight in site_samples_by_step(ctx.store):
         c = counts.setdefault(site, [0, 0, {}, 0])
-        c[0 if (int(window), int(step)) in keys else 1] += 1
-        c[2][leaf] = c[2].get(leaf, 0) + 1
+        c[0 if (int(window), int(step)) in keys else 1] += samples
+        c[2][leaf] = c[2].get(leaf, 0) + samples
         c[3] += int(weight or 0)
     best = None
     for site, (in_slow, in_rest, leaves, weight_sum) in sorted(counts.items()):

@@ -34,16 +34,11 @@ def side_work(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
     if not rows:
         return []
     top = rows[0]
-    # The estimates cover the steps the sampler took a sample in; their share holds for all the steps. With
-    # steps shorter than the sampling interval only some hold a sample: 5 ms steps at 10 ms, about half, and
-    # the share of all steps came out half (a metrics loop's 34% read as 15%, and went unreported).
-    share = float(top["share_of_steps"])
-    scale = share * ctx.total_step_ns / top["est_ns"] if top["est_ns"] else 1.0
-    est_ns = share * ctx.total_step_ns
+    share = ctx.share(int(top["est_ns"]))
     severity = severity_for(share, th.side_work_warn_share, th)
     if severity is None or share < th.side_work_warn_share or _named_by_host_outside_ops(ctx, th, top):
         return []
-    phases = {phase: ns * scale for phase, ns in top["phases"].items()}
+    phases = top["phases"]
     python_ns = phases.get("python", 0)
     ops_ns = sum(ns for phase, ns in phases.items() if phase != "python")
     # Side work that is nearly all ops is the op rules' finding (a 64 MB torch.zeros per step is memory_churn
@@ -52,22 +47,21 @@ def side_work(ctx: AdvisorContext, th: Thresholds) -> list[Finding]:
         return []
     # Each of the function's lines with the library function it was in (copy.deepcopy, torch.save).
     lines = []
-    for line, samples, line_ns in zip(top["lines"], top["line_samples"], top["line_est_ns"]):
+    for line, samples, est_ns in zip(top["lines"], top["line_samples"], top["line_est_ns"]):
         callee = next((c for c in (library_call(ctx, p, line) for p in sorted(phases, key=phases.get, reverse=True))
                        if c), None)
-        lines.append({"call_site": line, "samples": int(samples), "self_ns": int(line_ns * scale),
-                      "library_call": callee})
+        lines.append({"call_site": line, "samples": int(samples), "self_ns": int(est_ns), "library_call": callee})
     file = short_site(lines[0]["call_site"]).split(":", 1)[0]
     where = file + ":" + ", :".join(short_site(r["call_site"]).split(" ", 1)[0].split(":", 1)[1]
                                     + (f" in {r['library_call']}" if r["library_call"] else "") for r in lines[:3])
     split = (f"{ctx.share(python_ns):.0%} of the step in Python, {ctx.share(ops_ns):.0%} in the ops it runs"
              if python_ns and ops_ns else "in Python" if python_ns else "in the ops it runs")
     return [Finding(
-        id="side_work", severity=severity, share=round(share, 4), impact_ns=int(est_ns),
+        id="side_work", severity=severity, share=round(share, 4), impact_ns=int(top["est_ns"]),
         title=(f"{share:.0%} of step time is {top['function']} ({where}), outside the model's forward, loss, "
                f"backward and optimizer ({split})"),
         evidence=Evidence(
-            metrics={"est_ns": int(est_ns), "samples": int(top["samples"]), "python_ns": int(python_ns),
+            metrics={"est_ns": int(top["est_ns"]), "samples": int(top["samples"]), "python_ns": int(python_ns),
                      "ops_ns": int(ops_ns), "function": top["function"],
                      "phases_ns": {p: int(ns) for p, ns in phases.items()}},
             call_sites=lines[:5]),
