@@ -90,7 +90,7 @@ def test_slow_steps_without_samples_name_no_line(tmp_path):
 def test_periodic_work_leads_only_over_side_work_and_host_outside_ops():
     # A DataLoader whose slow batches make the slow steps: data_loading names the loader's line as
     # step_outliers does, and stays what it is (demoting it let an op storm inside the loader lead).
-    from mlprof.analysis.advisor.engine import _periodic_work_leads
+    from mlprof.analysis.advisor.leads import _periodic_work_leads
     from mlprof.analysis.advisor.model import Evidence, Finding
 
     site = {"call_site": "/home/u/data.py:60 _augment"}
@@ -109,7 +109,7 @@ def test_an_op_storm_and_slow_steps_inside_data_loading_are_the_loaders():
     # loader_getitem: a Dataset whose __getitem__ runs tiny tensor ops, some batches slower. Beside
     # data_loading's warning, the op storm issued mostly in data loading and the slow steps that grew there
     # are the loader's work: info. A storm in the forward stays a warning.
-    from mlprof.analysis.advisor.engine import _data_loading_owns
+    from mlprof.analysis.advisor.leads import _data_loading_owns
     from mlprof.analysis.advisor.model import Evidence, Finding
 
     def finding(rule, severity="warning", **evidence):

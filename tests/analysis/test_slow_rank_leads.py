@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mlprof.analysis.advisor.engine import _slow_rank_leads, sort_findings
+from mlprof.analysis.advisor.engine import sort_findings
+from mlprof.analysis.advisor.leads import slow_rank_leads as _slow_rank_leads
 from mlprof.analysis.advisor.model import Evidence, Finding
 
 SITE = "/job/train.py:340 shard"

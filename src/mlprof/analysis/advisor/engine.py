@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlprof.analysis.advisor.context import AdvisorContext
 from mlprof.analysis.advisor.evidence_strength import mark_thin_call_sites, window_notes
 from mlprof.analysis.advisor.explained import Explained, explain
+from mlprof.analysis.advisor.leads import apply_leads, slow_rank_leads
 from mlprof.analysis.advisor.model import SEVERITIES, Finding, Thresholds
 from mlprof.analysis.advisor.rules_comm import communication_overlap, exposed_by_step, split_waiting
 from mlprof.analysis.advisor.rules_device import device_idle, memory_churn, synchronization
@@ -122,9 +123,7 @@ def advise(store: TableStore, thresholds: Thresholds | None = None,
     for rule in rules:
         findings.extend(rule(ctx, th))
     findings = defer_to_anomaly(ctx, findings)
-    findings = _periodic_work_leads(findings)
-    findings = _side_work_explains(findings)
-    findings = _data_loading_owns(findings)
+    findings = apply_leads(findings)
     findings = npu_wording(ctx, findings)
     mark_thin_call_sites(findings)
     report = AdvisorReport(rank=ctx.rank, step_count=len(ctx.steps), total_step_ns=ctx.total_step_ns,
@@ -215,7 +214,7 @@ def advise_jobs(ranks: Sequence[RankAdvice], thresholds: Thresholds | None = Non
             # Matched by source: ranks of bare traces may all be None.
             report = by_source.get(finding.evidence.metrics["source"])
             if report is not None:
-                report.findings = _slow_rank_leads(report.findings, finding)
+                report.findings = slow_rank_leads(report.findings, finding)
                 report.findings.append(finding)
         _split_communication_waiting(job, by_source, exposed, slow, th)
         for member in job:
@@ -223,95 +222,6 @@ def advise_jobs(ranks: Sequence[RankAdvice], thresholds: Thresholds | None = Non
     for report in reports:
         report.notes.extend(grouping.warnings)
     return reports
-
-
-def _data_loading_owns(findings: list[Finding]) -> list[Finding]:
-    """Beside a data_loading warning, an op storm issued mostly inside data loading (a Dataset's
-    ``__getitem__`` running tiny tensor ops) and slow steps that mostly grew in data loading are the loader's
-    work seen by another rule: ``info``, saying so (on loader_getitem: an op_storm of ``aten::as_strided`` 2,659
-    times a step, 68% of it in data loading, and 10 slow batches as step_outliers, under data_loading's 88%)."""
-    if not any(f.id == "data_loading" and f.severity in ("critical", "warning") for f in findings):
-        return findings
-
-    def in_loading(f: Finding) -> bool:
-        if f.id == "op_storm":
-            phases = f.evidence.metrics.get("storm_ns_by_phase") or {}
-            return phases.get("data_loading", 0) >= 0.5 * sum(phases.values()) > 0
-        if f.id == "step_outliers":
-            grew = [s.get("grew_most") for s in f.evidence.steps]
-            return bool(grew) and grew.count("data_loading") >= 0.5 * len(grew)
-        return False
-    return [replace(f, severity="info", title=f"{f.title}; it is in data loading (see data_loading)")
-            if f.severity in ("critical", "warning") and in_loading(f) else f for f in findings]
-
-
-def _side_work_explains(findings: list[Finding]) -> list[Finding]:
-    """host_outside_ops that finds no line with half of its samples ("unexplained") beside a side_work warning,
-    which names the function those lines are in: one cause seen twice. side_work leads at the higher of the
-    two severities and host_outside_ops becomes ``info`` saying so. Left to the shares, which of the two
-    showed depended on the thread count (numpy_metrics: side_work 34% at 1 thread, host_outside_ops 41%
-    "unexplained" at torch's default, both the same metrics function)."""
-    side = next((f for f in findings if f.id == "side_work" and f.severity in ("critical", "warning")), None)
-    if side is None:
-        return findings
-    out = []
-    for f in findings:
-        if f.id == "host_outside_ops" and f.severity in ("critical", "warning") \
-                and f.evidence.metrics.get("unexplained"):
-            if SEVERITIES.index(f.severity) < SEVERITIES.index(side.severity):
-                side.severity = f.severity
-            f = replace(f, severity="info", title=f"{f.title}; side_work names the function they are in "
-                                                  f"({side.evidence.metrics.get('function')})")
-        out.append(f)
-    return out
-
-
-# The findings that see step_outliers' periodic work as a share of every step.
-_PERIODIC_WORK_RULES = ("side_work", "host_outside_ops")
-
-
-def _periodic_work_leads(findings: list[Finding]) -> list[Finding]:
-    """A warning about the line step_outliers names as the slow steps' work (a checkpoint saved every 5th
-    step: side_work's torch.save, host_outside_ops' Python) is that work seen as a share of all steps: it
-    becomes ``info`` and says so, and step_outliers, which also says when it runs, leads at the higher of the
-    two severities. Left to the shares, the two traded places between thread counts (the same save: 27% of
-    step time as side work at 1 thread, a critical 36% excess of the slow steps at torch's default). Only
-    those two: a DataLoader whose slow batches make the slow steps is data_loading's finding whatever
-    step_outliers names (demoting it let an op storm inside the loader lead, `loader_getitem`)."""
-    outliers = next((f for f in findings if f.id == "step_outliers" and f.severity in ("critical", "warning")
-                     and f.evidence.call_sites), None)
-    if outliers is None:
-        return findings
-    site = outliers.evidence.call_sites[0]["call_site"]
-    out = []
-    for f in findings:
-        if f.id in _PERIODIC_WORK_RULES and f.severity in ("critical", "warning") \
-                and any(c.get("call_site") == site for c in f.evidence.call_sites):
-            if SEVERITIES.index(f.severity) < SEVERITIES.index(outliers.severity):
-                outliers.severity = f.severity
-            f = replace(f, severity="info", title=f"{f.title}; it runs in the slow steps (see step_outliers)")
-        out.append(f)
-    return out
-
-
-def _slow_rank_leads(findings: list[Finding], slow: Finding) -> list[Finding]:
-    """On the slow rank, a warning about the very line its excess comes from (the slow-rank cause's call
-    site) is that cause seen from inside the rank: it becomes ``info`` and says so, and the slow-rank
-    finding, which also counts the time every other rank waits for it, leads at the higher of the two
-    severities. Left to the shares, the two traded places from run to run (the same Python shard parser:
-    21% of the rank's step as side work against 19% as the rank's excess)."""
-    site = slow.evidence.metrics.get("call_site")
-    if not site:
-        return findings
-    out = []
-    for f in findings:
-        if f.severity in ("critical", "warning") and any(c.get("call_site") == site for c in f.evidence.call_sites):
-            if SEVERITIES.index(f.severity) < SEVERITIES.index(slow.severity):
-                slow.severity = f.severity
-            f = replace(f, severity="info", title=f"{f.title}; this is what makes rank {slow.rank} the slow rank "
-                                                  "(see slow_rank)")
-        out.append(f)
-    return out
 
 
 def _split_communication_waiting(job, by_source: dict, exposed: dict, slow: list[Finding], th: Thresholds) -> None:
