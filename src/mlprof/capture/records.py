@@ -142,7 +142,7 @@ class StepRecord(_Record, kw_only=True):
     # CPU time of the host-speed probe run right after the step (collect/speed_probe.py); null: not run.
     speed_probe_ns: Union[Int, None] = None
     # The profiler stopped during the step (the job ended, or stop() came before the next step()): a piece
-    # of a step, not a step. Left out of the written file when false.
+    # of a step, not a step. Absent (older captures): false.
     partial: bool = False
 
 

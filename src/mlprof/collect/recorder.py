@@ -70,7 +70,7 @@ class HostRecorder:
             self.steps.append({"step": step, "start_ns": start_ns, "end_ns": ts_ns, "cpu_ns": cpu1 - cpu0,
                                "cpu_wait_ns": None if wait0 is None or wait1 is None else wait1 - wait0,
                                "thread_cpu_ns": None if run0 is None or run1 is None else run1 - run0,
-                               **({"partial": True} if partial else {})})
+                               "partial": partial})
             self._current_step = None
 
     def record_speed_probe(self, cpu_ns: int) -> None:
